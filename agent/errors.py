@@ -1,0 +1,266 @@
+"""The error taxonomy and the closed vocabulary of condition reasons.
+
+Every error a user can see is an `AgentError`: it names a `Reason` (what goes on the
+Machine's condition), says what failed and what to do, and whether it is temporary
+(retried with jittered backoff) or permanent (the phase stops and reports).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReasonInfo:
+    meaning: str
+    fix: str
+
+
+class Reason(enum.StrEnum):
+    """Condition reasons the agent may report. Closed: add here, document here."""
+
+    # summary and progress
+    Bootstrapped = "Bootstrapped"
+    InProgress = "InProgress"
+    Pending = "Pending"
+    Skipped = "Skipped"
+    UpToDate = "UpToDate"
+    # configuration and local state
+    ConfigInvalid = "ConfigInvalid"
+    StateUnwritable = "StateUnwritable"
+    CommandFailed = "CommandFailed"
+    CommandTimeout = "CommandTimeout"
+    InternalError = "InternalError"
+    # management cluster
+    ManagementUnreachable = "ManagementUnreachable"
+    ManagementUnauthorized = "ManagementUnauthorized"
+    ManagementForbidden = "ManagementForbidden"
+    MachineNotFound = "MachineNotFound"
+    # network
+    NetworkConfigured = "NetworkConfigured"
+    AddressConflict = "AddressConflict"
+    GatewayUnreachable = "GatewayUnreachable"
+    KernelFeatureMissing = "KernelFeatureMissing"
+    InterfaceNotFound = "InterfaceNotFound"
+    # IPAM
+    PoolExhausted = "PoolExhausted"
+    PoolNotFound = "PoolNotFound"
+    IPAMUnauthorized = "IPAMUnauthorized"
+    IPAMUnavailable = "IPAMUnavailable"
+    InvalidAllocation = "InvalidAllocation"
+    # time
+    TimeSynchronized = "TimeSynchronized"
+    TimeSynchronizing = "TimeSynchronizing"
+    TimeNotSynchronized = "TimeNotSynchronized"
+    # join
+    Joined = "Joined"
+    TokenExpired = "TokenExpired"
+    TokenInvalid = "TokenInvalid"
+    CACertHashMismatch = "CACertHashMismatch"
+    PreflightFailed = "PreflightFailed"
+    NodeNameConflict = "NodeNameConflict"
+    APIServerUnreachable = "APIServerUnreachable"
+    KubeletNotHealthy = "KubeletNotHealthy"
+    JoinTimeout = "JoinTimeout"
+    # CNI
+    CNIInstalled = "CNIInstalled"
+    CNIBroken = "CNIBroken"
+
+    @property
+    def info(self) -> ReasonInfo:
+        return REASONS[self]
+
+
+REASONS: dict[Reason, ReasonInfo] = {
+    Reason.Bootstrapped: ReasonInfo(
+        "Every phase completed and was verified.", "Nothing to do."),
+    Reason.InProgress: ReasonInfo(
+        "The phase is running now.", "Wait; `machine-agent status --wait` follows it."),
+    Reason.Pending: ReasonInfo(
+        "The phase has not started: an earlier phase has not completed.",
+        "Look at the first phase that is not True."),
+    Reason.Skipped: ReasonInfo(
+        "The phase was left out by --skip/--only or by the configuration.",
+        "Run it with `machine-agent run --only PHASE` when wanted."),
+    Reason.UpToDate: ReasonInfo(
+        "The phase completed earlier with the same inputs; nothing was applied.",
+        "Nothing to do."),
+    Reason.ConfigInvalid: ReasonInfo(
+        "The AgentConfig has errors; each is listed with its path.",
+        "Fix the named fields; check with `machine-agent config validate FILE`."),
+    Reason.StateUnwritable: ReasonInfo(
+        "The state directory cannot be written (read-only or full).",
+        "Free space or remount /var/lib/machine-agent read-write; the journal is intact."),
+    Reason.CommandFailed: ReasonInfo(
+        "A command the phase runs exited non-zero.",
+        "Read the command's output tail in the message or `machine-agent status`."),
+    Reason.CommandTimeout: ReasonInfo(
+        "A command did not finish within its time-out.",
+        "Check what the command waits for; it is retried."),
+    Reason.InternalError: ReasonInfo(
+        "An unexpected error inside the agent.",
+        "Report it with the log; the journal keeps the state for a retry."),
+    Reason.ManagementUnreachable: ReasonInfo(
+        "The management cluster's API cannot be reached.",
+        "Check the route and firewall to the API endpoint; the agent retries."),
+    Reason.ManagementUnauthorized: ReasonInfo(
+        "The management cluster refused the agent's credentials (401).",
+        "Give the node a valid token or kubeconfig; expired credentials are not retried."),
+    Reason.ManagementForbidden: ReasonInfo(
+        "The agent's identity lacks a permission (403).",
+        "Apply the RBAC manifest shipped in templates/rbac.yaml for this node."),
+    Reason.MachineNotFound: ReasonInfo(
+        "No Machine (or more than one) matches this node's identity.",
+        "Set spec.identity.machine or label the Machine with this host's UUID."),
+    Reason.NetworkConfigured: ReasonInfo(
+        "Interfaces, addresses, routes and DNS are applied and verified.", "Nothing to do."),
+    Reason.AddressConflict: ReasonInfo(
+        "Another host on the segment already answers for the address.",
+        "Free the address or fix the IPAM record; the agent did not keep it."),
+    Reason.GatewayUnreachable: ReasonInfo(
+        "The gateway did not answer neighbour resolution; the change was rolled back.",
+        "Check the gateway address, VLAN and cabling."),
+    Reason.KernelFeatureMissing: ReasonInfo(
+        "The kernel lacks a feature the configuration needs (e.g. 8021q, bonding).",
+        "Use an image whose kernel has the named module."),
+    Reason.InterfaceNotFound: ReasonInfo(
+        "No interface (or more than one) matches an interface entry.",
+        "Fix spec.network.interfaces[].match (name, macAddress or driver)."),
+    Reason.PoolExhausted: ReasonInfo(
+        "The IPAM pool has no free address.", "Grow the pool or release stale addresses."),
+    Reason.PoolNotFound: ReasonInfo(
+        "The IPAM pool named in the configuration does not exist.",
+        "Fix the pool reference or create the pool."),
+    Reason.IPAMUnauthorized: ReasonInfo(
+        "The IPAM backend refused the agent's credentials.",
+        "Give the agent a valid IPAM token."),
+    Reason.IPAMUnavailable: ReasonInfo(
+        "The IPAM backend did not answer; the agent retries with backoff.",
+        "Check the backend; nothing is needed on the node."),
+    Reason.InvalidAllocation: ReasonInfo(
+        "The IPAM backend answered with an unusable address.",
+        "Fix the pool's prefix or gateway in the backend named in the message."),
+    Reason.TimeSynchronized: ReasonInfo(
+        "The clock is synchronised within the allowed offset.", "Nothing to do."),
+    Reason.TimeSynchronizing: ReasonInfo(
+        "Waiting for the clock to synchronise; the message shows the offset.", "Wait."),
+    Reason.TimeNotSynchronized: ReasonInfo(
+        "The clock did not synchronise in time; join is held back.",
+        "Check that the NTP servers named in the message are reachable."),
+    Reason.Joined: ReasonInfo("The node joined the workload cluster.", "Nothing to do."),
+    Reason.TokenExpired: ReasonInfo(
+        "The bootstrap token is expired or unknown to the cluster.",
+        "Let the bootstrap provider rotate the token; the agent re-reads the Secret."),
+    Reason.TokenInvalid: ReasonInfo(
+        "The bootstrap token is malformed or was rejected.",
+        "Check the token in the bootstrap data."),
+    Reason.CACertHashMismatch: ReasonInfo(
+        "The cluster CA does not match the pinned hash.",
+        "Fix discovery caCertHashes; never skip CA verification."),
+    Reason.PreflightFailed: ReasonInfo(
+        "Checks before kubeadm failed; each is listed with its fix.",
+        "Fix each listed check."),
+    Reason.NodeNameConflict: ReasonInfo(
+        "A Node with this name already exists in the workload cluster.",
+        "Delete the stale Node or give this node another name."),
+    Reason.APIServerUnreachable: ReasonInfo(
+        "The workload cluster's API server cannot be reached.",
+        "Check controlPlaneEndpoint and the route to it."),
+    Reason.KubeletNotHealthy: ReasonInfo(
+        "The kubelet did not become healthy after join.",
+        "Read `journalctl -u kubelet`; check the container runtime."),
+    Reason.JoinTimeout: ReasonInfo(
+        "kubeadm join did not finish in time.", "Check the API server and kubelet."),
+    Reason.CNIInstalled: ReasonInfo(
+        "CNI plugins and configuration installed and proved with ADD/CHECK/DEL.",
+        "Nothing to do."),
+    Reason.CNIBroken: ReasonInfo(
+        "The CNI check failed; the plugin's own error is in the message.",
+        "Fix the conflist or plugin binaries named in the message."),
+}
+
+
+class AgentError(Exception):
+    """An error a user sees: what failed, why, and what to do.
+
+    `temporary` errors are retried with jittered backoff; permanent ones stop the phase.
+    """
+
+    reason: Reason = Reason.InternalError
+    temporary: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: Reason | None = None,
+        hint: str | None = None,
+        temporary: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if reason is not None:
+            self.reason = reason
+        if temporary is not None:
+            self.temporary = temporary
+        self.hint = hint if hint is not None else self.reason.info.fix
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class TemporaryError(AgentError):
+    """Worth retrying: the world may change (a server comes back, a pool grows)."""
+
+    temporary = True
+
+
+class PermanentError(AgentError):
+    """Not worth retrying without a change by a person."""
+
+    temporary = False
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One validation problem, located by its path in the document."""
+
+    path: str
+    message: str
+    hint: str | None = None
+    origin: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.origin}: " if self.origin else ""
+        tail = f" ({self.hint})" if self.hint else ""
+        return f"{where}{self.path}: {self.message}{tail}"
+
+
+class ConfigError(PermanentError):
+    """The configuration is invalid; carries every problem found, not just the first."""
+
+    reason = Reason.ConfigInvalid
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = errors
+        count = len(errors)
+        lines = "\n".join(f"  {e}" for e in errors)
+        super().__init__(
+            f"configuration has {count} error{'s' if count != 1 else ''}:\n{lines}",
+            hint="",
+        )
+
+
+class CommandError(PermanentError):
+    """A command exited non-zero; carries the tail of its output."""
+
+    reason = Reason.CommandFailed
+
+
+class CommandTimeoutError(TemporaryError):
+    reason = Reason.CommandTimeout
+
+
+class StateError(PermanentError):
+    reason = Reason.StateUnwritable

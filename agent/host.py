@@ -1,0 +1,289 @@
+"""The Host port: the one door to side effects (files, commands, services, netlink, clock).
+
+Files are always addressed by their system path (`/etc/chrony/chrony.conf`) and land under
+`root`, so a test or an image build points the agent at a temporary tree. Phases never
+call `subprocess` or `open()` on system paths themselves; they are handed a Host.
+
+Every side effect is counted. With `crash_after=N` the process kills itself right after
+its Nth side effect: the crash harness uses it to prove that a run interrupted anywhere
+completes correctly on the next run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from agent.errors import CommandError, CommandTimeoutError, PermanentError, StateError
+from agent.logs import REDACT, Redactor
+
+if TYPE_CHECKING:
+    from pyroute2 import IPRoute
+
+log = logging.getLogger(__name__)
+
+OUTPUT_TAIL = 2000
+"""Characters of a failed command's output kept in its error and in the journal."""
+
+
+class ReadOnlyHostError(RuntimeError):
+    """A side effect was attempted through a read-only Host (plan, doctor): a bug."""
+
+
+class Clock:
+    """Wall time for records, monotonic time for waits. Tests hand in a fake."""
+
+    def now(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def tail(self, limit: int = OUTPUT_TAIL) -> str:
+        text = (self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr)
+        return text.strip()[-limit:]
+
+
+@dataclass
+class EffectLog:
+    """Counts side effects; optionally ends the process right after the Nth (crash tests)."""
+
+    crash_after: int | None = None
+    count: int = 0
+    recent: list[str] = field(default_factory=list)
+
+    def record(self, what: str) -> None:
+        self.count += 1
+        self.recent = [*self.recent[-49:], what]
+        log.debug("effect %d: %s", self.count, what)
+        if self.crash_after is not None and self.count >= self.crash_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Host:
+    """Real side effects under `root`. `read_only=True` refuses every change."""
+
+    def __init__(
+        self,
+        root: str | Path = "/",
+        *,
+        read_only: bool = False,
+        clock: Clock | None = None,
+        effects: EffectLog | None = None,
+        redact: Redactor = REDACT,
+        netns: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.read_only = read_only
+        self.clock = clock or Clock()
+        self.effects = effects or EffectLog()
+        self.redact = redact
+        self.netns = netns
+        """Network namespace the node's links live in (None: the agent's own)."""
+        self.env = dict(env or {})
+        """Extra environment for commands (e.g. PATH to site binaries)."""
+
+    def read_only_view(self) -> Host:
+        """The same host, refusing changes: what `plan` and `doctor` are handed."""
+        return Host(self.root, read_only=True, clock=self.clock, effects=self.effects,
+                    redact=self.redact, netns=self.netns, env=self.env)
+
+    # -- files ------------------------------------------------------------------------
+
+    def path(self, system_path: str | PurePosixPath) -> Path:
+        """Where a system path lives under the root. Refuses relative paths and `..`."""
+        p = PurePosixPath(system_path)
+        if not p.is_absolute():
+            raise PermanentError(f"path {str(system_path)!r} is not absolute",
+                                 hint="give a path starting with /")
+        if ".." in p.parts or any("\n" in part or "\0" in part for part in p.parts):
+            raise PermanentError(f"path {str(system_path)!r} is not a plain absolute path",
+                                 hint="no '..', newline or NUL in paths")
+        return self.root.joinpath(*p.parts[1:])
+
+    def exists(self, system_path: str) -> bool:
+        return self.path(system_path).exists()
+
+    def read_bytes(self, system_path: str) -> bytes:
+        return self.path(system_path).read_bytes()
+
+    def read_text(self, system_path: str, default: str | None = None) -> str | None:
+        """The file's text, or `default` when it does not exist."""
+        try:
+            return self.path(system_path).read_text()
+        except FileNotFoundError:
+            return default
+
+    def list_dir(self, system_path: str) -> list[str]:
+        """Names in a directory, sorted; empty when it does not exist."""
+        try:
+            return sorted(os.listdir(self.path(system_path)))
+        except FileNotFoundError:
+            return []
+
+    def write_file(
+        self,
+        system_path: str,
+        data: str | bytes,
+        *,
+        mode: int = 0o644,
+        owner: tuple[int, int] | None = None,
+        dir_mode: int = 0o755,
+    ) -> None:
+        """Atomically replace a file: temp file in the same directory, fsync, rename."""
+        self._check_writable(f"write {system_path}")
+        target = self.path(system_path)
+        self._make_dirs(target.parent, dir_mode)
+        payload = data.encode() if isinstance(data, str) else data
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+            if owner is not None:
+                os.chown(tmp, *owner)
+            os.replace(tmp, target)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise StateError(f"cannot write {system_path}: {err.strerror}") from err
+        self._fsync_dir(target.parent)
+        self.effects.record(f"write {system_path}")
+
+    def make_dir(self, system_path: str, mode: int = 0o755) -> None:
+        self._check_writable(f"mkdir {system_path}")
+        target = self.path(system_path)
+        if target.is_dir():
+            if (target.stat().st_mode & 0o777) != mode:
+                os.chmod(target, mode)
+                self.effects.record(f"chmod {system_path}")
+            return
+        self._make_dirs(target, mode)
+        self.effects.record(f"mkdir {system_path}")
+
+    def remove(self, system_path: str) -> bool:
+        """Remove a file; False when there was none."""
+        self._check_writable(f"remove {system_path}")
+        try:
+            self.path(system_path).unlink()
+        except FileNotFoundError:
+            return False
+        self.effects.record(f"remove {system_path}")
+        return True
+
+    def _make_dirs(self, directory: Path, mode: int) -> None:
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=mode)
+        except OSError as err:
+            raise StateError(f"cannot create {directory}: {err.strerror}") from err
+
+    @staticmethod
+    def _fsync_dir(directory: Path) -> None:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _check_writable(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlyHostError(f"refused on a read-only host: {what}")
+
+    # -- commands and services ------------------------------------------------------
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = 60.0,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        mutates: bool = True,
+    ) -> CommandResult:
+        """Run a command from an argument list (never a shell), capturing its output.
+
+        `mutates=False` marks a read (e.g. `chronyc tracking`): allowed on a read-only
+        host and not counted as a side effect. Command lines are logged redacted.
+        """
+        import subprocess  # only commands need it; keeps start-up light
+
+        args = tuple(argv)
+        if not args or any(not isinstance(a, str) or "\0" in a for a in args):
+            raise PermanentError(f"invalid command line {args!r}")
+        shown = self.redact(" ".join(args))
+        if mutates:
+            self._check_writable(f"run {shown}")
+        log.debug("run: %s", shown)
+        full_env = {**os.environ, **self.env, **(env or {})}
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(  # noqa: S603 - argv list, no shell
+                args, input=input, capture_output=True, text=True, timeout=timeout,
+                env=full_env, check=False, stdin=None if input is not None else subprocess.DEVNULL,
+            )
+        except FileNotFoundError as err:
+            raise CommandError(f"command not found: {args[0]}",
+                               hint=f"install {args[0]} or put it on PATH") from err
+        except subprocess.TimeoutExpired as err:
+            raise CommandTimeoutError(f"{shown} did not finish within {timeout:g}s") from err
+        result = CommandResult(args, proc.returncode, proc.stdout, proc.stderr,
+                               time.monotonic() - start)
+        if mutates:
+            self.effects.record(f"run {shown}")
+        if check and not result.ok:
+            raise CommandError(
+                f"{shown} exited {result.returncode}: {self.redact(result.tail(500))}")
+        return result
+
+    def systemctl(self, action: str, unit: str) -> CommandResult:
+        return self.run(["systemctl", action, unit], timeout=90,
+                        mutates=action not in ("is-active", "is-enabled", "status", "show"))
+
+    def which(self, name: str) -> str | None:
+        import shutil
+
+        path = self.env.get("PATH", os.environ.get("PATH"))
+        return shutil.which(name, path=path)
+
+    # -- netlink ----------------------------------------------------------------------
+
+    def netlink(self) -> IPRoute:
+        """A pyroute2 handle in the node's namespace. Changes through it must be
+        recorded with `record_effect`; the caller closes it."""
+        from pyroute2 import IPRoute
+
+        return IPRoute(netns=self.netns) if self.netns else IPRoute()
+
+    def record_effect(self, what: str) -> None:
+        """Count a side effect made through a handle the Host gave out (netlink)."""
+        self._check_writable(what)
+        self.effects.record(what)

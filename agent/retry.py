@@ -1,0 +1,54 @@
+"""The one retry helper: jittered exponential backoff for temporary errors."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from agent.errors import AgentError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Full-jitter exponential backoff (delay drawn from [0, min(cap, base * 2**n)]).
+
+    Full jitter keeps a fleet of agents that failed together from retrying together.
+    """
+
+    base: float = 1.0
+    cap: float = 60.0
+    attempts: int = 5
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        ceiling = min(self.cap, self.base * (2 ** attempt))
+        return (rng or random).uniform(0, ceiling)
+
+
+def retry(
+    call: Callable[[], T],
+    backoff: Backoff,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[AgentError, int, float], None] | None = None,
+    rng: random.Random | None = None,
+) -> T:
+    """Call until it succeeds, a permanent error is raised, or attempts run out.
+
+    Only `AgentError`s with `temporary=True` are retried; the last one is re-raised.
+    """
+    for attempt in range(backoff.attempts):
+        try:
+            return call()
+        except AgentError as err:
+            if not err.temporary or attempt == backoff.attempts - 1:
+                raise
+            pause = backoff.delay(attempt, rng)
+            if on_retry is not None:
+                on_retry(err, attempt + 1, pause)
+            sleep(pause)
+    raise AssertionError("unreachable: attempts must be at least 1")
