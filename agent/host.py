@@ -246,9 +246,10 @@ class Host:
         full_env = {**os.environ, **self.env, **(env or {})}
         start = time.monotonic()
         try:
-            proc = subprocess.run(  # noqa: S603 - argv list, no shell
+            proc = subprocess.run(
                 args, input=input, capture_output=True, text=True, timeout=timeout,
-                env=full_env, check=False, stdin=None if input is not None else subprocess.DEVNULL,
+                env=full_env, check=False,
+                stdin=None if input is not None else subprocess.DEVNULL,
             )
         except FileNotFoundError as err:
             raise CommandError(f"command not found: {args[0]}",

@@ -1,0 +1,252 @@
+"""Command-line parsing only; every command calls into the rest of the agent.
+
+Imports are deferred to the command that needs them, so `machine-agent --version` and
+`--help` start fast on a node that is still booting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from agent import __version__
+
+if TYPE_CHECKING:
+    from agent.config import LoadedConfig
+    from agent.host import Host
+
+EXIT_CODES = """\
+exit status:
+  0  done: every selected phase completed (or was already up to date)
+  1  a phase failed permanently; the reason is on its condition (`machine-agent status`)
+  2  the command line or the configuration is invalid; every problem is listed
+  3  a phase failed temporarily and retries ran out; running again may succeed
+"""
+
+PHASES = ("network", "time", "join", "cni")
+"""The phase names, in order (agent.config.PHASES; repeated here to keep --help fast)."""
+
+CRASH_AFTER_ENV = "MACHINE_AGENT_CRASH_AFTER"
+"""Test hook: kill the process right after its Nth side effect (the crash harness)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="machine-agent",
+        description="Turns this machine into a node of a Cluster API cluster: configures "
+                    "network and time, joins with kubeadm, installs the CNI, and reports "
+                    "each step on the Machine's status.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"machine-agent {__version__}")
+    parser.add_argument("--root", default="/", metavar="DIR",
+                        help="directory that stands for / for every file the agent reads "
+                             "or writes (default: /); point it at an image tree or a test "
+                             "directory")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="text lines for a terminal, or JSON lines for journald")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                        default="info")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def with_config(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", "-c", action="append", default=[], metavar="FILE",
+                       help="extra AgentConfig file, above the baked file and drop-ins "
+                            "(repeatable; later wins)")
+
+    def with_selection(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--only", action="append", default=[], choices=PHASES, metavar="PHASE",
+                       help="run only this phase (repeatable): " + ", ".join(PHASES))
+        p.add_argument("--skip", action="append", default=[], choices=PHASES, metavar="PHASE",
+                       help="leave this phase out (repeatable)")
+
+    run = sub.add_parser("run", help="bootstrap the node: run the phases in order",
+                         description="Plan, apply and verify each phase in order, "
+                                     "journaling every step. Safe to run again: completed "
+                                     "phases with unchanged inputs are skipped.",
+                         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    with_config(run)
+    with_selection(run)
+
+    plan = sub.add_parser("plan", help="show what each phase would change, without changing it",
+                          description="Print every change the phases would make, with "
+                                      "diffs for files. Nothing is written or run.")
+    with_config(plan)
+    with_selection(plan)
+
+    status = sub.add_parser("status", help="show each phase's state from the journal")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+
+    config = sub.add_parser("config", help="show or validate the configuration")
+    config_sub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    show = config_sub.add_parser("show", help="the merged configuration, defaults included")
+    show.add_argument("--origin", action="store_true",
+                      help="say where each value came from (file, drop-in, default)")
+    with_config(show)
+    validate = config_sub.add_parser(
+        "validate", help="check AgentConfig files offline; lists every error with its path")
+    validate.add_argument("files", nargs="+", metavar="FILE")
+
+    sub.add_parser("version", help="print the version")
+
+    demo = sub.add_parser("demo", help="show a whole bootstrap in a throwaway local sandbox")
+    demo.add_argument("--keep", action="store_true",
+                      help="leave the sandbox in place and print how to inspect and remove it")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from agent.logs import setup_logging
+
+    setup_logging(args.log_format, args.log_level)
+    from agent.errors import AgentError, ConfigError
+
+    try:
+        return _dispatch(args)
+    except ConfigError as err:
+        print(f"machine-agent: {err}", file=sys.stderr)
+        return 2
+    except AgentError as err:
+        print(f"machine-agent: {err}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "version":
+        print(f"machine-agent {__version__}")
+        return 0
+    if args.command == "demo":
+        from agent.sandbox.demo import run_demo
+
+        return run_demo(keep=args.keep)
+    host = _host(args.root)
+    if args.command == "status":
+        return _status(host, as_json=args.json)
+    if args.command == "config":
+        return _config(host, args)
+    loaded = _load(host, args.config)
+    from agent.orchestrator import Orchestrator
+
+    if args.command == "plan":
+        return _plan(Orchestrator(loaded, host), args)
+    from agent.report import LocalStatus
+
+    orchestrator = Orchestrator(loaded, host, reporters=[LocalStatus(host)])
+    result = orchestrator.run(args.only, args.skip)
+    _print_outcomes(result)
+    return result.exit_code
+
+
+def _host(root: str) -> Host:
+    from agent.host import EffectLog, Host
+
+    crash = os.environ.get(CRASH_AFTER_ENV)
+    return Host(root, effects=EffectLog(crash_after=int(crash) if crash else None))
+
+
+def _load(host: Host, files: list[str]) -> LoadedConfig:
+    from agent.config import default_sources, load_config
+
+    return load_config(host, default_sources(os.path.abspath(f) for f in files))
+
+
+def _plan(orchestrator: object, args: argparse.Namespace) -> int:
+    from agent.orchestrator import Orchestrator
+
+    assert isinstance(orchestrator, Orchestrator)
+    for plan in orchestrator.plan(args.only, args.skip):
+        if plan.empty:
+            print(f"{plan.phase}: no changes")
+            continue
+        print(f"{plan.phase}: {len(plan.changes)} change(s)")
+        for note in plan.notes:
+            print(f"  * {note}")
+        for change in plan.changes:
+            print(f"  ~ {change.summary}")
+            for line in change.diff.splitlines():
+                print(f"    {line}")
+    return 0
+
+
+def _print_outcomes(result: object) -> None:
+    from agent.orchestrator import RunResult
+
+    assert isinstance(result, RunResult)
+    for o in result.outcomes:
+        detail = {
+            "applied": f"applied {o.changes} change(s)",
+            "up-to-date": "up to date, nothing to apply",
+            "skipped": "skipped",
+            "failed": f"FAILED {o.reason}",
+            "pending": "not run",
+        }[o.outcome]
+        tail = f": {o.message}" if o.message and o.outcome != "up-to-date" else ""
+        print(f"{o.phase:<8} {detail}{tail}")
+    if result.outcomes and all(o.outcome == "up-to-date" for o in result.outcomes):
+        print("nothing to do: every phase is up to date")
+
+
+def _status(host: Host, *, as_json: bool) -> int:
+    from dataclasses import asdict
+
+    from agent.report import read_status
+    from agent.state import Journal
+
+    journal = Journal.load(host)
+    status = read_status(host)
+    if as_json:
+        print(json.dumps({
+            "final": status[1] if status else False,
+            "conditions": [asdict(c) for c in status[0]] if status else [],
+            "phases": {n: asdict(r) for n, r in journal.phases.items()},
+        }, indent=2))
+        return 0
+    if status is None:
+        print("no run recorded yet (nothing under /var/lib/machine-agent)")
+        return 0
+    conditions, final = status
+    for c in conditions:
+        print(f"{c.type:<18} {c.status:<8} {c.reason:<20} {c.message}")
+    if not final:
+        print("(a run is in progress or was interrupted)")
+    return 0
+
+
+def _config(host: Host, args: argparse.Namespace) -> int:
+    from agent.config import load_config
+    from agent.config.sources import FileSource
+
+    if args.config_command == "validate":
+        load_config(host, [FileSource(os.path.abspath(f), required=True, outside_root=True)
+                           for f in args.files])
+        print(f"{len(args.files)} file(s) valid")
+        return 0
+    import yaml
+
+    from agent.config.fields import encode
+
+    loaded = _load(host, args.config)
+    doc = encode(loaded.config)
+    if not args.origin:
+        print(yaml.safe_dump(doc, sort_keys=False), end="")
+        return 0
+    from agent.config.fields import join_path
+
+    def walk(value: object, path: str) -> None:
+        if isinstance(value, dict) and value:
+            for key, sub in value.items():
+                walk(sub, join_path(path, key))
+            return
+        shown = json.dumps(value)
+        print(f"{path} = {shown}  # {loaded.origin_of(path)}")
+
+    walk(doc, "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

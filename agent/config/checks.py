@@ -1,0 +1,141 @@
+"""Validity checks for values that end up in files, templates and command lines.
+
+Each check returns what is wrong and how to fix it, or None. They are strict on purpose:
+input is hostile until validated, and a newline in a host name must never add a line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.I)
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+_MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$", re.I)
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_PATH = re.compile(r"^/[A-Za-z0-9._/@+:,=-]*$")
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if not isinstance(value, str) else '"' + value.encode(
+        "unicode_escape").decode() + '"'
+
+
+def host_name(value: str) -> str | None:
+    """An RFC 1123 host name (labels of letters, digits, hyphens), or an IP address."""
+    if ip_address(value) is None:
+        return None
+    name = value[:-1] if value.endswith(".") else value
+    if 0 < len(name) <= 253 and all(_LABEL.match(label) for label in name.split(".")):
+        return None
+    return f"{_shown(value)} is not a valid host name or IP address"
+
+
+def fqdn(value: str) -> str | None:
+    """A host name for /etc/hostname: RFC 1123, no IP address."""
+    name = value[:-1] if value.endswith(".") else value
+    if 0 < len(name) <= 253 and all(_LABEL.match(label) for label in name.split(".")):
+        return None
+    return f"{_shown(value)} is not a valid host name (letters, digits, '-' and '.')"
+
+
+def ip_address(value: str) -> str | None:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return f"{_shown(value)} is not an IP address"
+    return None
+
+
+def ip_interface(value: str) -> str | None:
+    """An address with its prefix length, e.g. 192.0.2.10/24 or 2001:db8::10/64."""
+    if "/" not in value:
+        return f"{_shown(value)} needs a prefix length, e.g. 192.0.2.10/24"
+    try:
+        ipaddress.ip_interface(value)
+    except ValueError:
+        return f"{_shown(value)} is not an address with prefix length (e.g. 192.0.2.10/24)"
+    return None
+
+
+def ip_network(value: str) -> str | None:
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        return f"{_shown(value)} is not a network (e.g. 198.51.100.0/24, host bits zero)"
+    return None
+
+
+def interface_name(value: str) -> str | None:
+    if _IFNAME.match(value) and value not in (".", ".."):
+        return None
+    return (f"{_shown(value)} is not a valid interface name "
+            "(1-15 characters: letters, digits, '_', '-', '.', no '/' or spaces)")
+
+
+def mac_address(value: str) -> str | None:
+    if _MAC.match(value):
+        return None
+    return f"{_shown(value)} is not a MAC address (aa:bb:cc:dd:ee:ff)"
+
+
+def k8s_name(value: str) -> str | None:
+    """A Kubernetes object name (DNS-1123 subdomain)."""
+    if len(value) <= 253 and _DNS1123_SUBDOMAIN.match(value):
+        return None
+    return f"{_shown(value)} is not a valid Kubernetes name (lower case, digits, '-', '.')"
+
+
+def k8s_namespace(value: str) -> str | None:
+    if len(value) <= 63 and _DNS1123_LABEL.match(value):
+        return None
+    return f"{_shown(value)} is not a valid namespace (lower case, digits, '-')"
+
+
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def label_key(value: str) -> str | None:
+    """A Kubernetes label key: an optional DNS prefix and '/', then a name."""
+    prefix, _, name = value.rpartition("/")
+    if _LABEL_NAME.match(name) and (not prefix or k8s_name(prefix) is None):
+        return None
+    return f"{_shown(value)} is not a valid label key (e.g. machine-agent.io/host-uuid)"
+
+
+def absolute_path(value: str) -> str | None:
+    if _PATH.match(value) and "/../" not in value + "/" and "/./" not in value + "/":
+        return None
+    return (f"{_shown(value)} is not a plain absolute path "
+            "(start with /; letters, digits and ._-@+:,= only)")
+
+
+def https_url(value: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme != "https" or not parts.hostname or any(c.isspace() for c in value):
+        return f"{_shown(value)} is not an https:// URL"
+    return None
+
+
+def sha256(value: str) -> str | None:
+    return None if _SHA256.match(value) else f"{_shown(value)} is not a sha256 (64 hex digits)"
+
+
+def port(value: int) -> str | None:
+    return None if 1 <= value <= 65535 else f"{value} is not a port (1-65535)"
+
+
+def positive(value: float) -> str | None:
+    return None if value > 0 else f"{value} must be greater than zero"
+
+
+def safe_text(value: str) -> str | None:
+    """Free text that will be written into a file: one line, no control characters."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return f"{_shown(value)} contains a newline or control character"
+    return None

@@ -1,0 +1,45 @@
+"""AgentConfig: the versioned, typed configuration document."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agent.config.cni import CNISpec
+from agent.config.fields import setting
+from agent.config.identity import IdentitySpec
+from agent.config.join import JoinSpec
+from agent.config.management import ManagementSpec
+from agent.config.network import NetworkSpec
+from agent.config.reporting import ReportingSpec
+from agent.config.retry import RetrySpec
+from agent.config.timesync import TimeSpec
+
+API_VERSION = "machine-agent.io/v1alpha1"
+KIND = "AgentConfig"
+PHASES = ("network", "time", "join", "cni")
+"""The phases, in the order they run."""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    identity: IdentitySpec = setting("Which Machine this node is.", factory=IdentitySpec)
+    management: ManagementSpec = setting("How to reach the management cluster.",
+                                         factory=ManagementSpec)
+    network: NetworkSpec = setting("Interfaces, addresses, routes, DNS, host name.",
+                                   factory=NetworkSpec)
+    time: TimeSpec = setting("NTP and the time gate before join.", factory=TimeSpec)
+    join: JoinSpec = setting("How the node joins the workload cluster.", factory=JoinSpec)
+    cni: CNISpec = setting("Container network plugins and configuration.", factory=CNISpec)
+    reporting: ReportingSpec = setting("Where progress is reported.", factory=ReportingSpec)
+    retry: RetrySpec = setting("Retries of temporary failures.", factory=RetrySpec)
+    skip_phases: list[Literal["network", "time", "join", "cni"]] = setting(
+        "Phases never run on this node.", factory=list)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    api_version: Literal["machine-agent.io/v1alpha1"] = setting(
+        f"Always {API_VERSION}.")
+    kind: Literal["AgentConfig"] = setting(f"Always {KIND}.")
+    spec: AgentSpec = setting("The configuration.", factory=AgentSpec)

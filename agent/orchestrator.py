@@ -1,0 +1,195 @@
+"""The flat orchestrator: runs the phases in order, journals and reports each.
+
+It knows nothing about networks or kubeadm: a phase is planned (pure), applied, verified;
+temporary errors are retried with jittered backoff; the first permanent failure stops
+the run, and later phases stay Pending with the reason pointing at it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent.config import PHASES, LoadedConfig
+from agent.errors import AgentError, PermanentError, Reason
+from agent.host import Host
+from agent.phases import all_phases
+from agent.phases.base import Phase, PhaseContext, PhasePlan
+from agent.report import SUMMARY, Conditions, Reporter, read_status
+from agent.retry import Backoff, retry
+from agent.state import Journal, digest
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["applied", "up-to-date", "skipped", "failed", "pending"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_RETRY_LATER = 0, 1, 2, 3
+
+
+@dataclass
+class PhaseOutcome:
+    phase: str
+    outcome: Outcome
+    changes: int = 0
+    reason: str = ""
+    message: str = ""
+    temporary: bool = False
+
+
+@dataclass
+class RunResult:
+    outcomes: list[PhaseOutcome] = field(default_factory=list)
+    temporary: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(o.outcome in ("applied", "up-to-date", "skipped") for o in self.outcomes)
+
+    @property
+    def exit_code(self) -> int:
+        if self.ok:
+            return EXIT_OK
+        return EXIT_RETRY_LATER if self.temporary else EXIT_FAILED
+
+
+def select_phases(phases: list[Phase], only: Iterable[str] = (),
+                  skip: Iterable[str] = ()) -> list[Phase]:
+    """The phases to run; unknown names are an error that lists the known ones."""
+    only, skip = set(only), set(skip)
+    known = {p.name for p in phases}
+    unknown = sorted((only | skip) - known)
+    if unknown:
+        raise PermanentError(f"unknown phase {', '.join(unknown)}",
+                             hint=f"phases are: {', '.join(PHASES)}")
+    return [p for p in phases if (not only or p.name in only) and p.name not in skip]
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        host: Host,
+        *,
+        phases: list[Phase] | None = None,
+        reporters: list[Reporter] | None = None,
+    ) -> None:
+        self.config = loaded.config
+        self.host = host
+        self.phases = phases if phases is not None else all_phases()
+        self.reporters = reporters or []
+        self.journal = Journal.load(host)
+        last = read_status(host)
+        self.conditions = Conditions(host, [p.condition for p in self.phases],
+                                     last[0] if last else None)
+        self.results: dict[str, dict[str, Any]] = {
+            name: rec.result for name, rec in self.journal.phases.items()
+            if rec.state == "completed"}
+
+    def _context(self, host: Host, phase: Phase) -> PhaseContext:
+        def progress(message: str) -> None:
+            log.info("%s", message, extra={"phase": phase.name})
+            self.conditions.set(phase.condition, "Unknown", Reason.InProgress, message)
+            self._publish(final=False)
+
+        return PhaseContext(self.config, host, self.journal, self.results, progress,
+                            logging.getLogger(f"agent.phases.{phase.name}"))
+
+    def plan(self, only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[PhasePlan]:
+        """Every selected phase's plan, computed against a read-only host."""
+        view = self.host.read_only_view()
+        return [p.plan(self._context(view, p)) for p in select_phases(self.phases, only, skip)]
+
+    def run(self, only: Iterable[str] = (), skip: Iterable[str] = ()) -> RunResult:
+        selected = select_phases(self.phases, only, skip)
+        result = RunResult()
+        blocked: PhaseOutcome | None = None
+        for phase in selected:
+            if phase.name in self.config.spec.skip_phases:
+                self.conditions.set(phase.condition, "True", Reason.Skipped,
+                                    "skipped by spec.skipPhases")
+                result.outcomes.append(PhaseOutcome(phase.name, "skipped"))
+                continue
+            if blocked is not None:
+                message = f"waiting for the {blocked.phase} phase ({blocked.reason})"
+                self.conditions.set(phase.condition, "Unknown", Reason.Pending, message)
+                result.outcomes.append(PhaseOutcome(phase.name, "pending", message=message))
+                continue
+            outcome = self._run_phase(phase)
+            result.outcomes.append(outcome)
+            if outcome.outcome == "failed":
+                blocked = outcome
+                result.temporary = outcome.temporary
+        self._summarize(result)
+        return result
+
+    def _run_phase(self, phase: Phase) -> PhaseOutcome:
+        name = phase.name
+        inputs = digest(phase.inputs(self.config))
+        if self.journal.is_current(name, inputs):
+            rec = self.journal.phases[name]
+            log.info("up to date: completed %s with the same inputs; nothing to apply",
+                     rec.finished_at, extra={"phase": name})
+            self.conditions.set(phase.condition, "True", phase.success,
+                                phase.message(rec.result))
+            return PhaseOutcome(name, "up-to-date", reason=str(Reason.UpToDate))
+        self.conditions.set(phase.condition, "Unknown", Reason.InProgress, "running")
+        self._publish(final=False)
+        self.journal.start(name, inputs)
+        ctx = self._context(self.host, phase)
+        applied = 0
+
+        def attempt() -> dict[str, Any]:
+            nonlocal applied
+            plan = phase.plan(self._context(self.host.read_only_view(), phase))
+            applied = len(plan.changes)
+            phase.apply(ctx, plan)
+            return phase.verify(ctx, plan)
+
+        spec = self.config.spec.retry
+        backoff = Backoff(base=spec.initial_delay, cap=spec.max_delay, attempts=spec.attempts)
+        try:
+            out = retry(attempt, backoff, sleep=self.host.clock.sleep,
+                        on_retry=lambda err, n, pause: log.warning(
+                            "attempt %d failed (%s); retrying in %.1fs", n, err, pause,
+                            extra={"phase": name, "reason": str(err.reason)}))
+        except AgentError as err:
+            return self._failed(phase, err.reason, str(err), err.temporary)
+        except Exception as err:  # a bug: report it rather than die silently
+            log.exception("internal error", extra={"phase": name})
+            return self._failed(phase, Reason.InternalError, f"{type(err).__name__}: {err}",
+                                False)
+        self.journal.complete(name, out)
+        self.results[name] = out
+        message = phase.message(out)
+        self.conditions.set(phase.condition, "True", phase.success, message)
+        log.info("done: %s", message, extra={"phase": name})
+        return PhaseOutcome(name, "applied", changes=applied, reason=str(phase.success),
+                            message=message)
+
+    def _failed(self, phase: Phase, reason: Reason, message: str,
+                temporary: bool) -> PhaseOutcome:
+        log.error("failed: %s", message, extra={"phase": phase.name, "reason": str(reason)})
+        self.journal.fail(phase.name, str(reason), message)
+        self.conditions.set(phase.condition, "False", reason, message)
+        return PhaseOutcome(phase.name, "failed", reason=str(reason), message=message,
+                            temporary=temporary)
+
+    def _summarize(self, result: RunResult) -> None:
+        states = [self.conditions.get(p.condition) for p in self.phases]
+        failed = next((c for c in states if c.status == "False"), None)
+        if failed is not None:
+            self.conditions.set(SUMMARY, "False", Reason(failed.reason),
+                                f"{failed.type}: {failed.message}")
+        elif all(c.status == "True" for c in states):
+            self.conditions.set(SUMMARY, "True", Reason.Bootstrapped, "all phases completed")
+        else:
+            waiting = ", ".join(c.type for c in states if c.status != "True")
+            self.conditions.set(SUMMARY, "Unknown", Reason.Pending, f"not yet done: {waiting}")
+        self._publish(final=True)
+
+    def _publish(self, final: bool) -> None:
+        for reporter in self.reporters:
+            reporter.publish(self.conditions.all(), final)
+

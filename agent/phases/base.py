@@ -1,0 +1,122 @@
+"""The one interface every phase implements: plan (pure) → apply (through the Host) → verify.
+
+A plan is a list of `Change`s, each with a stable key, a one-line summary and, for files,
+a diff. The default `apply` runs them in order and journals each key, so a run that was
+interrupted resumes after the last change it finished instead of repeating it.
+
+A crash can fall between a change and its journal entry. Changes that converge (write
+this content) are safe to repeat. A change that is not (append a line, run a command)
+gives a `probe`: a fingerprint of what it affects, journaled before it runs; if the
+fingerprint moved when the run resumes, the change had happened and is not repeated.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from agent.config import AgentConfig
+from agent.config.fields import encode
+from agent.errors import Reason
+from agent.host import Host
+from agent.state import Journal
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    """Stable identity of the change, journaled once applied."""
+    summary: str
+    """One line for `plan` and the log, e.g. `write /etc/hostname`."""
+    action: Callable[[Host], None]
+    diff: str = ""
+    probe: Callable[[Host], str] | None = None
+    """Fingerprint of the state the change affects, for changes not safe to repeat."""
+
+
+@dataclass
+class PhasePlan:
+    phase: str
+    changes: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the phase would do that is not a local change (e.g. claim from a pool)."""
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes and not self.notes
+
+
+@dataclass
+class PhaseContext:
+    config: AgentConfig
+    host: Host
+    journal: Journal
+    results: dict[str, dict[str, Any]]
+    """What earlier phases produced, by phase name."""
+    progress: Callable[[str], None]
+    """Say what a long wait is waiting for; reaches the log and the phase's condition."""
+    log: logging.Logger
+
+
+class Phase:
+    """Base of the phases. Subclasses set the class attributes and override `plan`."""
+
+    name: ClassVar[str]
+    condition: ClassVar[str]
+    """Condition type on the Machine, e.g. `NetworkReady`."""
+    success: ClassVar[Reason]
+
+    def inputs(self, config: AgentConfig) -> Any:
+        """What the phase depends on; a completed phase with unchanged inputs is skipped."""
+        return encode(getattr(config.spec, self.name), redact_secrets=False)
+
+    def plan(self, ctx: PhaseContext) -> PhasePlan:
+        """What would change. Pure: `ctx.host` is read-only here."""
+        return PhasePlan(self.name)
+
+    def apply(self, ctx: PhaseContext, plan: PhasePlan) -> None:
+        """Apply the plan's changes in order, skipping those journaled as done."""
+        record = ctx.journal.phases[self.name]
+        for change in plan.changes:
+            if change.key in record.steps:
+                ctx.log.info("already done: %s", change.summary)
+                continue
+            if change.probe is not None:
+                now = change.probe(ctx.host)
+                before = record.intents.get(change.key)
+                if before is not None and before != now:
+                    ctx.log.info("finished before an interruption: %s", change.summary)
+                    ctx.journal.step_done(self.name, change.key)
+                    continue
+                ctx.journal.intend(self.name, change.key, now)
+            ctx.log.info("%s", change.summary)
+            change.action(ctx.host)
+            ctx.journal.step_done(self.name, change.key)
+
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+        """Prove the result; raise an AgentError if it does not hold. Returns the result
+        journaled for later phases and `status`."""
+        return {}
+
+    def message(self, result: dict[str, Any]) -> str:
+        """The condition message on success."""
+        return f"{self.name} phase completed"
+
+
+def file_change(host: Host, path: str, content: str, *, mode: int = 0o644) -> Change | None:
+    """A change that writes `content` to `path`, with its diff; None when already so."""
+    current = host.read_text(path)
+    if current == content:
+        return None
+    diff = "".join(difflib.unified_diff(
+        (current or "").splitlines(keepends=True), content.splitlines(keepends=True),
+        fromfile=path if current is not None else "/dev/null", tofile=path))
+
+    def write(h: Host) -> None:
+        h.write_file(path, content, mode=mode)
+
+    verb = "update" if current is not None else "create"
+    return Change(f"write:{path}", f"{verb} {path}", write, diff)

@@ -1,0 +1,12 @@
+"""The join phase. Empty for now: it plans no changes; its issue fills it in."""
+
+from __future__ import annotations
+
+from agent.errors import Reason
+from agent.phases.base import Phase
+
+
+class JoinPhase(Phase):
+    name = "join"
+    condition = "NodeJoined"
+    success = Reason.Joined

@@ -1,0 +1,1 @@
+"""The embedded local sandbox behind `machine-agent demo` and the end-to-end tests."""

@@ -1,0 +1,83 @@
+"""The Host port: files under the root, commands as argument lists, secrets redacted."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.errors import CommandError, CommandTimeoutError, PermanentError
+from agent.host import Host, ReadOnlyHostError
+from agent.logs import REDACT, setup_logging
+
+
+def test_files_land_under_the_root_atomically_with_their_mode(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    host.write_file("/etc/machine-agent/token", "s3cr3t-value\n", mode=0o600)
+    target = tmp_path / "etc/machine-agent/token"
+    assert target.read_text() == "s3cr3t-value\n"
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert list(target.parent.iterdir()) == [target]  # no temp file left behind
+    assert host.read_text("/etc/machine-agent/token") == "s3cr3t-value\n"
+    assert host.read_text("/etc/nothing", default="") == ""
+    assert host.remove("/etc/machine-agent/token") and not host.remove("/etc/machine-agent/token")
+    assert host.effects.count == 2
+
+
+@pytest.mark.parametrize("bad", ["etc/hosts", "/etc/../../escape", "/etc/a\nb"])
+def test_paths_that_could_escape_the_root_are_refused(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(PermanentError):
+        Host(tmp_path).write_file(bad, "x")
+
+
+def test_a_read_only_host_refuses_every_change(tmp_path: Path) -> None:
+    view = Host(tmp_path).read_only_view()
+    with pytest.raises(ReadOnlyHostError):
+        view.write_file("/etc/x", "y")
+    with pytest.raises(ReadOnlyHostError):
+        view.run([sys.executable, "-c", "pass"])
+    assert view.run([sys.executable, "-c", "print('read')"], mutates=False).stdout == "read\n"
+    assert not (tmp_path / "etc").exists()
+
+
+def test_commands_capture_output_and_fail_clearly(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    ok = host.run([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"])
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "out\n", "err\n")
+    with pytest.raises(CommandError) as info:
+        host.run([sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"])
+    assert "exited 3: boom" in str(info.value)
+    with pytest.raises(CommandTimeoutError):
+        host.run([sys.executable, "-c", "import time; time.sleep(5)"], timeout=0.2)
+    with pytest.raises(CommandError, match="command not found: no-such-tool"):
+        host.run(["no-such-tool"])
+
+
+def test_a_shell_string_is_not_a_command(tmp_path: Path) -> None:
+    with pytest.raises(CommandError):  # one argument naming no program: never a shell
+        Host(tmp_path).run(["echo hi; touch /tmp/pwned"])
+
+
+def test_secrets_never_reach_the_log(capsys: pytest.CaptureFixture[str]) -> None:
+    REDACT.add("registered-secret-value")
+    setup_logging("json", "info")
+    log = logging.getLogger("agent.test")
+    log.info("token=abcdef.0123456789abcdef and Bearer eyJhbGciOi.payload.sig")
+    log.info("value registered-secret-value and nbt_AbC123.xyz789 and password: hunter22")
+    log.info("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----")
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    text = " ".join(line["msg"] for line in lines)
+    for secret in ("0123456789abcdef", "eyJhbGciOi", "registered-secret-value", "AbC123",
+                   "hunter22", "MIIE"):
+        assert secret not in text
+    assert lines[0]["level"] == "info" and lines[0]["logger"] == "agent.test"
+
+
+def test_command_errors_are_redacted(tmp_path: Path) -> None:
+    with pytest.raises(CommandError) as info:
+        Host(tmp_path).run([sys.executable, "-c", "import sys; sys.exit(1)",
+                            "--token", "abcdef.0123456789abcdef"])
+    assert "0123456789abcdef" not in str(info.value)
