@@ -15,6 +15,7 @@ from typing import Any, Literal
 from agent.config import PHASES, LoadedConfig
 from agent.errors import AgentError, PermanentError, Reason
 from agent.host import Host
+from agent.kube.facts import MachineFacts
 from agent.phases import all_phases
 from agent.phases.base import Phase, PhaseContext, PhasePlan
 from agent.report import SUMMARY, Conditions, Reporter, read_status
@@ -74,8 +75,10 @@ class Orchestrator:
         *,
         phases: list[Phase] | None = None,
         reporters: list[Reporter] | None = None,
+        machine: MachineFacts | None = None,
     ) -> None:
         self.config = loaded.config
+        self.machine = machine
         self.host = host
         self.phases = phases if phases is not None else all_phases()
         self.reporters = reporters or []
@@ -94,7 +97,7 @@ class Orchestrator:
             self._publish(final=False)
 
         return PhaseContext(self.config, host, self.journal, self.results, progress,
-                            logging.getLogger(f"agent.phases.{phase.name}"))
+                            logging.getLogger(f"agent.phases.{phase.name}"), self.machine)
 
     def plan(self, only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[PhasePlan]:
         """Every selected phase's plan, computed against a read-only host."""

@@ -22,6 +22,7 @@ from agent.config import AgentConfig
 from agent.config.fields import encode
 from agent.errors import Reason
 from agent.host import Host
+from agent.kube.facts import MachineFacts
 from agent.state import Journal
 
 
@@ -59,6 +60,8 @@ class PhaseContext:
     progress: Callable[[str], None]
     """Say what a long wait is waiting for; reaches the log and the phase's condition."""
     log: logging.Logger
+    machine: MachineFacts | None = None
+    """The Machine as read from the management cluster; None when run without one."""
 
 
 class Phase:

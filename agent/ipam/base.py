@@ -1,0 +1,111 @@
+"""The IPAM plugin interface and the one normalized result every plugin returns.
+
+A plugin is found by entry point (group `machine_agent.ipam`) and chosen by name in the
+configuration, never by probing. Claims are idempotent by their claim key
+(Machine UID + interface + family): a retry or a reboot gets the same address back.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from agent.errors import AgentError, PermanentError, Reason
+
+Family = Literal["ipv4", "ipv6"]
+ENTRY_POINT_GROUP = "machine_agent.ipam"
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    claim_key: str
+    """Machine UID + interface + family; the backend keeps one address per key."""
+    pool: str
+    family: Family
+    interface: str
+    machine_namespace: str = ""
+    machine_name: str = ""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    address: str
+    prefix: int
+    gateway: str | None
+    family: Family
+    dns_servers: tuple[str, ...] = ()
+    handle: str = ""
+    """The backend's own reference, enough to release the address."""
+    backend: str = ""
+
+    @property
+    def interface(self) -> ipaddress.IPv4Interface | ipaddress.IPv6Interface:
+        return ipaddress.ip_interface(f"{self.address}/{self.prefix}")
+
+
+class IPAMPlugin(Protocol):
+    name: str
+
+    def claim(self, request: ClaimRequest) -> Allocation:
+        """Claim (or find again) the address for `request.claim_key`."""
+
+    def release(self, allocation: Allocation) -> None:
+        """Give the address back; releasing twice is not an error."""
+
+
+class InvalidAllocation(PermanentError):
+    reason = Reason.InvalidAllocation
+
+
+def validate_allocation(alloc: Allocation, request: ClaimRequest) -> Allocation:
+    """Refuse an answer that cannot be used, naming the backend and what is wrong."""
+    problems: list[str] = []
+    try:
+        iface = alloc.interface
+    except ValueError as err:
+        raise InvalidAllocation(f"{alloc.backend}: unusable address: {err}") from err
+    version = 4 if request.family == "ipv4" else 6
+    if iface.version != version:
+        problems.append(f"asked for {request.family}, got {alloc.address}")
+    addr, net = iface.ip, iface.network
+    if addr.is_link_local or addr.is_loopback or addr.is_multicast or addr.is_unspecified:
+        problems.append(f"{addr} is not a usable host address")
+    if iface.version == 4 and net.prefixlen < 31 and addr in (net.network_address,
+                                                               net.broadcast_address):
+        problems.append(f"{addr} is the network or broadcast address of {net}")
+    if alloc.gateway is not None:
+        try:
+            gw = ipaddress.ip_address(alloc.gateway)
+        except ValueError:
+            problems.append(f"gateway {alloc.gateway!r} is not an address")
+        else:
+            if gw not in net:
+                problems.append(f"gateway {gw} is outside {net}")
+            if gw == addr:
+                problems.append(f"gateway {gw} equals the address")
+    for dns in alloc.dns_servers:
+        try:
+            ipaddress.ip_address(dns)
+        except ValueError:
+            problems.append(f"DNS server {dns!r} is not an address")
+    if problems:
+        raise InvalidAllocation(f"{alloc.backend} answered {alloc.address}/{alloc.prefix}: "
+                                + "; ".join(problems))
+    return alloc
+
+
+def load_plugin_factory(name: str) -> object:
+    """The entry point registered under `name`; the error lists the installed ones."""
+    from importlib.metadata import entry_points
+
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if name not in found:
+        raise PermanentError(
+            f"no IPAM plugin named {name!r}",
+            reason=Reason.PoolNotFound,
+            hint=f"installed plugins: {', '.join(sorted(found)) or 'none'}")
+    try:
+        return found[name].load()
+    except Exception as err:  # a third-party plugin that fails to import
+        raise AgentError(f"IPAM plugin {name!r} failed to load: {err}") from err

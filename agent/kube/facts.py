@@ -1,0 +1,24 @@
+"""What the agent knows about its Machine, as read from the management cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """The Machine this node is, reduced to what the phases use."""
+
+    namespace: str
+    name: str
+    uid: str
+    cluster_name: str
+    kubernetes_version: str | None = None
+    """Machine.spec.version, e.g. `v1.31.2`."""
+    control_plane_endpoint: str | None = None
+    """The Cluster's spec.controlPlaneEndpoint as `host:port`."""
+    bootstrap_format: str | None = None
+    """`cloud-config` or `ignition`, from the bootstrap Secret's `format` key."""
+    bootstrap_data: str | None = None
+    """The bootstrap Secret's `value`: secret, never logged."""
+    provider_id: str | None = None
