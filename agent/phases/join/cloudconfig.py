@@ -158,10 +158,11 @@ def _decode(content: Any, encoding: Any, where: str) -> bytes:
     try:
         if encoding in _PLAIN:
             return content.encode()
+        # Whitespace is allowed (wrapped base64), anything else outside the alphabet not.
         if encoding in _B64:
-            return base64.b64decode(content, validate=False)
+            return base64.b64decode("".join(content.split()), validate=True)
         if encoding in _GZ_B64:
-            return gzip.decompress(base64.b64decode(content, validate=False))
+            return gzip.decompress(base64.b64decode("".join(content.split()), validate=True))
         if encoding in _GZ:
             return gzip.decompress(content.encode("latin-1"))
     except (binascii.Error, OSError, EOFError, UnicodeEncodeError) as err:

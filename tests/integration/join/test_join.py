@@ -237,3 +237,19 @@ def test_a_newline_in_a_taint_or_kubelet_arg_is_refused(node: Node) -> None:
     assert "spec.join.nodeRegistration.taints[0].value" in shown
 
 
+
+
+def test_kubeadm_refuses_a_second_join_with_its_preflight_message(node: Node) -> None:
+    import yaml
+
+    data = yaml.safe_load(cloud_config(node.endpoint).split("\n", 1)[1])
+    text = data["write_files"][0]["content"].replace("{{ ds.meta_data.local_hostname }}",
+                                                     "worker-0")
+    node.host.write_file("/run/kubeadm/join.yaml", text)
+    argv = ["kubeadm", "join", "--config", "/run/kubeadm/join.yaml"]
+    assert node.host.run(argv, check=False).ok
+    again = node.host.run(argv, check=False)
+    assert not again.ok
+    assert ("[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf "
+            "already exists") in again.stderr
+    assert node.host.run(["kubeadm", "reset", "-f"]).ok and node.clean()
