@@ -95,7 +95,7 @@ class CloudConfig:
         return next((f for f in self.files if f.path == path), None)
 
 
-def parse_cloud_config(text: str, *, node_name: str) -> CloudConfig:
+def parse_cloud_config(text: str, *, node_name: str | None) -> CloudConfig:
     """Parse CABPK cloud-config; `{{ ds.meta_data.local_hostname }}` becomes `node_name`."""
     import yaml
 
@@ -120,9 +120,14 @@ def parse_cloud_config(text: str, *, node_name: str) -> CloudConfig:
     return CloudConfig(files, steps, ignored)
 
 
-def _render_instance_vars(text: str, node_name: str) -> str:
+def _render_instance_vars(text: str, node_name: str | None) -> str:
     def substitute(match: re.Match[str]) -> str:
         if match.group(1) in _NODE_NAME_VARS:
+            if node_name is None:
+                raise BootstrapDataError(
+                    f"the bootstrap data names the node by {match.group(1)!r}, and no "
+                    "Machine was read to give the name",
+                    hint="set spec.join.nodeRegistration.name")
             return node_name
         raise BootstrapDataError(
             f"the bootstrap data uses the template variable {match.group(1)!r}, which the "

@@ -68,7 +68,7 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
         origin = "spec.join"
     else:
         data, origin = _bootstrap_data(spec.bootstrap_data_file, machine, host)
-        cloud = parse_cloud_config(data, node_name=node_name or "")
+        cloud = parse_cloud_config(data, node_name=node_name)
         join = cloud.join
         written = cloud.file(join.config_path)
         text_or_none = written.content.decode() if written else host.read_text(join.config_path)
