@@ -1,0 +1,1 @@
+"""The embedded local environment behind `machine-agent demo` and the integration tests."""
