@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources as importlib_resources
 from typing import Any
 
@@ -80,6 +81,15 @@ def _crd_to_type(crd: Obj) -> ResourceType:
     return rt
 
 
+@lru_cache(maxsize=1)
+def bundled_crds() -> tuple[Obj, ...]:
+    """The CRD files, parsed once per process (schemas are only ever read)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    entries = sorted(importlib_resources.files(CRD_PACKAGE).iterdir(), key=lambda e: e.name)
+    return tuple(yaml.load(e.read_text(), Loader=loader)
+                 for e in entries if e.name.endswith(".yaml"))
+
+
 # (group, version, plural, kind, namespaced, status subresource, generation)
 _BUILTINS: list[tuple[str, str, str, str, bool, bool, bool]] = [
     ("", "v1", "namespaces", "Namespace", False, True, False),
@@ -141,12 +151,7 @@ class Registry:
 
     def load_bundled_crds(self) -> list[ResourceType]:
         """Serve every CRD shipped in `agent/sandbox/crds/`."""
-        loaded = []
-        for entry in sorted(importlib_resources.files(CRD_PACKAGE).iterdir(),
-                            key=lambda e: e.name):
-            if entry.name.endswith(".yaml"):
-                loaded.append(self.add_crd(yaml.safe_load(entry.read_text())))
-        return loaded
+        return [self.add_crd(crd) for crd in bundled_crds()]
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         with self._lock:
