@@ -125,22 +125,30 @@ class Handler(BaseHTTPRequestHandler):
         raw = self._body()
         parts = [p for p in path.split("/") if p]
         try:
-            watching = query.get("watch", "").lower() in ("1", "true")
-            target = routes.resolve(ctx.objects.registry, method, parts, watching) \
-                if parts else None
+            special = path in _OPEN_PATHS or parts[:1] == ["sandbox"] or path == SSAR_PATH
+            target = None
+            if not special and parts:
+                watching = query.get("watch", "").lower() in ("1", "true")
+                try:
+                    target = routes.resolve(ctx.objects.registry, method, parts, watching)
+                except st.ApiError:
+                    ctx.counters.count(method.lower(), path)
+                    raise
             ctx.counters.count(target.verb if target else method.lower(),
                                target.counted if target else path)
-            if self._faulted(method, path, target):
+            if self._faulted(method, path):
                 return
             user = self._user()
             if path in _OPEN_PATHS:
                 self._send_text("ok")
                 return
-            if parts and parts[0] == "sandbox":
+            if parts[:1] == ["sandbox"]:
                 code, body = sandboxapi.handle(ctx, user, method, parts, self._json_body(raw))
                 self._reply(code, body)
                 return
-            if method == "POST" and path == SSAR_PATH:
+            if path == SSAR_PATH:
+                if method != "POST":
+                    raise st.method_not_allowed()
                 self._reply(201, reviews.self_subject_access_review(
                     ctx.authorizer, user, self._json_body(raw)))
                 return
@@ -170,7 +178,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _faulted(self, method: str, path: str, target: routes.Target | None) -> bool:
+    def _faulted(self, method: str, path: str) -> bool:
         faults = self.server.ctx.faults
         fault = faults.take(method, path, ("latency",))
         if fault is not None:
