@@ -91,6 +91,7 @@ class ApiServer:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            self._httpd.close_connections()
         if self._thread is not None:
             self._thread.join(timeout=5)
 

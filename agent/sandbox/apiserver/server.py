@@ -47,10 +47,31 @@ class Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], ctx: Context) -> None:
         super().__init__(address, Handler)
         self.ctx = ctx
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """End every open connection (idle keep-alives and watches) at stop()."""
+        with self._open_lock:
+            conns = list(self._open)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    timeout = 300  # idle keep-alive connections are closed, as servers do
     server_version = "machine-agent-sandbox-apiserver"
     server: Server
 

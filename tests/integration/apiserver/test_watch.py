@@ -73,7 +73,7 @@ def test_a_list_from_a_compacted_version_is_410(only_standin: ApiServer, admin: 
     assert reply["reason"] == "Expired"
 
 
-def test_history_is_bounded(tmp_path: Any) -> None:
+def test_history_is_bounded(only_standin: ApiServer, tmp_path: Any) -> None:
     with ApiServer(tmp_path / "small", history_size=3, ipam=False) as api:
         admin = Kube(api.url, str(api.ca_path), token=api.admin_token)
         first = admin.check(admin.post("/api/v1/namespaces/default/configmaps", json={
