@@ -13,7 +13,18 @@ request counters and the in-cluster IPAM provider's claim controller.
                      headers={"Authorization": f"Bearer {api.admin_token}"})
 
 Run as a process: `python -m agent.sandbox.apiserver --port N --state-dir D`.
-Each module's docstring says what it simplifies relative to the real server.
+
+Simplified relative to kube-apiserver (details in each module's docstring): no
+conversion between served versions (apiVersion is relabelled; Machine status.conditions
+differ between v1beta1 and v1beta2, so use v1beta2); no CEL validation rules; no dryRun,
+deletecollection, pagination (`limit` returns everything) or strategic merge patch (415
+for every kind); Foreground deletion acts as Background; RBAC without aggregation or
+default roles, non-resource URLs open to all; token expiry not enforced; JSON only (no
+protobuf, no Table output); managedFields not converted between versions.
+
+Note for clients built on `requests`: REQUESTS_CA_BUNDLE (set on these machines)
+silently overrides `Session.verify`; pass `verify=` per request or set
+`session.trust_env = False` to trust the stand-in's CA.
 """
 
 from .apiserver import ApiServer
