@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubeclient import Kube
 
 from agent.sandbox.apiserver import ApiServer
+from tests.integration.apiserver.kubeclient import Kube
 
 REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
 

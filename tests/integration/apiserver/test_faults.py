@@ -6,9 +6,9 @@ import time
 
 import pytest
 import requests
-from kubeclient import CAPI, Kube, machine
 
 from agent.sandbox.apiserver import ApiServer
+from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 
 def _machines(ns: str) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kubeclient import IPAM, POOLS, Kube, claim, pool, wait_until
 
 from agent.sandbox.apiserver import ApiServer
 from agent.sandbox.apiserver.ipampool import first_free, pool_spans
+from tests.integration.apiserver.kubeclient import IPAM, POOLS, Kube, claim, pool, wait_until
 
 Obj = dict[str, Any]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeclient import CAPI, Kube, condition, machine, wait_until
+from tests.integration.apiserver.kubeclient import CAPI, Kube, condition, machine, wait_until
 
 Obj = dict[str, Any]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubeclient import CAPI, JSON_PATCH, Kube, condition, machine
+from tests.integration.apiserver.kubeclient import CAPI, JSON_PATCH, Kube, condition, machine
 
 Obj = dict[str, Any]
 

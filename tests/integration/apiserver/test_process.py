@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubeclient import Kube
 
 from agent.sandbox.apiserver import ApiServer
+from tests.integration.apiserver.kubeclient import Kube
 
 
 @pytest.mark.allow_processes

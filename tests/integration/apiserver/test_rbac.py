@@ -3,7 +3,7 @@ SelfSubjectAccessReview."""
 
 from __future__ import annotations
 
-from kubeclient import CAPI, Kube, machine
+from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 

@@ -6,9 +6,8 @@ import threading
 import time
 from typing import Any
 
-from kubeclient import CAPI, Kube, machine
-
 from agent.sandbox.apiserver import ApiServer
+from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 Obj = dict[str, Any]
 
