@@ -189,6 +189,8 @@ class AgentError(Exception):
 
     reason: Reason = Reason.InternalError
     temporary: bool = False
+    retry_after: float | None = None
+    """A delay the other side asked for (e.g. HTTP Retry-After); the retry helper honours it."""
 
     def __init__(
         self,
