@@ -95,8 +95,8 @@ class Client:
         return list(doc.get("items") or []), str(doc.get("metadata", {}).get(
             "resourceVersion", ""))
 
-    def create(self, path: str, obj: Object) -> Object:
-        return self.request("POST", path, body=obj)
+    def create(self, path: str, obj: Object, *, attempts: int | None = None) -> Object:
+        return self.request("POST", path, body=obj, attempts=attempts)
 
     def delete(self, path: str) -> Object:
         """The Status (no finalizers) or the object with deletionTimestamp set."""
