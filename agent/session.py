@@ -19,6 +19,7 @@ from agent.kube.kubeconfig import load_credentials
 from agent.kube.machine import MachineReader, MachineView
 from agent.kube.reporter import MachineReporter
 from agent.orchestrator import Orchestrator
+from agent.phases.base import Phase
 from agent.report import LocalStatus, Sentinel
 from agent.retry import Backoff, retry
 
@@ -31,11 +32,13 @@ class Session:
     machine: MachineView | None = None
     client: Client | None = None
 
-    def orchestrator(self, host: Host, *, reporting: bool = True) -> Orchestrator:
-        """The orchestrator for this configuration and Machine; with `reporting`, its
-        reporters: the local status file, CABPK's sentinel, the Machine's status."""
+    def orchestrator(self, host: Host, *, reporting: bool = True,
+                     phases: list[Phase] | None = None) -> Orchestrator:
+        """The orchestrator for this configuration and Machine (and `phases`, default
+        all); with `reporting`, its reporters: the local status file, CABPK's sentinel,
+        the Machine's status."""
         facts = self.machine.facts if self.machine else None
-        orchestrator = Orchestrator(self.loaded, host, machine=facts)
+        orchestrator = Orchestrator(self.loaded, host, machine=facts, phases=phases)
         if not reporting:
             return orchestrator
         spec = self.loaded.config.spec.reporting
