@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 MAX_WATCH_SECONDS = 300
 """One watch request's server-side time-out; longer waits reconnect."""
+RELISTS = 3
+"""Lists tried in a row when each answers 410 Gone."""
 
 
 @dataclass
@@ -65,10 +67,21 @@ class Watcher:
 
     def _relist_matching(self, predicate: Callable[[Object], bool]) -> str | Object:
         """A matching object from a fresh list, else the list's resourceVersion."""
-        self.stats.lists += 1
-        items, version = self.client.list(self.path, label_selector=self.label_selector,
-                                          field_selector=self.field_selector)
-        return next((item for item in items if predicate(item)), version)
+        for attempt in range(RELISTS):
+            self.stats.lists += 1
+            try:
+                items, version = self.client.list(
+                    self.path, label_selector=self.label_selector,
+                    field_selector=self.field_selector)
+            except Gone:
+                # A list served from a cache that was just compacted; a new list reads
+                # the current state.
+                if attempt == RELISTS - 1:
+                    raise
+                self.stats.relists_on_gone += 1
+                continue
+            return next((item for item in items if predicate(item)), version)
+        raise AssertionError("unreachable: RELISTS is at least 1")
 
     def _watch_once(self, version: str, predicate: Callable[[Object], bool],
                     timeout_seconds: int) -> str | Object:
