@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.cli import main  # noqa: E402
-from agent.sandbox.apiserver import ApiServer  # noqa: E402
-from tests.integration.kube.conftest import Admin, make_node, node_token, seed  # noqa: E402
+from agent.cli import main
+from agent.sandbox.apiserver import ApiServer
+from tests.integration.kube.conftest import Admin, make_node, node_token, seed
 
 GOAL = 12
 
