@@ -17,7 +17,7 @@ from agent.report import LocalStatus, read_status
 from agent.state import Journal
 from tests.phases_for_tests import LOG, FilesPhase
 
-EXAMPLE = str(Path(__file__).parents[2] / "examples" / "minimal.yaml")
+EXAMPLE = str(Path(__file__).parents[2] / "examples" / "local-only.yaml")
 
 
 class NoSleep(Clock):

@@ -218,8 +218,18 @@ class Handler(BaseHTTPRequestHandler):
     def _resource(self, t: routes.Target, user: User, query: dict[str, str],
                   raw: bytes) -> None:
         ctx = self.server.ctx
+        # kube-apiserver takes a list/watch's name from an exact `metadata.name` field
+        # selector (k8s.io/apiserver handlers/get.go: "the value of that field is
+        # propagated to requestInfo as the name parameter"), so resourceNames rules can
+        # allow watching one object.
+        name = t.name
+        if not name and t.verb in ("list", "watch"):
+            terms = [term.split("=", 1) for term in query.get("fieldSelector", "").split(",")]
+            if len(terms) == 1 and len(terms[0]) == 2 and \
+                    terms[0][0] == "metadata.name":
+                name = terms[0][1]
         attrs = Attributes(t.verb, t.res.group, t.res.plural, t.subresource, t.namespace,
-                           t.name)
+                           name)
         if not ctx.authorizer.authorize(user, attrs).allowed:
             raise st.forbidden(t.res.gr, t.res.group, t.res.plural, t.name or None,
                                denial(user, attrs))
