@@ -139,3 +139,19 @@ def safe_text(value: str) -> str | None:
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         return f"{_shown(value)} contains a newline or control character"
     return None
+
+
+def command_word(value: str) -> str | None:
+    """One argument of a command line run without a shell: non-empty, one line."""
+    if not value:
+        return "an empty argument is not allowed"
+    return safe_text(value)
+
+
+def chronyc_address(value: str) -> str | None:
+    """Where chronyc reaches chronyd: a Unix socket path or an IP address."""
+    if value.startswith("/"):
+        return absolute_path(value)
+    if ip_address(value) is None:
+        return None
+    return f"{_shown(value)} is neither a socket path (/run/...) nor an IP address"
