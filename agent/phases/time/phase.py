@@ -19,7 +19,12 @@ from agent.host import Host
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.time import chronyc
 from agent.phases.time.gate import ClockState, GateOutcome, wait_until_synchronised
-from agent.phases.time.ntpcheck import ServerCheck, check_servers, format_seconds
+from agent.phases.time.ntpcheck import (
+    QUERY_TIMEOUT,
+    ServerCheck,
+    check_servers,
+    format_seconds,
+)
 from agent.phases.time.render import render
 
 RELOAD = "reload"
@@ -53,7 +58,9 @@ class TimePhase(Phase):
         spec = ctx.config.spec.time
         if not spec.servers:
             return {"gated": False}
-        checks = check_servers(spec.servers)
+        # ntplib never waits longer for one server than the whole gate may.
+        query_timeout = min(QUERY_TIMEOUT, spec.sync_timeout)
+        checks = check_servers(spec.servers, query_timeout)
         for check in checks:
             (ctx.log.info if check.reachable else ctx.log.warning)("ntp: %s", check.summary())
         outcome = wait_until_synchronised(
@@ -63,7 +70,7 @@ class TimePhase(Phase):
         if outcome.opened:
             return _result(spec, outcome, checks)
         # Ask again: the answer at the time-out is the one worth reporting.
-        message = _timeout_message(spec, outcome, check_servers(spec.servers))
+        message = _timeout_message(spec, outcome, check_servers(spec.servers, query_timeout))
         if spec.on_timeout == "warn":
             ctx.log.warning("%s; continuing because spec.time.onTimeout is warn", message)
             return {**_result(spec, outcome, checks), "warning": message}
