@@ -2,6 +2,8 @@
 
 Each check returns what is wrong and how to fix it, or None. They are strict on purpose:
 input is hostile until validated, and a newline in a host name must never add a line.
+Patterns are applied with `fullmatch`: with `match`, `$` also matches before a trailing
+newline, so "ntp.example\n" would pass.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def host_name(value: str) -> str | None:
     if ip_address(value) is None:
         return None
     name = value[:-1] if value.endswith(".") else value
-    if 0 < len(name) <= 253 and all(_LABEL.match(label) for label in name.split(".")):
+    if 0 < len(name) <= 253 and all(_LABEL.fullmatch(label) for label in name.split(".")):
         return None
     return f"{_shown(value)} is not a valid host name or IP address"
 
@@ -37,7 +39,7 @@ def host_name(value: str) -> str | None:
 def fqdn(value: str) -> str | None:
     """A host name for /etc/hostname: RFC 1123, no IP address."""
     name = value[:-1] if value.endswith(".") else value
-    if 0 < len(name) <= 253 and all(_LABEL.match(label) for label in name.split(".")):
+    if 0 < len(name) <= 253 and all(_LABEL.fullmatch(label) for label in name.split(".")):
         return None
     return f"{_shown(value)} is not a valid host name (letters, digits, '-' and '.')"
 
@@ -70,27 +72,27 @@ def ip_network(value: str) -> str | None:
 
 
 def interface_name(value: str) -> str | None:
-    if _IFNAME.match(value) and value not in (".", ".."):
+    if _IFNAME.fullmatch(value) and value not in (".", ".."):
         return None
     return (f"{_shown(value)} is not a valid interface name "
             "(1-15 characters: letters, digits, '_', '-', '.', no '/' or spaces)")
 
 
 def mac_address(value: str) -> str | None:
-    if _MAC.match(value):
+    if _MAC.fullmatch(value):
         return None
     return f"{_shown(value)} is not a MAC address (aa:bb:cc:dd:ee:ff)"
 
 
 def k8s_name(value: str) -> str | None:
     """A Kubernetes object name (DNS-1123 subdomain)."""
-    if len(value) <= 253 and _DNS1123_SUBDOMAIN.match(value):
+    if len(value) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(value):
         return None
     return f"{_shown(value)} is not a valid Kubernetes name (lower case, digits, '-', '.')"
 
 
 def k8s_namespace(value: str) -> str | None:
-    if len(value) <= 63 and _DNS1123_LABEL.match(value):
+    if len(value) <= 63 and _DNS1123_LABEL.fullmatch(value):
         return None
     return f"{_shown(value)} is not a valid namespace (lower case, digits, '-')"
 
@@ -101,13 +103,13 @@ _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 def label_key(value: str) -> str | None:
     """A Kubernetes label key: an optional DNS prefix and '/', then a name."""
     prefix, _, name = value.rpartition("/")
-    if _LABEL_NAME.match(name) and (not prefix or k8s_name(prefix) is None):
+    if _LABEL_NAME.fullmatch(name) and (not prefix or k8s_name(prefix) is None):
         return None
     return f"{_shown(value)} is not a valid label key (e.g. machine-agent.io/host-uuid)"
 
 
 def absolute_path(value: str) -> str | None:
-    if _PATH.match(value) and "/../" not in value + "/" and "/./" not in value + "/":
+    if _PATH.fullmatch(value) and "/../" not in value + "/" and "/./" not in value + "/":
         return None
     return (f"{_shown(value)} is not a plain absolute path "
             "(start with /; letters, digits and ._-@+:,= only)")
@@ -123,7 +125,7 @@ def https_url(value: str) -> str | None:
 
 
 def sha256(value: str) -> str | None:
-    return None if _SHA256.match(value) else f"{_shown(value)} is not a sha256 (64 hex digits)"
+    return None if _SHA256.fullmatch(value) else f"{_shown(value)} is not a sha256 (64 hex digits)"
 
 
 def port(value: int) -> str | None:

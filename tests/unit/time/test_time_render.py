@@ -3,14 +3,13 @@ refused at validation, and no value able to add a directive of its own."""
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given
-from hypothesis import strategies as st
 
 from agent.config.fields import Decoder
 from agent.config.timesync import TimeSpec
@@ -69,6 +68,8 @@ def test_main_file_names_nts_dump_dir_only_when_a_source_uses_nts() -> None:
 @pytest.mark.parametrize(("doc", "path"), [
     ({"servers": ["ntp.example\nmakestep 1 -1"]}, "spec.time.servers[0].host"),
     ({"servers": ["ntp.example maxpoll 1"]}, "spec.time.servers[0].host"),
+    ({"servers": ["ntp1.example.net\n"]}, "spec.time.servers[0].host"),
+    ({"chrony": {"driftFile": "/var/lib/chrony/drift\n"}}, "spec.time.chrony.driftFile"),
     ({"servers": [{"host": "ntp.example", "port": 0}]}, "spec.time.servers[0].port"),
     ({"servers": [{"host": "ntp.example", "minpoll": -7}]}, "spec.time.servers[0].minpoll"),
     ({"servers": [{"host": "ntp.example", "maxpoll": 25}]}, "spec.time.servers[0].maxpoll"),
@@ -109,27 +110,26 @@ CHRONY_DIRECTIVES = {"server", "pool", "makestep", "driftfile", "ntsdumpdir", "r
 SOURCE_OPTION = re.compile(
     r"^(?: port \d+)?(?: iburst)?(?: nts)?(?: minpoll -?\d+)?(?: maxpoll -?\d+)?$")
 
-# Lists of characters rather than st.text: st.text caches a Unicode table on disk.
-hostile_text = st.lists(
-    st.sampled_from("ab1.-:/ \t\n\r#;$`'\"\\{}%=[]\x00\x0b\u2028é"), max_size=24,
-).map("".join)
-maybe_int = st.one_of(st.none(), st.integers(-10, 70000))
+HOSTILE = "ab1.-:/ \t\n\r#;$`'\"\\{}%=[]\x00\x0b\u2028é"
+# A seeded generator rather than hypothesis: hypothesis caches constants of the agent's
+# modules under .hypothesis/ in the work tree, which the suite's side-effect guard refuses.
+SAMPLES = 3000
 
 
-@st.composite
-def time_documents(draw: st.DrawFn) -> dict[str, Any]:
-    server = {"host": draw(st.one_of(hostile_text, st.sampled_from(
-        ["ntp1.example.net", "192.0.2.1", "2001:db8::1"])))}
+def hostile_text(rng: random.Random) -> str:
+    return "".join(rng.choice(HOSTILE) for _ in range(rng.randint(0, 24)))
+
+
+def time_document(rng: random.Random) -> dict[str, Any]:
+    host = rng.choice([hostile_text(rng), "ntp1.example.net", "192.0.2.1", "2001:db8::1",
+                       rng.choice(["ntp1.example.net", "a1"]) + rng.choice(HOSTILE)])
+    server: dict[str, Any] = {"host": host}
     for key in ("port", "minpoll", "maxpoll"):
-        value = draw(maybe_int)
-        if value is not None:
-            server[key] = value
-    return {
-        "servers": [server],
-        "chrony": {"driftFile": draw(st.one_of(hostile_text.map(lambda t: "/" + t),
-                                               st.just("/var/lib/chrony/drift")))},
-        "renderer": draw(st.sampled_from(["chrony", "timesyncd"])),
-    }
+        if rng.random() < 0.5:
+            server[key] = rng.randint(-10, 70000) if key == "port" else rng.randint(-10, 30)
+    drift = rng.choice(["/" + hostile_text(rng), "/var/lib/chrony/drift"])
+    return {"servers": [server], "chrony": {"driftFile": drift},
+            "renderer": rng.choice(["chrony", "timesyncd"])}
 
 
 def parse_chrony(content: str) -> list[list[str]]:
@@ -143,16 +143,24 @@ def parse_chrony(content: str) -> list[list[str]]:
     return directives
 
 
-@given(time_documents())
-def test_no_value_can_add_a_directive(doc: dict[str, Any]) -> None:
-    spec, errors = decode(doc)
-    if spec is None:
-        assert errors  # refused, with a reason: nothing was rendered
-        return
-    content = render(spec).content
+def test_no_value_can_add_a_directive() -> None:
+    rng = random.Random(20240607)
+    accepted = 0
+    for _ in range(SAMPLES):
+        doc = time_document(rng)
+        spec, errors = decode(doc)
+        if spec is None:
+            assert errors  # refused, with a reason: nothing was rendered
+            continue
+        accepted += 1
+        assert_only_its_own_directives(doc, render(spec).content)
+    assert SAMPLES / 20 < accepted < SAMPLES  # both paths were exercised
+
+
+def assert_only_its_own_directives(doc: dict[str, Any], content: str) -> None:
     assert all(c == "\n" or (c.isprintable() and c.isascii()) for c in content)
     host = doc["servers"][0]["host"]
-    if spec.renderer == "timesyncd":
+    if doc["renderer"] == "timesyncd":
         lines = [line for line in content.split("\n") if line and not line.startswith("#")]
         assert lines == ["[Time]", f"NTP={host}"]
         return
