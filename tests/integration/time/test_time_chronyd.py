@@ -122,6 +122,23 @@ pidfile {self.pidfile}
         path.write_text(json.dumps(doc))
         return path
 
+    def start_client_on_sources_dir(self) -> None:
+        """For target dropin: a client already running on the image's own configuration,
+        reading sources from the root's sources.d, as Debian's chrony.conf does."""
+        sources = self.root / "etc/chrony/sources.d"
+        sources.mkdir(parents=True)
+        self.wrapper.write_text(f"""sourcedir {sources}
+makestep 1 3
+driftfile {self.run_dir}/drift
+port 0
+cmdport 0
+bindcmdaddress {self.socket}
+pidfile {self.pidfile}
+""")
+        subprocess.run(["chronyd", "-x", "-u", "root", "-f", str(self.wrapper)], check=True,
+                       timeout=10)
+        wait_for(self.socket.exists, "the client chronyd's socket")
+
     def agent(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "agent.cli", "--root", str(self.root), *args]
 
@@ -235,6 +252,22 @@ def test_dead_server_with_on_timeout_warn_goes_on_with_a_warning(node: Node) -> 
     assert cond["message"].endswith("join goes on because spec.time.onTimeout is warn")
     result = node.status()["phases"]["time"]["result"]
     assert result["synchronised"] is False and result["servers"][0]["reachable"] is False
+
+
+def test_dropin_is_picked_up_by_chronyc_reload_sources(node: Node, ntp_server: int) -> None:
+    node.start_client_on_sources_dir()
+    config = node.config(ntp_server, syncTimeout="30s", chrony={
+        "target": "dropin", "commandAddress": str(node.socket)}, reloadCommand=None)
+    run = subprocess.run(node.agent("run", "--only", "time", "-c", str(config)),
+                         capture_output=True, text=True, timeout=90)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "reload chronyd's sources: chronyc -n -c -h" in run.stderr
+    dropin = node.root / "etc/chrony/sources.d/machine-agent.sources"
+    assert "server 127.0.0.1 port 11123 iburst minpoll -2 maxpoll 0\n" in dropin.read_text()
+    assert not (node.root / "etc/chrony/chrony.conf").exists()
+    cond = node.conditions()["TimeSynchronized"]
+    assert (cond["status"], cond["reason"]) == ("True", "TimeSynchronized")
+    assert cond["message"].startswith("clock synchronised to 127.0.0.1 (stratum 9)")
 
 
 def test_chronyd_accepts_the_golden_chrony_files() -> None:
