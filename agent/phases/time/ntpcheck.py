@@ -70,6 +70,8 @@ def format_seconds(value: float | None) -> str:
     if value is None:
         return "unknown"
     size = abs(value)
+    if size == 0:
+        return "0s"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if size >= scale:
             return f"{value / scale:+.3g}{unit}"

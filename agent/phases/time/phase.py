@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.config.timesync import TimeSpec
-from agent.errors import Reason, TemporaryError
+from agent.errors import AgentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.time import chronyc
@@ -67,13 +67,15 @@ class TimePhase(Phase):
             lambda: _clock_state(ctx.host, spec, checks), max_offset=spec.max_offset,
             timeout=spec.sync_timeout, interval=spec.check_interval, clock=ctx.host.clock,
             progress=ctx.progress)
+        daemon_view = _chrony_sources(ctx.host, spec)
         if outcome.opened:
-            return _result(spec, outcome, checks)
+            return _result(spec, outcome, checks, daemon_view)
         # Ask again: the answer at the time-out is the one worth reporting.
-        message = _timeout_message(spec, outcome, check_servers(spec.servers, query_timeout))
+        message = _timeout_message(spec, outcome, check_servers(spec.servers, query_timeout),
+                                   daemon_view)
         if spec.on_timeout == "warn":
             ctx.log.warning("%s; continuing because spec.time.onTimeout is warn", message)
-            return {**_result(spec, outcome, checks), "warning": message}
+            return {**_result(spec, outcome, checks, daemon_view), "warning": message}
         raise TemporaryError(message, reason=Reason.TimeNotSynchronized)
 
     def reason(self, result: dict[str, Any]) -> Reason:
@@ -143,8 +145,19 @@ def _clock_state(host: Host, spec: TimeSpec, checks: list[ServerCheck]) -> Clock
     return ClockState(synced, best.offset, best.server, best.stratum or 0, status)
 
 
-def _result(spec: TimeSpec, outcome: GateOutcome,
-            checks: list[ServerCheck]) -> dict[str, Any]:
+def _chrony_sources(host: Host, spec: TimeSpec) -> list[chronyc.Source]:
+    """chronyd's own view of its sources, for status and the time-out message; empty when
+    the renderer is not chrony or chronyd does not answer (the gate said why already)."""
+    if spec.renderer != "chrony":
+        return []
+    try:
+        return chronyc.read_sources(host, spec.chrony)
+    except AgentError:
+        return []
+
+
+def _result(spec: TimeSpec, outcome: GateOutcome, checks: list[ServerCheck],
+            daemon_view: list[chronyc.Source]) -> dict[str, Any]:
     last = outcome.last
     return {
         "synchronised": outcome.opened,
@@ -154,13 +167,20 @@ def _result(spec: TimeSpec, outcome: GateOutcome,
         "maxOffset": float(spec.max_offset),
         "waited": round(outcome.waited, 3),
         "servers": [c.as_dict() for c in checks],
+        "chronySources": [{"name": s.name, "state": s.state, "reach": f"{s.reach:o}"}
+                          for s in daemon_view],
     }
 
 
-def _timeout_message(spec: TimeSpec, outcome: GateOutcome,
-                     checks: list[ServerCheck]) -> str:
+def _timeout_message(spec: TimeSpec, outcome: GateOutcome, checks: list[ServerCheck],
+                     daemon_view: list[chronyc.Source]) -> str:
     seen = (outcome.error if outcome.error is not None
             else outcome.last.describe() if outcome.last else "no answer")
-    return (f"clock not synchronised within {spec.sync_timeout} (allowed offset "
+    text = (f"clock not synchronised within {spec.sync_timeout} (allowed offset "
             f"{spec.max_offset}; {spec.renderer}: {seen}); servers tried: "
             + "; ".join(c.summary() for c in checks))
+    if daemon_view:
+        text += "; chronyd's sources: " + ", ".join(
+            f"{s.name} {'never reached' if s.reach == 0 else f'reach {s.reach:o}'}"
+            for s in daemon_view)
+    return text

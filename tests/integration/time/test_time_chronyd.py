@@ -193,6 +193,8 @@ def test_gate_opens_against_a_live_server(node: Node, ntp_server: int) -> None:
     assert result["servers"] == [{"server": "127.0.0.1:11123", "reachable": True,
                                   "stratum": 8, "offset": result["servers"][0]["offset"],
                                   "delay": result["servers"][0]["delay"]}]
+    # chronyd itself selected the server ('*'), as `chronyc sources` shows it
+    assert [(s["name"], s["state"]) for s in result["chronySources"]] == [("127.0.0.1", "*")]
     print(f"\ngate opened after {result['waited']}s of waiting; whole run {took:.1f}s")
 
     # Running again changes nothing and does not restart chronyd (a second start of the
@@ -234,6 +236,7 @@ def test_dead_server_keeps_the_gate_closed_and_join_pending(node: Node) -> None:
     assert "clock not synchronised within 3s" in time_cond["message"]
     assert "servers tried: 127.0.0.1:11125 unreachable (No response received from " \
         "127.0.0.1)" in time_cond["message"]
+    assert "; chronyd's sources: 127.0.0.1 never reached" in time_cond["message"]
     assert (join_cond["status"], join_cond["reason"]) == ("Unknown", "Pending")
     assert "waiting for the time phase (TimeNotSynchronized)" in join_cond["message"]
     assert "join     not run" in out

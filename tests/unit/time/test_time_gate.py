@@ -127,6 +127,8 @@ class ChronycHost(Host):
         if argv[0] == "chronyc" and argv[-1] == "tracking":
             answer = self.tracking.pop(0) if len(self.tracking) > 1 else self.tracking[0]
             return CommandResult(tuple(argv), 0, answer, "", 0.01)
+        if argv[0] == "chronyc" and argv[-1] == "sources":
+            return CommandResult(tuple(argv), 0, SOURCES, "", 0.01)
         self.commands.append(argv)
         return CommandResult(tuple(argv), 0, "", "", 0.01)
 
@@ -183,6 +185,7 @@ def test_time_phase_writes_chrony_conf_restarts_chrony_and_opens(tmp_path: Path)
     result_doc = Journal.load(host).phases["time"].result
     assert result_doc["servers"][0]["reachable"] is False
     assert result_doc["stratum"] == 9
+    assert result_doc["chronySources"][0] == {"name": "127.0.0.1", "state": "*", "reach": "77"}
 
 
 def test_time_out_fails_the_phase_and_keeps_join_pending(tmp_path: Path) -> None:
@@ -194,6 +197,8 @@ def test_time_out_fails_the_phase_and_keeps_join_pending(tmp_path: Path) -> None
     assert failed.reason == "TimeNotSynchronized"
     assert "clock not synchronised within 500ms" in failed.message
     assert "servers tried: 127.0.0.1:9 unreachable (" in failed.message
+    assert "; chronyd's sources: 127.0.0.1 reach 77, 192.0.2.123 never reached" \
+        in failed.message
     assert "waiting for the time phase (TimeNotSynchronized)" in result.outcomes[1].message
     assert host.clock.monotonic() == 1000.5  # bounded by syncTimeout, on the fake clock
     assert [c.reason for c in recorder.seen][-2:] == ["TimeSynchronizing", "TimeNotSynchronized"]
