@@ -159,6 +159,14 @@ class InterfaceSpec:
                 and self.bond.primary not in self.bond.members:
             yield ("bond.primary", f"{self.bond.primary} is not a member of the bond", None)
         yield from self._gateways()
+        claimed: set[str] = set()
+        for i, address in enumerate(self.addresses):
+            if address.ipam is not None:
+                if address.ipam.family in claimed:
+                    # the claim key is Machine UID + interface + family: one address each
+                    yield (f"addresses[{i}].ipam", f"a second {address.ipam.family} address "
+                           "from IPAM on one interface", "claim one per family and interface")
+                claimed.add(address.ipam.family)
         for i, route in enumerate(self.routes):
             if route.to == "default" and route.via is None:
                 yield (f"routes[{i}].via", "a default route needs a next hop", None)
