@@ -234,6 +234,10 @@ class ConflictDetectionSpec:
                                      key="arpInterval")
     arp_wait: Duration = setting("How long to listen after the last probe (ANNOUNCE_WAIT).",
                                  default=Duration(2), check=checks.positive, key="arpWait")
+    duplicate_address_detection: bool = setting(
+        "Let the kernel run IPv6 DAD on new addresses and wait for it; false adds them "
+        "with nodad (for segments where DAD is off, as with accept_dad=0).", default=True,
+        key="duplicateAddressDetection")
     dad_timeout: Duration = setting(
         "How long to wait for IPv6 duplicate address detection.", default=Duration(5),
         check=checks.positive, key="dadTimeout")

@@ -69,6 +69,15 @@ def _addr_op(what: Literal["addr-add", "addr-del"], link: str, iface: str,
     return NetOp(what, link, tuple(params), f"{verb} address {iface} on {link}")
 
 
+def nodad(op: NetOp) -> NetOp:
+    """The same change, adding an IPv6 address without duplicate address detection."""
+    params = dict(op.params)
+    if op.what != "addr-add" or ":" not in params["address"]:
+        return op
+    return _addr_op("addr-add", op.link, f"{params['address']}/{params['prefixlen']}",
+                    nodad=True)
+
+
 def _route_op(what: Literal["route-add", "route-del"], link: str, dst: str, via: str | None,
               table: int, metric: int, proto: int = RTPROT_STATIC,
               scope: int | None = None) -> NetOp:

@@ -85,24 +85,26 @@ class Observed:
             for name in sorted(names)}
 
 
-def observe(ipr: IPRoute) -> Observed:
+def observe(ipr: IPRoute, *, routes: bool = True) -> Observed:
+    """The namespace's state; `routes=False` skips the route dump (the largest: the
+    kernel's local table holds a route per address) when only addresses matter."""
     links = tuple(_link(msg) for msg in ipr.get_links())
     addresses = frozenset(
         (msg["index"], f"{msg.get('IFA_ADDRESS')}/{msg['prefixlen']}")
         for msg in ipr.get_addr() if msg["scope"] == 0)
-    routes: set[RouteState] = set()
-    for family in (2, 10):
+    found: set[RouteState] = set()
+    for family in (2, 10) if routes else ():
         for msg in ipr.get_routes(family=family):  # every table
             table = msg.get("RTA_TABLE") or msg["table"]
             if (msg["proto"] == RTPROT_KERNEL or table == RT_TABLE_LOCAL
                     or msg["type"] != RTN_UNICAST or msg.get("RTA_OIF") is None):
                 continue
             dst = msg.get("RTA_DST") or ("0.0.0.0" if family == 2 else "::")
-            routes.add(RouteState(
+            found.add(RouteState(
                 oif=msg.get("RTA_OIF"), dst=str(ipaddress.ip_network(f"{dst}/{msg['dst_len']}")),
                 via=msg.get("RTA_GATEWAY"), table=table,
                 metric=msg.get("RTA_PRIORITY") or 0, proto=msg["proto"], scope=msg["scope"]))
-    return Observed(links, addresses, frozenset(routes))
+    return Observed(links, addresses, frozenset(found))
 
 
 def _link(msg: Any) -> LinkState:

@@ -21,7 +21,7 @@ from agent.config.network import NetworkSpec
 from agent.errors import AgentError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
-from agent.phases.network.apply import Executor, NetOp, forward, rollback
+from agent.phases.network.apply import Executor, NetOp, forward, nodad, rollback
 from agent.phases.network.claims import claim_addresses
 from agent.phases.network.model import NetworkPlan, build_plan
 from agent.phases.network.observe import Observed, observe, resolve_names
@@ -136,10 +136,12 @@ class NetworkPhase(Phase):
                 raise AddressConflict(
                     f"{', '.join(sorted(taken))} already answered on the segment (ARP probe, "
                     "RFC 5227); the address was not configured")
+        if not timing.duplicate_address_detection:
+            ops = [nodad(op) for op in ops]
         executor.run(ops)
         new_v6 = [(executor.index_of(op.link), dict(op.params)["address"]) for op in ops
                   if op.what == "addr-add" and ":" in dict(op.params)["address"]]
-        if new_v6:
+        if new_v6 and timing.duplicate_address_detection:
             ctx.progress(f"waiting for duplicate address detection of {len(new_v6)} "
                          "IPv6 address(es)")
             failed = dad_failures(ipr, new_v6, float(timing.dad_timeout), clock.monotonic,
@@ -197,7 +199,7 @@ class NetworkPhase(Phase):
         if self._result.get("live"):
             netplan = build_plan(spec)
             with contextlib.closing(ctx.host.netlink()) as ipr:
-                now = observe(ipr)
+                now = observe(ipr, routes=False)
                 names = resolve_names(ctx.host, netplan, now)
                 missing = [f"{link.name}: {a}" for link in netplan.links
                            for a in link.addresses

@@ -69,8 +69,9 @@ def test_dual_stack_waits_for_dad_and_routes_both_families(seg: Segment,
     cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY, "gateway6": GATEWAY6,
                                   "addresses": static("192.0.2.10/24", "2001:db8::10/64")}]})
     run = run_phase(tmp_path, seg, cfg)
-    shown = seg.node_ip("-6", "addr", "show", "n0")
-    assert "2001:db8::10/64" in shown and "tentative" not in shown
+    (line,) = [line for line in seg.node_ip("-6", "addr", "show", "n0").splitlines()
+               if "2001:db8::10/64" in line]
+    assert "scope global" in line and "tentative" not in line and "dadfailed" not in line
     assert f"default via {GATEWAY6} dev n0" in seg.node_ip("-6", "route", "show")
     assert run.result["gateways"] == [GATEWAY, GATEWAY6]
 
