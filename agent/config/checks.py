@@ -172,21 +172,6 @@ def hex_key(value: str) -> str | None:
     return "is not a 32-byte key in hex (64 hex digits)"
 
 
-def host_port(value: str) -> str | None:
-    """`host:port` or `[v6]:port`, e.g. an API server endpoint 192.0.2.10:6443."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(f"//{value}")
-        port_number = parts.port
-    except ValueError:
-        port_number = None
-        parts = None
-    if parts is None or port_number is None or not parts.hostname or "@" in value:
-        return f"{_shown(value)} is not host:port (e.g. 192.0.2.10:6443)"
-    return host_name(parts.hostname)
-
-
 def k8s_version(value: str) -> str | None:
     if _K8S_VERSION.fullmatch(value):
         return None
@@ -231,6 +216,7 @@ def label_value(value: str) -> str | None:
         return None
     return f"{_shown(value)} is not a valid label value (letters, digits, '-', '_', '.')"
 
+
 def command_word(value: str) -> str | None:
     """One argument of a command line run without a shell: non-empty, one line."""
     if not value:
@@ -245,3 +231,51 @@ def chronyc_address(value: str) -> str | None:
     if ip_address(value) is None:
         return None
     return f"{_shown(value)} is neither a socket path (/run/...) nor an IP address"
+
+
+_DRIVER = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+
+
+def driver_name(value: str) -> str | None:
+    """A kernel driver name as `ethtool -i` shows it (e.g. virtio_net, ixgbe)."""
+    if _DRIVER.fullmatch(value):
+        return None
+    return f"{_shown(value)} is not a driver name (letters, digits, '_' and '-')"
+
+
+def host_port(value: str) -> str | None:
+    """`host:port` or `[v6-address]:port`, e.g. 192.0.2.1:6443 or [2001:db8::1]:443."""
+    host, sep, number = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        bad_host = ip_address(host) is not None or ":" not in host
+    else:
+        bad_host = ":" in host or host_name(host) is not None
+    if not sep or bad_host or not number.isdigit() or port(int(number)) is not None:
+        return (f"{_shown(value)} is not host:port "
+                "(e.g. 192.0.2.1:6443, api.example.net:443, [2001:db8::1]:6443)")
+    return None
+
+
+def mtu(value: int) -> str | None:
+    return None if 68 <= value <= 65535 else f"{value} is not an MTU (68-65535 bytes)"
+
+
+def vlan_id(value: int) -> str | None:
+    return None if 1 <= value <= 4094 else f"{value} is not a VLAN id (1-4094)"
+
+
+def route_table(value: int) -> str | None:
+    """A routing table id; 253 (default) and 255 (local) belong to the kernel."""
+    if 1 <= value < 2**32 and value not in (253, 255):
+        return None
+    return f"{value} is not a usable routing table (1-4294967295, not 253 or 255)"
+
+
+def route_destination(value: str) -> str | None:
+    """`default` or a network with its prefix length."""
+    return None if value == "default" else ip_network(value)
+
+
+def small_count(value: int) -> str | None:
+    return None if 0 <= value <= 10 else f"{value} is not between 0 and 10"
