@@ -8,9 +8,9 @@ source of truth for validation, `config show` and the generated reference.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import difflib
 import enum
+import functools
 import re
 import types
 import typing
