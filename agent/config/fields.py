@@ -8,9 +8,9 @@ source of truth for validation, `config show` and the generated reference.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import difflib
 import enum
+import functools
 import re
 import types
 import typing
@@ -168,7 +168,7 @@ class Decoder:
             self.fail(path, f"expected a mapping, got {_kind(value)}")
             return _MISSING
         fields = {key_of(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        hints = _type_hints(cls)
+        hints = _type_hints(typing.cast(type, cls))
         for key in value:
             if key not in fields:
                 close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
