@@ -1,12 +1,12 @@
 """Start-up time and memory of `machine-agent --version`, against `cloud-init --version`
 (Debian cloud-init) and a bare `python3 -c pass`, measured in the same run.
 
-Each command runs as its own child of a small wrapper that reports the child's wall time
-and peak resident memory (getrusage of the waited-for child)."""
+Each command runs under GNU time, which reports its wall time and peak resident memory.
+(GNU time is a small C program: Linux carries a parent's peak RSS into its children, so
+a Python parent would inflate every figure to its own size.)"""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -14,22 +14,15 @@ from pathlib import Path
 
 from bench.table import Row, sample
 
-WRAPPER = """
-import json, resource, subprocess, sys, time
-start = time.perf_counter()
-code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-wall = time.perf_counter() - start
-print(json.dumps({"wall": wall, "rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, "code": code}))
-"""
-
 
 def run_once(argv: list[str]) -> tuple[float, float]:
-    out = subprocess.run([sys.executable, "-c", WRAPPER, *argv], capture_output=True,
-                         text=True, check=True, timeout=60).stdout
-    doc = json.loads(out)
-    if doc["code"] != 0:
-        raise SystemExit(f"{argv} exited {doc['code']}")
-    return float(doc["wall"]), float(doc["rss"])
+    """(wall seconds, peak bytes) of one run of `argv`."""
+    proc = subprocess.run(["/usr/bin/time", "-f", "%e %M", *argv], capture_output=True,
+                          text=True, timeout=60, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv} exited {proc.returncode}: {proc.stderr[-500:]}")
+    wall, kib = proc.stderr.strip().splitlines()[-1].split()
+    return float(wall), float(kib) * 1024
 
 
 def measure(quick: bool) -> list[Row]:
