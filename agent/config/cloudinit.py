@@ -39,6 +39,7 @@ import email
 import email.policy
 import json
 import logging
+import posixpath
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -235,7 +236,9 @@ def _gunzip(raw: bytes) -> bytes:
 
 
 def _part_name(part: Message, index: int) -> str:
-    name = part.get_filename()
+    """The part's file name without directories (make-mime writes the path it was
+    given), or its position."""
+    name = posixpath.basename(part.get_filename() or "")
     if name and name.isprintable() and len(name) <= 100:
         return name
     return str(index)

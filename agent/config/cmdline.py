@@ -93,8 +93,8 @@ def _shown(text: str) -> str:
 def machine_fragment(value: str, errors: list[FieldError]) -> Fragment | None:
     """spec.identity.machine from `NAMESPACE/NAME`, or None (with errors)."""
     origin = f"{ORIGIN} {MACHINE}"
-    namespace, sep, name = value.partition("/")
-    if not sep:
+    namespace, _, name = value.partition("/")
+    if value.count("/") != 1:
         errors.append(FieldError(MACHINE, f'"{_shown(value)}" is not NAMESPACE/NAME',
                                  f"write e.g. {MACHINE}=default/worker-0", origin=origin))
         return None
