@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from agent import dmi
+from agent.config.identity import DiscoverySpec, IdentitySpec
 from agent.errors import PermanentError, Reason
 from agent.host import Host
+from agent.kube.client import Client
+from agent.kube.kubeconfig import Credentials
+from agent.kube.machine import MachineReader
+from tests.unit.kube.fake_session import FakeSession, response
 
 UUID = "4C4C4544-0042-3510-8051-B7C04F565A31"
 
@@ -46,3 +51,28 @@ def test_missing_malformed_and_placeholder_values_are_refused(
     assert err.value.reason == Reason.MachineNotFound
     assert expected in str(err.value)
     assert "spec.identity.machine" in str(err.value)
+
+
+def test_discovery_by_serial_selects_both_labels(tmp_path: Path) -> None:
+    host = dmi_tree(tmp_path, product_uuid=UUID, product_serial="CZJ4510F6K")
+    session = FakeSession([response(200, {"items": []})])
+    reader = MachineReader(Client(Credentials("https://mgmt.example"),
+                                  session=session),
+                           host, wait=0)
+    with pytest.raises(PermanentError) as err:
+        reader.read(IdentitySpec(discovery=DiscoverySpec(
+            namespace="fleet", host_serial_label="example.com/serial")))
+    selector = f"machine-agent.io/host-uuid={UUID.lower()},example.com/serial=CZJ4510F6K"
+    assert session.sent[0].params["labelSelector"] == selector
+    assert f"labels {selector} in namespace fleet: none matches" in str(err.value)
+
+
+def test_a_serial_that_is_no_label_value_is_refused_naming_the_file(tmp_path: Path) -> None:
+    host = dmi_tree(tmp_path, product_uuid=UUID, product_serial="SN 42,x=y")
+    reader = MachineReader(Client(Credentials("https://mgmt.example"),
+                                  session=FakeSession()),
+                           host, wait=0)
+    with pytest.raises(PermanentError) as err:
+        reader.read(IdentitySpec(discovery=DiscoverySpec(host_serial_label="example.com/sn")))
+    assert "DMI: /sys/class/dmi/id/product_serial: \"SN 42,x=y\" is not a valid label value" \
+        in str(err.value)
