@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agent.doctor.check import Check, Doctor
+from agent.doctor.check import Check, Doctor, not_checked
 from agent.errors import AgentError
 from agent.phases.join.managed import KUBELET_CONF, node_state
 from agent.phases.join.preflight import PreflightInputs, is_ignored, preflight_results
@@ -24,7 +24,11 @@ def checks(doctor: Doctor) -> Iterator[Check]:
         source = resolve(config, doctor.machine.facts if doctor.machine else None,
                          doctor.host)
     except AgentError as err:
-        yield Check(PHASE, "source", "fail", err.message, err.hint or "")
+        if doctor.management_problem and doctor.machine is None and spec.source != "config":
+            yield not_checked(PHASE, "source", f"the bootstrap data comes from the Machine "
+                              f"and {doctor.management_problem}")
+        else:
+            yield Check(PHASE, "source", "fail", err.message, err.hint or "")
         return
     yield Check(PHASE, "source", "pass",
                 f"{source.facts.api_version} JoinConfiguration from {source.origin}, "

@@ -54,7 +54,6 @@ def checks(doctor: Doctor) -> Iterator[Check]:
         return
     spec = config.spec.management
     if not spec.configured:
-        doctor.management_problem = "no management cluster configured"
         yield Check(PHASE, "configured", "warn",
                     "spec.management is not set: nothing is read from or reported to a "
                     "Machine", "set spec.management.kubeconfig (or server and tokenFile) "

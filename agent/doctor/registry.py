@@ -3,6 +3,7 @@ read-only view of the host, with the exit status they add up to."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -61,29 +62,39 @@ def diagnose(host: Host, files: Iterable[str] = (), phases: Iterable[str] = ()) 
     (default: all)."""
     wanted = set(phases)
     out = Diagnosis()
-    with tempfile.TemporaryDirectory(prefix="machine-agent-doctor-") as scratch:
-        doctor = Doctor(host.read_only_view(), list(files), Host(scratch))
-        try:
-            for area in AREAS:
-                try:
-                    found = list(area.checks(doctor))
-                except ReadOnlyHostError as err:
-                    out.errors.append(f"{area.name}: a check tried to change the node, "
-                                      f"which doctor never does (a bug): {err}")
-                    continue
-                except Exception as err:  # a bug in a check: say so, keep the others
-                    log.debug("doctor: %s checks failed", area.name, exc_info=True)
-                    out.errors.append(f"{area.name}: the checks could not run: "
-                                      f"{type(err).__name__}: {err}")
-                    continue
-                if not wanted or area.name in wanted:
-                    out.checks.extend(found)
-        finally:
-            if doctor.client is not None:
-                doctor.client.session.close()
+    scratch = tempfile.mkdtemp(prefix="machine-agent-doctor-")
+    doctor = Doctor(host.read_only_view(), list(files), Host(scratch))
+    try:
+        for area in AREAS:
+            found: list[Check] = []
+            try:
+                found.extend(area.checks(doctor))
+            except ReadOnlyHostError as err:
+                out.errors.append(f"{area.name}: a check tried to change the node, which "
+                                  f"doctor never does (a bug): {err}")
+            except Exception as err:  # a bug in a check: say so, keep the others
+                log.debug("doctor: %s checks failed", area.name, exc_info=True)
+                out.errors.append(f"{area.name}: the checks could not run: "
+                                  f"{type(err).__name__}: {err}")
+            if not wanted or area.name in wanted:
+                out.checks.extend(found)
+    finally:
+        if doctor.client is not None:
+            doctor.client.session.close()
+        _remove_tree(scratch)
     if wanted:
         out.errors = [e for e in out.errors if e.split(":", 1)[0] in wanted]
     return out
+
+
+def _remove_tree(top: str) -> None:
+    """Delete the scratch directory by absolute paths (key material lived there)."""
+    for base, dirs, files in os.walk(top, topdown=False):
+        for name in files:
+            os.unlink(os.path.join(base, name))
+        for name in dirs:
+            os.rmdir(os.path.join(base, name))
+    os.rmdir(top)
 
 
 def render_text(diagnosis: Diagnosis) -> str:
