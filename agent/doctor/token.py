@@ -26,6 +26,8 @@ from agent.kube.kubeconfig import Credentials
 from agent.phases.join.source import resolve
 
 NAME = "bootstrap-token"
+DISCOVERY_TIMEOUT = 3.0
+"""Seconds to wait for the workload cluster's cluster-info (it may not be up yet)."""
 TOKEN = re.compile(r"^([a-z0-9]{6})\.([a-z0-9]{16})$")
 """k8s.io/cluster-bootstrap/token/api BootstrapTokenPattern."""
 ROTATE = ("let the bootstrap provider issue a fresh token (CABPK refreshes it while the "
@@ -94,7 +96,8 @@ def _from_secret(phase: str, token_id: str, obj: dict[str, object],
 def _from_discovery(phase: str, token_id: str, secret: str, endpoint: str) -> Check:
     # Unverified TLS, as kubeadm's token discovery fetches cluster-info; nothing secret is
     # sent and the answer is only trusted if the token's signature matches.
-    client = read_only_client(Credentials(f"https://{endpoint}", insecure=True), 5.0)
+    client = read_only_client(Credentials(f"https://{endpoint}", insecure=True),
+                              DISCOVERY_TIMEOUT)
     try:
         info = client.get("/api/v1/namespaces/kube-public/configmaps/cluster-info")
     except AgentError as err:
