@@ -30,6 +30,9 @@ exit status:
 PHASES = ("network", "time", "join", "cni")
 """The phase names, in order (agent.config.PHASES; repeated here to keep --help fast)."""
 
+DOCTOR_AREAS = ("config", "management", "network", "ipam", "time", "join", "cni", "journal")
+"""`doctor --phase` names (agent.doctor.AREAS; repeated here to keep --help fast)."""
+
 CRASH_AFTER_ENV = "MACHINE_AGENT_CRASH_AFTER"
 """Test hook: kill the process right after its Nth side effect (the crash harness)."""
 
@@ -94,6 +97,20 @@ def _parser() -> argparse.ArgumentParser:
         "validate", help="check AgentConfig files offline; lists every error with its path")
     validate.add_argument("files", nargs="+", metavar="FILE")
 
+    doctor = sub.add_parser(
+        "doctor", help="diagnose the node read-only: every check with what was seen and the fix",
+        description="Run the phases' own checks without changing anything and print one "
+                    "line per check: PASS, WARN or FAIL, what was seen, and the fix "
+                    "(docs/doctor.md lists every check and the --json format).",
+        epilog="exit status:\n  0  every check passed (warnings allowed)\n  1  a check "
+               "failed\n  2  doctor could not run (the root is missing, or a check broke)\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    with_config(doctor)
+    doctor.add_argument("--json", action="store_true", help="the stable JSON document")
+    doctor.add_argument("--phase", action="append", default=[], metavar="NAME",
+                        choices=DOCTOR_AREAS,
+                        help="show only this area (repeatable): " + ", ".join(DOCTOR_AREAS))
+
     sub.add_parser("version", help="print the version")
 
     demo = sub.add_parser("demo", help="show a whole bootstrap in a throwaway local sandbox")
@@ -127,6 +144,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agent.sandbox.demo import run_demo
 
         return run_demo(keep=args.keep)
+    if args.command == "doctor":
+        return _doctor(args)
     host = _host(args.root)
     if args.command == "status":
         return _status(host, as_json=args.json)
@@ -142,6 +161,22 @@ def _dispatch(args: argparse.Namespace) -> int:
     result = session.orchestrator(host).run(args.only, args.skip)
     _print_outcomes(result)
     return result.exit_code
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from agent.doctor.registry import EXIT_NOT_RUN, diagnose, render_text
+    from agent.host import Host
+
+    if not os.path.isdir(args.root):
+        print(f"machine-agent doctor: --root {args.root} is not a directory", file=sys.stderr)
+        return EXIT_NOT_RUN
+    diagnosis = diagnose(Host(args.root), [os.path.abspath(f) for f in args.config],
+                         args.phase)
+    if args.json:
+        print(json.dumps(diagnosis.document(), indent=2))
+    else:
+        print(render_text(diagnosis))
+    return diagnosis.exit_code
 
 
 def _host(root: str) -> Host:

@@ -57,11 +57,14 @@ def _bad(where: str, message: str, hint: str) -> PermanentError:
     return PermanentError(f"{where}: {message}", reason=Reason.ConfigInvalid, hint=hint)
 
 
-def load_credentials(spec: ManagementSpec, host: Host) -> Credentials:
+def load_credentials(spec: ManagementSpec, host: Host, *,
+                     material: Host | None = None) -> Credentials:
     """Credentials from `spec.management`; raises a ConfigInvalid error saying what is
-    missing or refused."""
+    missing or refused. Key material from a kubeconfig's `*-data` goes to `material`
+    (default: `host`); `doctor` hands in a scratch Host, since it must change nothing."""
     if spec.kubeconfig:
-        creds = _from_kubeconfig(spec.kubeconfig, host, spec.insecure_skip_tls_verify)
+        creds = _from_kubeconfig(spec.kubeconfig, host, spec.insecure_skip_tls_verify,
+                                 material or host)
     elif spec.server:
         creds = _from_files(spec, host)
     else:
@@ -110,7 +113,8 @@ def _named(doc: dict[str, Any], kind: str, name: str, where: str) -> dict[str, A
                f"add it under {kind}: or fix the current context")
 
 
-def _from_kubeconfig(path: str, host: Host, allow_insecure: bool) -> Credentials:
+def _from_kubeconfig(path: str, host: Host, allow_insecure: bool,
+                     material: Host) -> Credentials:
     import yaml
 
     where = f"kubeconfig {path}"
@@ -148,10 +152,12 @@ def _from_kubeconfig(path: str, host: Host, allow_insecure: bool) -> Credentials
     return Credentials(
         server.rstrip("/"),
         token=str(token) if token else None,
-        client_cert=_material(host, user, "client-certificate", base, "client.crt", where),
-        client_key=_material(host, user, "client-key", base, "client.key", where),
-        ca_file=None if insecure else _material(host, cluster, "certificate-authority",
-                                                base, "ca.crt", where),
+        client_cert=_material(host, material, user, "client-certificate", base,
+                              "client.crt", where),
+        client_key=_material(host, material, user, "client-key", base, "client.key", where),
+        ca_file=None if insecure else _material(host, material, cluster,
+                                                "certificate-authority", base, "ca.crt",
+                                                where),
         insecure=insecure)
 
 
@@ -160,8 +166,8 @@ def _resolve(base: str, path: str) -> str:
     return path if path.startswith("/") else posixpath.normpath(posixpath.join(base, path))
 
 
-def _material(host: Host, section: dict[str, Any], key: str, base: str, file_name: str,
-              where: str) -> str | None:
+def _material(host: Host, material: Host, section: dict[str, Any], key: str, base: str,
+              file_name: str, where: str) -> str | None:
     """A real path for `key` (a file) or `key-data` (base64, written under MATERIAL_DIR)."""
     data = section.get(f"{key}-data")
     if data:
@@ -172,8 +178,8 @@ def _material(host: Host, section: dict[str, Any], key: str, base: str, file_nam
         if "PRIVATE KEY" in pem:
             REDACT.add(pem)
         target = f"{MATERIAL_DIR}/{file_name}"
-        host.write_file(target, pem, mode=0o600, dir_mode=0o700)
-        return str(host.path(target))
+        material.write_file(target, pem, mode=0o600, dir_mode=0o700)
+        return str(material.path(target))
     if section.get(key):
         file = _resolve(base, str(section[key]))
         _read(host, file, where)

@@ -62,23 +62,38 @@ class PreflightError(PermanentError):
         super().__init__(f"{len(failures)} preflight check(s) failed: {lines}", hint="")
 
 
+def preflight_results(host: Host, inputs: PreflightInputs) -> list[tuple[str, list[Failure]]]:
+    """Every check by name, with its failures (none: it passed). `doctor` shows them all;
+    the join phase acts on the failures."""
+    results = [
+        ("CRI", _runtime(host, inputs.cri_socket)),
+        *((f"FileExisting-{name}", _binary(host, inputs, name))
+          for name in ("kubeadm", "kubelet")),
+        ("Swap", _swap(host)),
+        (_sysctl_check(IPV4_FORWARD), _sysctl(host, IPV4_FORWARD, "net.ipv4.ip_forward")),
+    ]
+    if inputs.dual_stack:
+        results.append((_sysctl_check(IPV6_FORWARD),
+                        _sysctl(host, IPV6_FORWARD, "net.ipv6.conf.default.forwarding")))
+    if inputs.br_netfilter:
+        results.append((_sysctl_check(BRIDGE_NF), _br_netfilter(host)))
+    results += [(f"Port-{KUBELET_PORT}", _port_free(host, KUBELET_PORT)),
+                ("APIServerReachable",
+                 _api_reachable(inputs.api_server_endpoint, inputs.api_timeout))]
+    if inputs.time_gate is not None:
+        results.append(("TimeSynchronized", _time_gate(inputs.time_gate)))
+    return results
+
+
+def is_ignored(failure: Failure, ignored: frozenset[str]) -> bool:
+    return "all" in ignored or failure.check.lower() in ignored
+
+
 def run_preflight(host: Host, inputs: PreflightInputs) -> list[Failure]:
     """Run every check; raise PreflightError listing all that fail and are not ignored.
     Returns the ignored failures (warnings)."""
-    failures = [
-        *_runtime(host, inputs.cri_socket),
-        *_binaries(host, inputs),
-        *_swap(host),
-        *_sysctl(host, IPV4_FORWARD, "net.ipv4.ip_forward"),
-        *(_sysctl(host, IPV6_FORWARD, "net.ipv6.conf.default.forwarding")
-          if inputs.dual_stack else []),
-        *(_br_netfilter(host) if inputs.br_netfilter else []),
-        *_port_free(host, KUBELET_PORT),
-        *_api_reachable(inputs.api_server_endpoint, inputs.api_timeout),
-        *_time_gate(inputs.time_gate),
-    ]
-    fatal = [f for f in failures
-             if "all" not in inputs.ignored and f.check.lower() not in inputs.ignored]
+    failures = [f for _, found in preflight_results(host, inputs) for f in found]
+    fatal = [f for f in failures if not is_ignored(f, inputs.ignored)]
     if fatal:
         raise PreflightError(fatal)
     return failures
@@ -105,42 +120,37 @@ def _runtime(host: Host, cri_socket: str) -> list[Failure]:
     return []
 
 
-def _binaries(host: Host, inputs: PreflightInputs) -> list[Failure]:
+def _binary(host: Host, inputs: PreflightInputs, name: str) -> list[Failure]:
     # Skew policy (kubernetes.io/releases/version-skew-policy): kubeadm may be the
     # cluster's minor version or one newer; the kubelet must not be newer than the
     # API server and may be up to three minor versions older.
-    out: list[Failure] = []
     target = inputs.version
-    for name, program, argv, lowest, highest in (
-            ("kubeadm", inputs.kubeadm, ["version", "-o", "short"], 0, 1),
-            ("kubelet", inputs.kubelet, ["--version"], -3, 0)):
-        check = f"FileExisting-{name}"
-        found = host.which(program) if "/" not in program else (
-            program if host.exists(program) or host.which(program) else None)
-        if found is None:
-            out.append(Failure(check, f"{program} not found in system path",
-                               f"install {name} {target} or set spec.join.{name}Path"))
-            continue
-        try:
-            result = host.run([found, *argv], mutates=False, check=False, timeout=15)
-        except AgentError as err:
-            out.append(Failure(check, f"{program} does not run: {err.message}",
-                               f"reinstall {name}"))
-            continue
-        m = re.search(r"v?(\d+\.\d+\S*)", result.stdout)
-        if not result.ok or m is None:
-            out.append(Failure(check, f"`{program} {' '.join(argv)}` gave no version",
-                               f"reinstall {name}"))
-            continue
-        have = Version.parse(m.group(1))
-        skew = have.minor - target.minor
-        if have.major != target.major or not lowest <= skew <= highest:
-            allowed = ("the same minor version or one newer" if name == "kubeadm"
-                       else "the same minor version or up to three older")
-            out.append(Failure(f"{name.capitalize()}Version",
-                               f"{name} v{have} does not fit Kubernetes {target}",
-                               f"install a {name} of {allowed} than {target}"))
-    return out
+    program, argv, lowest, highest = (
+        (inputs.kubeadm, ["version", "-o", "short"], 0, 1) if name == "kubeadm"
+        else (inputs.kubelet, ["--version"], -3, 0))
+    check = f"FileExisting-{name}"
+    found = host.which(program) if "/" not in program else (
+        program if host.exists(program) or host.which(program) else None)
+    if found is None:
+        return [Failure(check, f"{program} not found in system path",
+                        f"install {name} {target} or set spec.join.{name}Path")]
+    try:
+        result = host.run([found, *argv], mutates=False, check=False, timeout=15)
+    except AgentError as err:
+        return [Failure(check, f"{program} does not run: {err.message}", f"reinstall {name}")]
+    m = re.search(r"v?(\d+\.\d+\S*)", result.stdout)
+    if not result.ok or m is None:
+        return [Failure(check, f"`{program} {' '.join(argv)}` gave no version",
+                        f"reinstall {name}")]
+    have = Version.parse(m.group(1))
+    skew = have.minor - target.minor
+    if have.major != target.major or not lowest <= skew <= highest:
+        allowed = ("the same minor version or one newer" if name == "kubeadm"
+                   else "the same minor version or up to three older")
+        return [Failure(f"{name.capitalize()}Version",
+                        f"{name} v{have} does not fit Kubernetes {target}",
+                        f"install a {name} of {allowed} than {target}")]
+    return []
 
 
 def _swap(host: Host) -> list[Failure]:
@@ -154,8 +164,12 @@ def _swap(host: Host) -> list[Failure]:
     return []
 
 
+def _sysctl_check(path: str) -> str:
+    return "FileContent-" + path.replace("/", "-")
+
+
 def _sysctl(host: Host, path: str, name: str) -> list[Failure]:
-    check = "FileContent-" + path.replace("/", "-")
+    check = _sysctl_check(path)
     value = host.read_text(path)
     if value is None:
         return [Failure(check, f"{path} does not exist", f"enable {name} in the kernel")]
@@ -166,7 +180,7 @@ def _sysctl(host: Host, path: str, name: str) -> list[Failure]:
 
 
 def _br_netfilter(host: Host) -> list[Failure]:
-    check = "FileContent-" + BRIDGE_NF.replace("/", "-")
+    check = _sysctl_check(BRIDGE_NF)
     value = host.read_text(BRIDGE_NF)
     if value is None:
         return [Failure(check, f"{BRIDGE_NF} does not exist (br_netfilter not loaded)",

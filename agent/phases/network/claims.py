@@ -13,7 +13,7 @@ from agent.config.network import NetworkSpec
 from agent.errors import PermanentError, Reason
 from agent.ipam.base import Allocation, ClaimRequest, load_plugin_factory, validate_allocation
 from agent.phases.base import PhaseContext
-from agent.phases.network.model import ipam_refs
+from agent.phases.network.model import PlannedClaim, ipam_refs
 
 
 def machine_uid(ctx: PhaseContext) -> str:
@@ -30,23 +30,34 @@ def machine_uid(ctx: PhaseContext) -> str:
     return machine_id
 
 
-def claim_addresses(ctx: PhaseContext, spec: NetworkSpec) -> dict[tuple[str, int], Allocation]:
-    """Claim every `ipam:` address; keyed by (interface, index in its addresses)."""
+def claim_requests(ctx: PhaseContext, spec: NetworkSpec) -> list[tuple[PlannedClaim,
+                                                                        ClaimRequest]]:
+    """The claim of every `ipam:` address, as the plugins are asked for it (also what
+    `doctor` looks up, read-only)."""
     refs = ipam_refs(spec)
     if not refs:
-        return {}
+        return []
     uid = machine_uid(ctx)
+    return [(ref, ClaimRequest(
+        claim_key=f"{uid}/{ref.interface}/{ref.ref.family}", pool=ref.ref.pool,
+        family=ref.ref.family, interface=ref.interface,
+        machine_namespace=ctx.machine.namespace if ctx.machine else "",
+        machine_name=ctx.machine.name if ctx.machine else "")) for ref in refs]
+
+
+def open_plugin(ctx: PhaseContext, name: str) -> Any:
+    """The IPAM plugin `name`, built for this configuration and host."""
+    return load_plugin_factory(name)(ctx.config, ctx.host)  # type: ignore[operator]
+
+
+def claim_addresses(ctx: PhaseContext, spec: NetworkSpec) -> dict[tuple[str, int], Allocation]:
+    """Claim every `ipam:` address; keyed by (interface, index in its addresses)."""
     plugins: dict[str, Any] = {}
     out: dict[tuple[str, int], Allocation] = {}
-    for ref in refs:
+    for ref, request in claim_requests(ctx, spec):
         name = ref.ref.plugin
         if name not in plugins:
-            plugins[name] = load_plugin_factory(name)(ctx.config, ctx.host)  # type: ignore[operator]
-        request = ClaimRequest(
-            claim_key=f"{uid}/{ref.interface}/{ref.ref.family}", pool=ref.ref.pool,
-            family=ref.ref.family, interface=ref.interface,
-            machine_namespace=ctx.machine.namespace if ctx.machine else "",
-            machine_name=ctx.machine.name if ctx.machine else "")
+            plugins[name] = open_plugin(ctx, name)
         ctx.progress(f"claiming an {ref.ref.family} address for {ref.interface} from "
                      f"{name} pool {ref.ref.pool!r}")
         out[(ref.interface, ref.index)] = validate_allocation(

@@ -64,7 +64,7 @@ class TimePhase(Phase):
         for check in checks:
             (ctx.log.info if check.reachable else ctx.log.warning)("ntp: %s", check.summary())
         outcome = wait_until_synchronised(
-            lambda: _clock_state(ctx.host, spec, checks), max_offset=spec.max_offset,
+            lambda: clock_state(ctx.host, spec, checks), max_offset=spec.max_offset,
             timeout=spec.sync_timeout, interval=spec.check_interval, clock=ctx.host.clock,
             progress=ctx.progress)
         daemon_view = _chrony_sources(ctx.host, spec)
@@ -129,7 +129,8 @@ def _restart(unit: str) -> Callable[[Host], None]:
     return restart
 
 
-def _clock_state(host: Host, spec: TimeSpec, checks: list[ServerCheck]) -> ClockState:
+def clock_state(host: Host, spec: TimeSpec, checks: list[ServerCheck]) -> ClockState:
+    """The time daemon's view of the clock, read once (the gate and `doctor` use it)."""
     if spec.renderer == "chrony":
         t = chronyc.read_tracking(host, spec.chrony)
         return ClockState(t.synchronised, t.offset, t.reference, t.stratum, t.leap)

@@ -1,0 +1,11 @@
+"""`machine-agent doctor`: a read-only diagnosis of the node, every check with its fix.
+
+The checks are the phases' own (preflight, NTP queries, the network plan, the RBAC the
+agent needs), run against `Host.read_only_view()` and a management client that can only
+read: a check that tried to change something would fail loudly instead.
+"""
+
+from agent.doctor.check import Check, Status
+from agent.doctor.registry import AREAS, Diagnosis, diagnose
+
+__all__ = ["AREAS", "Check", "Diagnosis", "Status", "diagnose"]

@@ -1,0 +1,114 @@
+"""Doctor on a node without a management cluster (bootstrap data from a file): the
+join preflight as doctor shows it, a broken configuration, and what doctor does not
+touch."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.doctor.conftest import by_name, doctor, failing, install_cni, tree
+from tests.joinable import cloud_config, joinable
+
+CONFIG = """apiVersion: machine-agent.io/v1alpha1
+kind: AgentConfig
+spec:
+  join:
+    bootstrapDataFile: /etc/machine-agent/bootstrap.yaml
+    kubernetesVersion: v1.31.2
+    nodeRegistration: {name: worker-0}
+"""
+
+
+@pytest.fixture
+def local_node(tmp_path_factory: pytest.TempPathFactory,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Path]]:
+    """A joinable root (not joined yet) configured from files; yields (root, tools bin)."""
+    root = tmp_path_factory.mktemp("n")
+    with joinable(root, tmp_path_factory.mktemp("t")) as join:
+        monkeypatch.setenv("PATH", f"{join.path}:{os.environ['PATH']}")
+        (root / "etc/machine-agent").mkdir(parents=True)
+        (root / "etc/machine-agent/config.yaml").write_text(CONFIG)
+        (root / "etc/machine-agent/bootstrap.yaml").write_text(cloud_config(join.endpoint))
+        install_cni(root)
+        yield root, join.path
+
+
+def test_joinable_node_passes_every_preflight_check_and_nothing_changes(
+        local_node: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    root, _ = local_node
+    before = tree(root)
+    code, doc = doctor(root, capsys=capsys)
+    assert tree(root) == before
+    assert failing(doc) == [] and code == 0, doc
+    checks = by_name(doc)
+    for name in ("CRI", "FileExisting-kubeadm", "FileExisting-kubelet", "Swap",
+                 "FileContent--proc-sys-net-ipv4-ip_forward", "Port-10250",
+                 "APIServerReachable"):
+        assert checks[("join", name)]["status"] == "pass", checks[("join", name)]
+    assert checks[("management", "configured")]["status"] == "warn"
+
+
+def test_kubeadm_missing_names_the_check_and_the_fix(
+        local_node: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    root, tools = local_node
+    (tools / "kubeadm").unlink()
+    code, doc = doctor(root, "--phase", "join", capsys=capsys)
+    assert code == 1
+    assert failing(doc) == [("join", "FileExisting-kubeadm")]
+    check = by_name(doc)[("join", "FileExisting-kubeadm")]
+    assert check["seen"] == "kubeadm not found in system path"
+    assert check["fix"] == "install kubeadm v1.31.2 or set spec.join.kubeadmPath"
+    assert {c["phase"] for c in doc["checks"]} == {"join"}
+
+
+def test_swap_on_names_the_swap_check(local_node: tuple[Path, Path],
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    root, _ = local_node
+    (root / "proc/swaps").write_text("Filename\tType\tSize\tUsed\tPriority\n"
+                                     "/swapfile\tfile\t1048572\t0\t-2\n")
+    code, doc = doctor(root, capsys=capsys)
+    assert code == 1 and failing(doc) == [("join", "Swap")]
+    swap = by_name(doc)[("join", "Swap")]
+    assert "/swapfile" in swap["seen"] and "swapoff -a" in swap["fix"]
+
+
+def test_ignored_preflight_error_is_a_warning(local_node: tuple[Path, Path],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    root, _ = local_node
+    (root / "proc/swaps").write_text("Filename\tType\tSize\tUsed\tPriority\n"
+                                     "/swapfile\tfile\t1048572\t0\t-2\n")
+    config = root / "etc/machine-agent/config.yaml"
+    config.write_text(config.read_text().replace(
+        "nodeRegistration: {name: worker-0}",
+        "nodeRegistration: {name: worker-0, ignorePreflightErrors: [Swap]}"))
+    code, doc = doctor(root, capsys=capsys)
+    assert code == 0
+    assert by_name(doc)[("join", "Swap")]["status"] == "warn"
+
+
+def test_bad_config_is_a_failed_check_not_a_crash(local_node: tuple[Path, Path],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    root, _ = local_node
+    (root / "etc/machine-agent/config.d").mkdir()
+    (root / "etc/machine-agent/config.d/50-bad.yaml").write_text(
+        "apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
+        "spec:\n  time:\n    maxOffset: soon\n  nosuch: 1\n")
+    code, doc = doctor(root, capsys=capsys)
+    assert code == 1 and failing(doc) == [("config", "valid")]
+    valid = by_name(doc)[("config", "valid")]
+    assert "spec.time.maxOffset" in valid["seen"] and "spec.nosuch" in valid["seen"]
+    assert "50-bad.yaml" in valid["seen"]
+    assert "config validate" in valid["fix"]
+    sources = by_name(doc)[("config", "sources")]
+    assert "/etc/machine-agent/config.d/50-bad.yaml" in sources["details"]["files"]
+
+
+def test_missing_root_could_not_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli import main
+
+    assert main(["--root", str(tmp_path / "nowhere"), "doctor"]) == 2
+    assert "is not a directory" in capsys.readouterr().err
