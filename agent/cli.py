@@ -46,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="directory that stands for / for every file the agent reads "
                              "or writes (default: /); point it at an image tree or a test "
                              "directory")
+    parser.add_argument("--netns", metavar="NAME",
+                        help="network namespace holding the node's links, changed live by "
+                             "the network phase even when --root is not / (sandboxes, "
+                             "tests); default: the agent's own namespace")
     parser.add_argument("--log-format", choices=("text", "json"), default="text",
                         help="text lines for a terminal, or JSON lines for journald")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
@@ -95,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="show a whole bootstrap in a throwaway local sandbox")
     demo.add_argument("--keep", action="store_true",
                       help="leave the sandbox in place and print how to inspect and remove it")
+    demo.add_argument("--fault", metavar="FAULT",
+                      help="show a failure as a user meets it; `--fault list` lists them")
+    demo.add_argument("--cleanup", action="store_true",
+                      help="remove sandboxes left by `demo --keep` (or by a demo that was "
+                           "killed) and exit")
     return parser
 
 
@@ -122,8 +131,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from agent.sandbox.demo import run_demo
 
-        return run_demo(keep=args.keep)
-    host = _host(args.root)
+        return run_demo(keep=args.keep, fault=args.fault, cleanup=args.cleanup)
+    host = _host(args.root, args.netns)
     if args.command == "status":
         return _status(host, as_json=args.json)
     if args.command == "config":
@@ -139,11 +148,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _host(root: str) -> Host:
+def _host(root: str, netns: str | None = None) -> Host:
     from agent.host import EffectLog, Host
 
     crash = os.environ.get(CRASH_AFTER_ENV)
-    return Host(root, effects=EffectLog(crash_after=int(crash) if crash else None))
+    return Host(root, effects=EffectLog(crash_after=int(crash) if crash else None),
+                netns=netns)
 
 
 def _load(host: Host, files: list[str]) -> LoadedConfig:
