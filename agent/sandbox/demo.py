@@ -66,6 +66,7 @@ def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = Fa
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)  # even when started with SIGINT ignored
     start = time.monotonic()
     try:
         with Sandbox.up(1, keep=keep, progress=lambda m: say(f"sandbox | {m}")) as box:
