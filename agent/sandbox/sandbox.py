@@ -1,7 +1,13 @@
 """The whole sandbox, brought up and torn down as one: namespaces and wires, the NTP
 server, the management API stand-in with its objects, the workload endpoints, the
 nodes. `Sandbox.up()` is a context manager: on the way out everything recorded is undone
-(also on Ctrl-C or a failure), unless the sandbox is kept for inspection."""
+(also on Ctrl-C or a failure), unless the sandbox is kept for inspection.
+
+Not done: a real management API server in place of the stand-in
+(MACHINE_AGENT_TEST_KUBECONFIG). A node namespace reaches only the sandbox's router; a
+relay there to the real server would present the server's certificate under the relay's
+address, and the agent's kubeconfig loader has no `tls-server-name` to accept that.
+"""
 
 from __future__ import annotations
 
