@@ -95,7 +95,8 @@ class DropInSource:
 def parse_fragment(text: str, origin: str, errors: list[FieldError]) -> Fragment | None:
     """A YAML document checked for apiVersion and kind; None (with errors) if unusable."""
     try:
-        doc = yaml.safe_load(text)
+        # libyaml's parser when PyYAML has it: the same safe loader, several times faster.
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
