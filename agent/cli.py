@@ -49,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="directory that stands for / for every file the agent reads "
                              "or writes (default: /); point it at an image tree or a test "
                              "directory")
+    parser.add_argument("--netns", metavar="NAME",
+                        help="network namespace holding the node's links, changed live by "
+                             "the network phase even when --root is not / (sandboxes, "
+                             "tests); default: the agent's own namespace")
     parser.add_argument("--log-format", choices=("text", "json"), default="text",
                         help="text lines for a terminal, or JSON lines for journald")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
@@ -116,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="show a whole bootstrap in a throwaway local sandbox")
     demo.add_argument("--keep", action="store_true",
                       help="leave the sandbox in place and print how to inspect and remove it")
+    demo.add_argument("--fault", metavar="FAULT",
+                      help="show a failure as a user meets it; `--fault list` lists them")
+    demo.add_argument("--cleanup", action="store_true",
+                      help="remove sandboxes left by `demo --keep` (or by a demo that was "
+                           "killed) and exit")
     return parser
 
 
@@ -143,10 +152,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from agent.sandbox.demo import run_demo
 
-        return run_demo(keep=args.keep)
+        return run_demo(keep=args.keep, fault=args.fault, cleanup=args.cleanup)
     if args.command == "doctor":
         return _doctor(args)
-    host = _host(args.root)
+    host = _host(args.root, args.netns)
     if args.command == "status":
         return _status(host, as_json=args.json)
     if args.command == "config":
@@ -170,8 +179,8 @@ def _doctor(args: argparse.Namespace) -> int:
     if not os.path.isdir(args.root):
         print(f"machine-agent doctor: --root {args.root} is not a directory", file=sys.stderr)
         return EXIT_NOT_RUN
-    diagnosis = diagnose(Host(args.root), [os.path.abspath(f) for f in args.config],
-                         args.phase)
+    diagnosis = diagnose(Host(args.root, netns=args.netns),
+                         [os.path.abspath(f) for f in args.config], args.phase)
     if args.json:
         print(json.dumps(diagnosis.document(), indent=2))
     else:
@@ -179,11 +188,12 @@ def _doctor(args: argparse.Namespace) -> int:
     return diagnosis.exit_code
 
 
-def _host(root: str) -> Host:
+def _host(root: str, netns: str | None = None) -> Host:
     from agent.host import EffectLog, Host
 
     crash = os.environ.get(CRASH_AFTER_ENV)
-    return Host(root, effects=EffectLog(crash_after=int(crash) if crash else None))
+    return Host(root, effects=EffectLog(crash_after=int(crash) if crash else None),
+                netns=netns)
 
 
 def _duration(text: str) -> float:

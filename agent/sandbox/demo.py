@@ -1,109 +1,176 @@
 """`machine-agent demo`: a whole bootstrap in a throwaway sandbox on this machine.
 
-The agent runs as a separate process against a temporary node root, twice: the first run
-applies, the second proves that a repeated run changes nothing.
+Brings the sandbox up (agent/sandbox/sandbox.py), runs the real agent as a separate
+process with the node's view, shows its progress as it comes, then the Machine's
+conditions as the management cluster holds them. `--fault NAME` arranges a failure
+first (agent/sandbox/faults.py) and checks that it ends with the right reason and a
+clean node. Everything is removed afterwards unless `--keep`.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import socket
+import os
+import signal
 import sys
-import tempfile
-from importlib import resources
-from pathlib import Path
+import time
+from typing import Any
 
-from agent.host import Host
-from agent.sandbox.kubeadm_standin import install
+import yaml
 
-# What a healthy node shows in /proc, for the join phase's preflight.
-_PROC = {"/proc/swaps": "Filename\tType\tSize\tUsed\tPriority\n",
-         "/proc/sys/net/ipv4/ip_forward": "1\n",
-         "/proc/sys/net/bridge/bridge-nf-call-iptables": "1\n",
-         "/proc/net/tcp": "  sl  local_address rem_address   st\n",
-         "/proc/net/tcp6": "  sl  local_address rem_address   st\n"}
-_BOOTSTRAP_DATA = """## template: jinja
-#cloud-config
-write_files:
-- path: /run/kubeadm/kubeadm-join-config.yaml
-  owner: root:root
-  permissions: '0640'
-  content: |
-    ---
-    apiVersion: kubeadm.k8s.io/v1beta4
-    discovery:
-      bootstrapToken:
-        apiServerEndpoint: {endpoint}
-        caCertHashes:
-        - sha256:{pin}
-        token: abcdef.0123456789abcdef
-    kind: JoinConfiguration
-    nodeRegistration:
-      name: '{{{{ ds.meta_data.local_hostname }}}}'
-runcmd:
-- kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml
-  && echo success > /run/cluster-api/bootstrap-success.complete
-"""
+from agent.report import SUMMARY
+from agent.sandbox.cleanup import leftovers
+from agent.sandbox.cluster import NAMESPACE
+from agent.sandbox.faults import CATALOGUE, Fault
+from agent.sandbox.netns import DATA_LINK
+from agent.sandbox.node import Node
+from agent.sandbox.sandbox import Sandbox
+
+PHASE_CONDITIONS = ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady")
 
 
-def _workload_cluster(sandbox: Path, node: Host) -> tuple[list[socket.socket], dict[str, str]]:
-    """A container runtime socket and an API endpoint that answer, the kubeadm stand-in
-    on PATH, and CABPK-shaped bootstrap data for the node: what join needs."""
-    for path, text in _PROC.items():
-        node.write_file(path, text)
-    node.make_dir("/var/run/containerd")
-    runtime = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    runtime.bind(str(node.path("/var/run/containerd/containerd.sock")))
-    runtime.listen(8)
-    api = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    api.bind(("127.0.0.1", 0))
-    api.listen(8)
-    endpoint = f"127.0.0.1:{api.getsockname()[1]}"
-    pin = "5e" * 32
-    world = sandbox / "cluster.json"
-    world.write_text(json.dumps({"version": "v1.31.2", "caCertHash": f"sha256:{pin}",
-                                 "tokens": {"abcdef": "0123456789abcdef"}}))
-    install(sandbox / "bin", node.root, world)
-    node.write_file("/etc/machine-agent/bootstrap-data",
-                    _BOOTSTRAP_DATA.format(endpoint=endpoint, pin=pin), mode=0o600)
-    return [runtime, api], {"PATH": f"{sandbox / 'bin'}:/usr/bin:/bin"}
+def say(text: str = "") -> None:
+    print(text, flush=True)
 
 
-def run_demo(*, keep: bool = False) -> int:
-    sandbox = Path(tempfile.mkdtemp(prefix="machine-agent-demo-"))
-    node_root = sandbox / "node"
-    node = Host(node_root)
-    config = resources.files("agent.sandbox").joinpath("node-config.yaml").read_text()
-    node.write_file("/etc/machine-agent/config.yaml", config, mode=0o600)
-    agent = [sys.executable, "-m", "agent.cli", "--root", str(node_root)]
-    listeners, env = _workload_cluster(sandbox, node)
-    tools = Host(sandbox, env=env)
-    try:
-        print(f"sandbox: node root {node_root}")
-        for title, argv in (
-            ("configuration, with where each value came from", [*agent, "config", "show",
-                                                                "--origin"]),
-            ("plan (nothing is changed)", [*agent, "plan"]),
-            ("first run", [*agent, "run"]),
-            ("second run: must change nothing", [*agent, "run"]),
-            ("status, as `machine-agent status` shows it", [*agent, "status"]),
-        ):
-            print(f"\n== {title}")
-            result = tools.run(argv, check=False, timeout=120)
-            for line in result.stderr.splitlines():
-                print(f"  log | {line}")
-            print(result.stdout, end="")
-            if not result.ok:
-                print(f"demo: step failed with exit status {result.returncode}")
-                return result.returncode
-        print("\nThe join ran kubeadm's stand-in (kubeadm cannot be installed here); the "
-              "phases network, time and cni are still empty in this version.")
+def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = False) -> int:
+    if fault == "list":
+        for f in CATALOGUE.values():
+            say(f"  {f.name:<16} {f.story}  ->  {f.condition} {f.reason}")
         return 0
-    finally:
-        for listener in listeners:
-            listener.close()
-        if keep:
-            print(f"\nsandbox kept: inspect {node_root}; remove it with: rm -rf {sandbox}")
-        else:
-            shutil.rmtree(sandbox, ignore_errors=True)
+    if fault is not None and fault not in CATALOGUE:
+        say(f"machine-agent demo: unknown fault {fault!r}; choose from: "
+            f"{', '.join(CATALOGUE)}")
+        return 2
+    if os.geteuid() != 0:
+        say("machine-agent demo needs root: it creates network namespaces and runs chronyd "
+            "and the agent inside them (nothing on this host's own interfaces, routes or "
+            "clock is changed).\nRun it as root, e.g.:  sudo "
+            f"{sys.argv[0] if sys.argv[0].endswith('machine-agent') else 'machine-agent'} "
+            "demo")
+        return 2
+    if cleanup:
+        found = leftovers()
+        for registry in found:
+            registry.undo()
+            say(f"removed sandbox {registry.base} (namespaces "
+                f"{', '.join(registry.record.namespaces) or 'none'})")
+        say(f"{len(found)} sandbox(es) removed")
+        return 0
+    driver = os.getpid()
+
+    def interrupted(signum: int, _frame: object) -> None:
+        # Helpers forked from this process (pyroute2's namespace sockets are made in a
+        # fork) inherit the handler; they must just end, not tear the sandbox down.
+        if os.getpid() != driver:
+            os._exit(128 + signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)  # even when started with SIGINT ignored
+    start = time.monotonic()
+    try:
+        with Sandbox.up(1, keep=keep, progress=lambda m: say(f"sandbox | {m}")) as box:
+            return _demo(box, CATALOGUE[fault] if fault else None, keep, start)
+    except KeyboardInterrupt:
+        say("\ninterrupted: the sandbox was removed")
+        return 130
+
+
+def _demo(box: Sandbox, fault: Fault | None, keep: bool, start: float) -> int:
+    for note in box.features.notes():
+        say(f"sandbox | NOTE: {note}")
+    if fault is not None:
+        if fault.needs_ipam and not box.features.ipam:
+            say(f"fault {fault.name} needs the IPAM plugin that claims from the pool; it "
+                "is not installed in this build (see the NOTE above)")
+            return 2
+        fault.arrange(box)
+        say(f"fault   | {fault.story}")
+    node = box.nodes[0]
+    say(f"sandbox | ready in {time.monotonic() - start:.1f}s\n")
+    say(f"$ ip netns exec {node.netns} machine-agent --root {node.root} --netns "
+        f"{node.netns} run")
+    code, _ = node.run("run", on_line=lambda line: say(f"  {line}"))
+    say(f"(exit status {code})\n")
+    _highlights(node)
+    machine = box.admin.machine(node.name)
+    say(f"\n$ kubectl get machine {node.name} -n {NAMESPACE} -o yaml   "
+        "(spec.readinessGates and status.conditions)")
+    shown = {"spec": {"readinessGates": machine["spec"].get("readinessGates", [])},
+             "status": {"conditions": machine.get("status", {}).get("conditions", [])}}
+    say(yaml.safe_dump(shown, sort_keys=False, width=100, allow_unicode=True).rstrip())
+    problems = _check(box, node, fault)
+    say("")
+    for problem in problems:
+        say(f"UNEXPECTED: {problem}")
+    if not problems:
+        say("as expected: " + (f"{fault.condition} is False with reason {fault.reason}, "
+                               "and the node is clean" if fault else
+                               f"{SUMMARY} is True: the node bootstrapped"))
+    say(f"demo took {time.monotonic() - start:.1f}s")
+    _where_to_look(box, node, keep)
+    return 1 if problems else 0
+
+
+def _highlights(node: Node) -> None:
+    phases = node.status()["phases"]
+
+    def result(name: str) -> dict[str, Any]:
+        found: dict[str, Any] = (phases.get(name) or {}).get("result") or {}
+        return found
+
+    addresses = result("network").get("addresses", {})
+    if addresses:
+        say(f"address   {', '.join(a for group in addresses.values() for a in group)} on "
+            f"{', '.join(addresses)}")
+    offset = result("time").get("offset")
+    if offset is not None:
+        say(f"time      offset {float(offset) * 1e6:+.1f} µs against the sandbox's NTP server "
+            "(chronyd -x: the host clock is untouched)")
+    if node.joined:
+        say(f"join      /etc/kubernetes/kubelet.conf written by kubeadm (stand-in) under "
+            f"{node.root}")
+    cni = result("cni")
+    if cni:
+        say(f"cni       {cni}")
+
+
+def _check(box: Sandbox, node: Node, fault: Fault | None) -> list[str]:
+    conditions = box.conditions(node)
+    problems = []
+    if fault is None:
+        for kind in (*PHASE_CONDITIONS, SUMMARY):
+            c = conditions.get(kind)
+            if c is None or c["status"] != "True":
+                problems.append(f"{kind} is {c and c['status']} ({c and c['reason']})")
+        return problems
+    c = conditions.get(fault.condition) or {}
+    if (c.get("status"), c.get("reason")) != ("False", str(fault.reason)):
+        problems.append(f"{fault.condition} is {c.get('status')} {c.get('reason')}, not "
+                        f"False {fault.reason}")
+    if node.joined:
+        problems.append("the node has /etc/kubernetes/kubelet.conf")
+    addresses = box.network.node_addresses(node.netns)
+    if fault.address_kept != bool(addresses):
+        problems.append(f"{DATA_LINK} has addresses {addresses or 'none'}")
+    return problems
+
+
+def _where_to_look(box: Sandbox, node: Node, keep: bool) -> None:
+    base = box.registry.base
+    say(f"""
+where to look:
+  the agent's view     ip netns exec {node.netns} machine-agent --root {node.root} \\
+                         --netns {node.netns} status
+  the Machine          ip netns exec {box.network.router} kubectl --kubeconfig \\
+                         {base}/apiserver/admin.kubeconfig -n {NAMESPACE} get machine \\
+                         {node.name} -o yaml
+  the node's network   ip -n {node.netns} addr; ip -n {node.netns} route
+  files it wrote       {node.root}/etc (systemd-networkd, chrony, kubernetes)
+  logs                 {base}/*.log, {base}/n0/chrony""")
+    if keep:
+        say("""
+the sandbox is KEPT. Remove it with:
+  machine-agent demo --cleanup""")
+    else:
+        say("\n(the sandbox is removed now; `machine-agent demo --keep` leaves it up)")

@@ -1,0 +1,216 @@
+"""The management cluster of the sandbox: the API stand-in as its own process in the
+router namespace (HTTPS, the real CRDs, the in-cluster IPAM pool controller), an admin
+client that reaches it from outside that namespace, and the objects a node needs.
+
+Seeded as Cluster API and CABPK would leave them: a Cluster, per node a Machine whose
+`spec.readinessGates` names the agent's summary condition, the bootstrap data Secret in
+CABPK's cloud-config shape, an InClusterIPPool, and a ServiceAccount token bound to
+exactly the shipped node RBAC.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import ssl
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.errors import PermanentError
+from agent.kube.rbac import NodeIdentity, render_node_rbac
+from agent.report import SUMMARY
+from agent.sandbox.cleanup import Registry
+from agent.sandbox.netns import GATEWAY, MANAGEMENT_ADDRESS, MANAGEMENT_PORT
+
+Obj = dict[str, Any]
+NAMESPACE, CLUSTER, POOL = "demo", "demo", "demo-pool"
+POOL_RANGE = "192.0.2.10-192.0.2.200"
+CAPI = "cluster.x-k8s.io/v1beta2"
+IPAM = "ipam.cluster.x-k8s.io"
+START_WAIT = 20.0
+CA_HASH = "sha256:" + "5e" * 32
+"""The workload cluster CA's pin in the bootstrap data (the kubeadm stand-in's world)."""
+TOKEN = "abcdef.0123456789abcdef"
+
+
+class NetnsHTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS to an address inside a network namespace this process is not in."""
+
+    def __init__(self, netns: str, host: str, port: int, context: ssl.SSLContext,
+                 timeout: float) -> None:
+        super().__init__(host, port, context=context, timeout=timeout)
+        self._netns = netns
+        self._tls = context
+
+    def connect(self) -> None:
+        from pyroute2 import netns
+
+        sock: socket.socket = netns.create_socket(self._netns, socket.AF_INET,
+                                                  socket.SOCK_STREAM, flags=0)
+        sock.settimeout(self.timeout)
+        sock.connect((self.host, self.port))
+        self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+
+
+@dataclass
+class Admin:
+    """Raw API access as an administrator: what `kubectl` would see."""
+
+    netns: str
+    ca: Path
+    token: str
+    timeout: float = 10.0
+
+    def call(self, method: str, path: str, body: Any = None, *,
+             content_type: str = "application/json", ok: tuple[int, ...] = (200, 201)) -> Any:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        conn = NetnsHTTPSConnection(self.netns, MANAGEMENT_ADDRESS, MANAGEMENT_PORT, context,
+                                    self.timeout)
+        try:
+            conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                         headers={"Authorization": f"Bearer {self.token}",
+                                  "Content-Type": content_type, "Accept": "application/json"})
+            response = conn.getresponse()
+            text = response.read().decode()
+        finally:
+            conn.close()
+        if response.status not in ok:
+            raise PermanentError(f"{method} {path}: {response.status} {text[:300]}")
+        return json.loads(text) if text else {}
+
+    def create(self, path: str, body: Obj) -> Obj:
+        result: Obj = self.call("POST", path, body)
+        return result
+
+    def machine(self, name: str) -> Obj:
+        """The Machine as `kubectl get machine NAME -o yaml` shows it."""
+        result: Obj = self.call("GET", f"/apis/{CAPI}/namespaces/{NAMESPACE}/machines/{name}")
+        return result
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        """Requests the stand-in has served, by (verb, resource)."""
+        doc = self.call("GET", "/sandbox/v1/counters")
+        return {(c["verb"], c["resource"]): c["count"] for c in doc["counters"]}
+
+    def claims(self) -> list[Obj]:
+        items: list[Obj] = self.call(
+            "GET", f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddressclaims")["items"]
+        return items
+
+
+def start_standin(registry: Registry, router: str) -> Admin:
+    """The stand-in on MANAGEMENT_ADDRESS:MANAGEMENT_PORT in the router namespace, once
+    it answers."""
+    state = registry.base / "apiserver"
+    state.mkdir()
+    registry.spawn(["ip", "netns", "exec", router, sys.executable, "-m",
+                    "agent.sandbox.apiserver", "--host", MANAGEMENT_ADDRESS, "--port",
+                    str(MANAGEMENT_PORT), "--state-dir", str(state)],
+                   registry.base / "apiserver.log")
+    kubeconfig = state / "admin.kubeconfig"
+    deadline = time.monotonic() + START_WAIT
+    while not kubeconfig.exists():
+        if time.monotonic() > deadline:
+            log = (registry.base / "apiserver.log").read_text()[-800:]
+            raise PermanentError(f"the management API stand-in did not start within "
+                                 f"{START_WAIT:g}s: {log}")
+        time.sleep(0.05)
+    doc = yaml.safe_load(kubeconfig.read_text())
+    admin = Admin(router, state / "ca.crt", doc["users"][0]["user"]["token"])
+    admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": NAMESPACE}})
+    return admin
+
+
+def seed_cluster(admin: Admin, *, pool: list[str]) -> None:
+    """The Cluster and the IPAM pool the Machines draw from."""
+    admin.create(f"/apis/{CAPI}/namespaces/{NAMESPACE}/clusters", {
+        "apiVersion": CAPI, "kind": "Cluster",
+        "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
+        "spec": {"controlPlaneEndpoint": {"host": "203.0.113.10", "port": 6443}}})
+    admin.create(f"/apis/{IPAM}/v1alpha2/namespaces/{NAMESPACE}/inclusterippools", {
+        "apiVersion": f"{IPAM}/v1alpha2", "kind": "InClusterIPPool",
+        "metadata": {"name": POOL, "namespace": NAMESPACE},
+        "spec": {"addresses": pool, "prefix": 24, "gateway": GATEWAY}})
+
+
+def take_address(admin: Admin, name: str) -> None:
+    """Another Machine's claim on the pool (what a full pool looks like)."""
+    admin.create(f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddressclaims", {
+        "apiVersion": f"{IPAM}/v1beta2", "kind": "IPAddressClaim",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"poolRef": {"apiGroup": IPAM, "kind": "InClusterIPPool", "name": POOL}}})
+
+
+def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKEN) -> str:
+    """A Machine (CAPI's own Ready False, the agent's readiness gate), its bootstrap
+    Secret, and the node's RBAC; returns the node's bearer token."""
+    secret = f"{machine}-bootstrap"
+    base = f"/apis/{CAPI}/namespaces/{NAMESPACE}"
+    admin.create(f"{base}/machines", {
+        "apiVersion": CAPI, "kind": "Machine",
+        "metadata": {"name": machine, "namespace": NAMESPACE,
+                     "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
+        "spec": {"clusterName": CLUSTER, "version": "v1.31.2",
+                 "bootstrap": {"dataSecretName": secret},
+                 "readinessGates": [{"conditionType": SUMMARY}],
+                 "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                       "kind": "Metal3Machine", "name": machine}}})
+    admin.call("PATCH", f"{base}/machines/{machine}/status?fieldManager=capi-machine-"
+               "controller&force=true", {
+                   "apiVersion": CAPI, "kind": "Machine",
+                   "metadata": {"name": machine, "namespace": NAMESPACE},
+                   "status": {"conditions": [{
+                       "type": "Ready", "status": "False", "reason": "NotReady",
+                       "message": "waiting for the node",
+                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
+               content_type="application/apply-patch+yaml")
+    admin.create(f"/api/v1/namespaces/{NAMESPACE}/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
+        "metadata": {"name": secret, "namespace": NAMESPACE,
+                     "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
+        "data": {"value": _b64(cloud_config(endpoint, token)),
+                 "format": _b64("cloud-config")}})
+    account = f"machine-agent-{machine}"
+    rbac = render_node_rbac(NodeIdentity(NAMESPACE, machine, CLUSTER, secret, account))
+    for doc in yaml.safe_load_all(rbac):
+        plural = "roles" if doc["kind"] == "Role" else "rolebindings"
+        admin.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/{plural}",
+                     doc)
+    issued = admin.create("/sandbox/v1/tokens", {
+        "user": f"system:serviceaccount:{NAMESPACE}:{account}",
+        "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"]})
+    return str(issued["token"])
+
+
+def cloud_config(endpoint: str, token: str) -> str:
+    """Bootstrap data shaped as CABPK writes it (cluster-api bootstrap/kubeadm/internal/
+    cloudinit/node.go: the JoinConfiguration file, the placeholder, the join runcmd)."""
+    join = (f"---\napiVersion: kubeadm.k8s.io/v1beta4\ndiscovery:\n  bootstrapToken:\n"
+            f"    apiServerEndpoint: {endpoint}\n    caCertHashes:\n    - {CA_HASH}\n"
+            f"    token: {token}\nkind: JoinConfiguration\nnodeRegistration:\n"
+            "  name: '{{ ds.meta_data.local_hostname }}'\n")
+    doc = {
+        "write_files": [
+            {"path": "/run/kubeadm/kubeadm-join-config.yaml", "owner": "root:root",
+             "permissions": "0640", "content": join},
+            {"path": "/run/cluster-api/placeholder", "owner": "root:root",
+             "permissions": "0640", "content": "This placeholder file is used to create "
+                                               "the /run/cluster-api sub directory"},
+        ],
+        "runcmd": ["kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && "
+                   "echo success > /run/cluster-api/bootstrap-success.complete"],
+    }
+    return "## template: jinja\n#cloud-config\n\n" + yaml.safe_dump(doc, sort_keys=False,
+                                                                      width=10000)
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()

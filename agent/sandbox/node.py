@@ -1,0 +1,201 @@
+"""A sandbox node: its root directory (what a healthy booted machine shows: /proc files,
+a container runtime socket, `kubeadm` and `kubelet` on PATH), its AgentConfig and
+management kubeconfig, and the agent run as a separate process with the node's view:
+`ip netns exec NODE machine-agent --root ROOT --netns NODE run`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.sandbox.chrony import Client
+from agent.sandbox.cleanup import Registry
+from agent.sandbox.cluster import CA_HASH, NAMESPACE, POOL
+from agent.sandbox.kubeadm_standin import install
+from agent.sandbox.netns import (
+    DATA_LINK,
+    GATEWAY,
+    MANAGEMENT_ADDRESS,
+    MANAGEMENT_PORT,
+    static_address,
+)
+
+HEALTHY_PROC = {
+    "/proc/swaps": "Filename\tType\tSize\tUsed\tPriority\n",
+    "/proc/sys/net/ipv4/ip_forward": "1\n",
+    "/proc/sys/net/bridge/bridge-nf-call-iptables": "1\n",
+    "/proc/net/tcp": "  sl  local_address rem_address   st\n",
+    "/proc/net/tcp6": "  sl  local_address rem_address   st\n",
+}
+"""What kubeadm's preflight reads under the node root (the sandbox shares the host's
+kernel, so the real /proc is not the node's)."""
+RUNTIME_SOCKET = "/var/run/containerd/containerd.sock"
+RUN_TIMEOUT = 90.0
+"""Bound on one agent run in the sandbox (the demo's own runs take seconds)."""
+
+
+@dataclass
+class Addressing:
+    """How nodes get their data address: claimed from the sandbox's pool by an IPAM
+    plugin, or (while no plugin for the pool is installed) static per node."""
+
+    plugin: str | None
+
+    def address(self, index: int) -> dict[str, Any]:
+        if self.plugin is None:
+            return {"static": static_address(index)}
+        return {"ipam": {"plugin": self.plugin, "pool": POOL}}
+
+
+@dataclass
+class Node:
+    index: int
+    netns: str
+    home: Path
+    workload: dict[str, Any] = field(default_factory=lambda: {
+        "version": "v1.31.2", "tokens": {"abcdef": "0123456789abcdef"},
+        "caCertHash": CA_HASH})
+    """The kubeadm stand-in's world: the workload cluster as this node's kubeadm sees it."""
+
+    @property
+    def name(self) -> str:
+        return f"demo-worker-{self.index}"
+
+    @property
+    def root(self) -> Path:
+        return self.home / "root"
+
+    @property
+    def world(self) -> Path:
+        return self.home / "world.json"
+
+    @property
+    def runtime_socket(self) -> Path:
+        return self.root / RUNTIME_SOCKET.lstrip("/")
+
+    def prepare(self, registry: Registry, *, ca: Path, token: str,
+                addressing: Addressing, extra: dict[str, Any] | None = None) -> None:
+        for path, text in HEALTHY_PROC.items():
+            self.write(path, text)
+        self.runtime_socket.parent.mkdir(parents=True, exist_ok=True)
+        self.save_world()
+        install(self.home / "bin", self.root, self.world)
+        chrony = Client(registry, self.home / "chrony", self.root)
+        self.write("/etc/machine-agent/management.kubeconfig", yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "node",
+            "clusters": [{"name": "management", "cluster": {
+                "server": f"https://{MANAGEMENT_ADDRESS}:{MANAGEMENT_PORT}",
+                "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()}}],
+            "users": [{"name": self.name, "user": {"token": token}}],
+            "contexts": [{"name": "node", "context": {"cluster": "management",
+                                                      "user": self.name}}]}), mode=0o600)
+        spec: dict[str, Any] = {
+            "identity": {"machine": {"namespace": NAMESPACE, "name": self.name}},
+            "management": {"kubeconfig": "/etc/machine-agent/management.kubeconfig",
+                           "requestTimeout": "5s", "bootstrapWait": "10s"},
+            "network": {
+                "hostname": f"{self.name}.demo.example.net",
+                "interfaces": [{"name": DATA_LINK, "gateway": GATEWAY,
+                                "addresses": [addressing.address(self.index)]}],
+                # RFC 5227's probe timing takes ~5s; a sandbox segment answers at once.
+                "conflictDetection": {"arpProbes": 2, "arpInterval": "100ms",
+                                      "arpWait": "300ms"},
+                "verify": {"timeout": "2s",
+                           "managementEndpoint": f"{MANAGEMENT_ADDRESS}:{MANAGEMENT_PORT}"},
+            },
+            "time": chrony.time_settings(),
+            "join": {"timeout": "30s", "retryDelay": "200ms"},
+            "retry": {"attempts": 2, "initialDelay": "200ms", "maxDelay": "500ms"},
+            **(extra or {}),
+        }
+        self.write("/etc/machine-agent/config.yaml", yaml.safe_dump(
+            {"apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig", "spec": spec},
+            sort_keys=False), mode=0o600)
+
+    def save_world(self) -> None:
+        self.world.write_text(json.dumps(self.workload))
+
+    def write(self, path: str, text: str, mode: int = 0o644) -> None:
+        target = self.root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        target.chmod(mode)
+
+    # -- the agent ------------------------------------------------------------------------
+
+    def agent(self, *args: str) -> list[str]:
+        """The agent's command line with this node's view: its namespace, its root."""
+        return ["ip", "netns", "exec", self.netns, sys.executable, "-m", "agent.cli",
+                "--root", str(self.root), "--netns", self.netns, *args]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PATH": f"{self.home / 'bin'}:{os.environ.get('PATH', '')}"}
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """`machine-agent run` (or `args`) on this node, its log on a pipe."""
+        return subprocess.Popen(self.agent(*(args or ("run",))), env={**self.env(),
+                                **(env or {})}, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                start_new_session=True)
+
+    def run(self, *args: str, env: dict[str, str] | None = None,
+            on_line: Callable[[str], None] = lambda line: None) -> tuple[int, list[str]]:
+        """Run the agent to the end (bounded), passing each output line on as it comes."""
+        proc = self.start(*args, env=env)
+        lines = []
+        try:
+            for line in _lines(proc, time.monotonic() + RUN_TIMEOUT):
+                lines.append(line)
+                on_line(line)
+            return proc.wait(timeout=5), lines
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=5)
+
+    def status(self) -> dict[str, Any]:
+        """`machine-agent status --json` of this node."""
+        out = subprocess.run(self.agent("status", "--json"), capture_output=True, text=True,
+                             timeout=30, check=True, env=self.env()).stdout
+        doc: dict[str, Any] = json.loads(out)
+        return doc
+
+    @property
+    def joined(self) -> bool:
+        return (self.root / "etc/kubernetes/kubelet.conf").exists()
+
+
+def _lines(proc: subprocess.Popen[str], deadline: float) -> Iterator[str]:
+    """The process's output lines as they come, until it closes its output or the
+    deadline passes (a reader thread: a pipe read never blocks the deadline)."""
+    import queue
+    import threading
+
+    assert proc.stdout is not None
+    stream = proc.stdout
+    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, name="agent-output", daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            raise TimeoutError(f"the agent did not finish within {RUN_TIMEOUT:g}s") from None
+        if line is None:
+            return
+        yield line

@@ -1,0 +1,156 @@
+"""The whole sandbox, brought up and torn down as one: namespaces and wires, the NTP
+server, the management API stand-in with its objects, the workload endpoints, the
+nodes. `Sandbox.up()` is a context manager: on the way out everything recorded is undone
+(also on Ctrl-C or a failure), unless the sandbox is kept for inspection.
+
+Not done: a real management API server in place of the stand-in
+(MACHINE_AGENT_TEST_KUBECONFIG). A node namespace reaches only the sandbox's router; a
+relay there to the real server would present the server's certificate under the relay's
+address, and the agent's kubeconfig loader has no `tls-server-name` to accept that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from agent.config.cni import CNISpec
+from agent.errors import PermanentError
+from agent.ipam.base import ENTRY_POINT_GROUP
+from agent.sandbox.chrony import start_server
+from agent.sandbox.cleanup import Registry, leftovers
+from agent.sandbox.cluster import POOL_RANGE, Admin, seed_cluster, seed_machine, start_standin
+from agent.sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT, Network
+from agent.sandbox.node import Addressing, Node
+
+IPAM_PLUGIN = "capi"
+"""The IPAM plugin that claims from the stand-in's InClusterIPPool."""
+CNI_PLUGINS = Path("/usr/lib/cni")
+"""Where Debian's containernetworking-plugins put the real plugins."""
+START_WAIT = 10.0
+
+
+@dataclass
+class Features:
+    """What this installation lets the sandbox show; each missing piece is said."""
+
+    ipam: bool
+    cni_phase: bool
+    cni_plugins: bool
+
+    @classmethod
+    def detect(cls) -> Features:
+        plugins = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+        return cls(ipam=IPAM_PLUGIN in plugins,
+                   cni_phase="conflist" in {f.name for f in fields(CNISpec)},
+                   cni_plugins=(CNI_PLUGINS / "bridge").exists())
+
+    def notes(self) -> list[str]:
+        out = []
+        if not self.ipam:
+            out.append(f"addresses are STATIC per node: the IPAM plugin {IPAM_PLUGIN!r} "
+                       "(claims from the InClusterIPPool) is not installed in this build")
+        if not self.cni_phase:
+            out.append("the cni phase is empty in this build: no CNI check is shown")
+        elif not self.cni_plugins:
+            out.append(f"the real CNI plugins are NOT installed ({CNI_PLUGINS}: apt-get "
+                       "install containernetworking-plugins); the CNI check is skipped")
+        return out
+
+
+@dataclass
+class Sandbox:
+    registry: Registry
+    network: Network
+    admin: Admin
+    ntp: subprocess.Popen[bytes]
+    features: Features
+    nodes: list[Node] = field(default_factory=list)
+
+    @classmethod
+    @contextlib.contextmanager
+    def up(cls, nodes: int = 1, *, keep: bool = False,
+           progress: Callable[[str], None] = lambda message: None) -> Iterator[Sandbox]:
+        """A running sandbox with `nodes` nodes ready for the agent."""
+        if shutil.which("ip") is None or shutil.which("chronyd") is None:
+            raise PermanentError("the sandbox needs `ip` (iproute2) and `chronyd` (chrony)",
+                                 hint="apt-get install iproute2 chrony")
+        for stale in leftovers():
+            if not stale.record.kept:
+                stale.undo()  # left by a demo that was killed
+        registry = Registry.create()
+        kept = False
+        try:
+            box = cls._bring_up(registry, nodes, progress)
+            yield box
+            kept = keep
+        finally:
+            if kept:
+                registry.keep()
+            else:
+                registry.undo()
+
+    @classmethod
+    def _bring_up(cls, registry: Registry, count: int,
+                  progress: Callable[[str], None]) -> Sandbox:
+        features = Features.detect()
+        network = Network.create(registry)
+        progress(f"namespaces: router {network.router} (gateway, management API, NTP, "
+                 "workload API)")
+        ntp = start_server(registry, network.router)
+        admin = start_standin(registry, network.router)
+        progress("management API stand-in: https://198.51.100.1:6443 (real Cluster API and "
+                 "IPAM CRDs, pool controller running)")
+        seed_cluster(admin, pool=[POOL_RANGE])
+        box = cls(registry, network, admin, ntp, features)
+        addressing = Addressing(IPAM_PLUGIN if features.ipam else None)
+        for index in range(count):
+            node = Node(index, network.add_node(index), registry.base / f"n{index}")
+            token = seed_machine(admin, node.name, f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}")
+            node.prepare(registry, ca=admin.ca, token=token, addressing=addressing,
+                         extra=box._cni_settings(node))
+            box.nodes.append(node)
+        progress(f"{count} node namespace(s), each with a Machine (readiness gate "
+                 "NodeBootstrapped), a CABPK bootstrap Secret and its own token")
+        box._start_endpoints()
+        return box
+
+    def _cni_settings(self, node: Node) -> dict[str, object]:
+        """spec.cni: the real plugins, linked into the node's bin dir, and a bridge list
+        proved with ADD/CHECK/DEL."""
+        if not (self.features.cni_phase and self.features.cni_plugins):
+            return {}
+        bin_dir = node.root / "opt/cni/bin"
+        bin_dir.mkdir(parents=True)
+        for plugin in CNI_PLUGINS.iterdir():
+            (bin_dir / plugin.name).symlink_to(plugin)
+        return {"cni": {"conflist": {"template": "bridge",
+                                     "values": {"subnet": "203.0.113.128/25"}}}}
+
+    def _start_endpoints(self) -> None:
+        argv = ["ip", "netns", "exec", self.network.router, sys.executable, "-m",
+                "agent.sandbox.endpoints", "--tcp", f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}"]
+        for node in self.nodes:
+            argv += ["--unix", str(node.runtime_socket)]
+        log = self.registry.base / "endpoints.log"
+        self.registry.spawn(argv, log)
+        deadline = time.monotonic() + START_WAIT
+        while "ready" not in (log.read_text() if log.exists() else ""):
+            if time.monotonic() > deadline:
+                raise PermanentError(f"the sandbox's endpoints did not start: "
+                                     f"{log.read_text()[-500:]}")
+            time.sleep(0.05)
+
+    def stop_ntp(self) -> None:
+        self.registry.stop(self.ntp)
+
+    def conditions(self, node: Node) -> dict[str, dict[str, str]]:
+        machine = self.admin.machine(node.name)
+        return {c["type"]: c for c in machine.get("status", {}).get("conditions", [])}

@@ -1,0 +1,47 @@
+"""The e2e suite drives the demo's sandbox (agent/sandbox) from pytest: real namespaces,
+chronyd, the management API stand-in as a process, the kubeadm stand-in, and the real
+agent as a separate process per node with that node's view."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from agent.sandbox.netns import DATA_LINK
+from agent.sandbox.node import Node
+from agent.sandbox.sandbox import Sandbox
+
+PHASE_CONDITIONS = ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady")
+_EFFECT = re.compile(r" effect \d+: (.*)$")
+BOOKKEEPING = ("write /var/lib/machine-agent/", "mkdir /var/lib/machine-agent",
+               "write /run/machine-agent/")
+"""The journal and the status file, and the management CA the client materialises at each
+start under /run: rewritten on every run by design."""
+
+
+@pytest.fixture
+def bring_up() -> Iterator[Callable[[int], Sandbox]]:
+    """Sandboxes for the test, each torn down afterwards (even when the test fails)."""
+    with contextlib.ExitStack() as stack:
+        yield lambda nodes=1: stack.enter_context(Sandbox.up(nodes))
+
+
+def effects(lines: list[str]) -> list[str]:
+    """The side effects a `--log-level debug` run reports, bookkeeping aside."""
+    found = [m.group(1) for line in lines if (m := _EFFECT.search(line))]
+    return [e for e in found if not e.startswith(BOOKKEEPING)]
+
+
+def data_addresses(box: Sandbox, node: Node) -> list[str]:
+    return box.network.node_addresses(node.netns, DATA_LINK)
+
+
+def assert_bootstrapped(box: Sandbox, node: Node) -> None:
+    conditions = box.conditions(node)
+    for kind in (*PHASE_CONDITIONS, "NodeBootstrapped"):
+        assert conditions[kind]["status"] == "True", (kind, conditions[kind])
+    assert conditions["Ready"]["reason"] == "NotReady"  # CAPI's own condition untouched
+    assert node.joined
