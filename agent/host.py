@@ -159,7 +159,7 @@ class Host:
         dir_mode: int = 0o755,
     ) -> None:
         """Atomically replace a file: temp file in the same directory, fsync, rename."""
-        self._check_writable(f"write {system_path}")
+        self.check_writable(f"write {system_path}")
         target = self.path(system_path)
         self._make_dirs(target.parent, dir_mode)
         payload = data.encode() if isinstance(data, str) else data
@@ -181,7 +181,7 @@ class Host:
         self.effects.record(f"write {system_path}")
 
     def make_dir(self, system_path: str, mode: int = 0o755) -> None:
-        self._check_writable(f"mkdir {system_path}")
+        self.check_writable(f"mkdir {system_path}")
         target = self.path(system_path)
         if target.is_dir():
             if (target.stat().st_mode & 0o777) != mode:
@@ -193,7 +193,7 @@ class Host:
 
     def remove(self, system_path: str) -> bool:
         """Remove a file; False when there was none."""
-        self._check_writable(f"remove {system_path}")
+        self.check_writable(f"remove {system_path}")
         try:
             self.path(system_path).unlink()
         except FileNotFoundError:
@@ -215,7 +215,8 @@ class Host:
         finally:
             os.close(fd)
 
-    def _check_writable(self, what: str) -> None:
+    def check_writable(self, what: str) -> None:
+        """Refuse `what` on a read-only host (plan, doctor): reaching here is a bug."""
         if self.read_only:
             raise ReadOnlyHostError(f"refused on a read-only host: {what}")
 
@@ -243,7 +244,7 @@ class Host:
             raise PermanentError(f"invalid command line {args!r}")
         shown = self.redact(" ".join(args))
         if mutates:
-            self._check_writable(f"run {shown}")
+            self.check_writable(f"run {shown}")
         log.debug("run: %s", shown)
         full_env = {**os.environ, **self.env, **(env or {})}
         start = time.monotonic()
@@ -301,5 +302,5 @@ class Host:
 
     def record_effect(self, what: str) -> None:
         """Count a side effect made through a handle the Host gave out (netlink)."""
-        self._check_writable(what)
+        self.check_writable(what)
         self.effects.record(what)

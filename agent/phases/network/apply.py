@@ -240,8 +240,8 @@ class Executor:
         gone or already there is not an error."""
         from pyroute2 import NetlinkError
 
+        self.host.check_writable("netlink changes")
         for op in ops:
-            self.host.record_effect(f"netlink: {op.summary}")
             try:
                 self._one(op)
             except NetlinkError as err:
@@ -259,6 +259,8 @@ class Executor:
                         hint=f"use an image whose kernel has the {KERNEL_MODULE[kind]} "
                              "module; the persistent configuration is unaffected") from err
                 raise PermanentError(f"netlink refused to {op.summary}: {err}") from err
+            # counted once made: the crash harness kills right after the Nth side effect
+            self.host.record_effect(f"netlink: {op.summary}")
             self.count += 1
 
     def _one(self, op: NetOp) -> None:
