@@ -129,6 +129,10 @@ def _call(host: Host, command: str, net: dict[str, Any], bin_dir: str, box: Sand
                       check=False)
     if not result.ok:
         error = result.stdout.strip() or result.stderr.strip()
+        try:  # the plugin's error JSON (code, msg, details), on one line
+            error = json.dumps(json.loads(error))
+        except ValueError:
+            error = error[-1000:]
         raise CNIBrokenError(
             f"CNI {command} failed in plugin {net['type']!r} (exit {result.returncode}): "
             f"{error}", hint="the plugin's own error is quoted; fix the conflist or plugin")
