@@ -176,3 +176,90 @@ def one_of(choices: tuple[str, ...]) -> Callable[[str], str | None]:
         return None if value in choices else f"{_shown(value)} is not one of: " + ", ".join(
             choices)
     return check
+
+
+_BOOTSTRAP_TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
+_K8S_VERSION = re.compile(r"^v?(\d+)\.(\d+)(\.\d+)?([-+][0-9A-Za-z.+-]+)?$")
+_FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_CHECK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+
+
+def bootstrap_token(value: str) -> str | None:
+    """A kubeadm bootstrap token: `[a-z0-9]{6}.[a-z0-9]{16}` (never echoed back)."""
+    if _BOOTSTRAP_TOKEN.match(value):
+        return None
+    return "is not a bootstrap token (6 and 16 lower-case letters or digits joined by '.')"
+
+
+def ca_cert_hash(value: str) -> str | None:
+    """A CA public key pin as kubeadm takes it: `sha256:` and 64 hex digits."""
+    if value.startswith("sha256:") and _SHA256.match(value.removeprefix("sha256:").lower()):
+        return None
+    return f"{_shown(value)} is not a CA cert hash (sha256: and 64 hex digits)"
+
+
+def hex_key(value: str) -> str | None:
+    """A 32-byte key in hex (kubeadm's certificate key)."""
+    if _SHA256.match(value.lower()):
+        return None
+    return "is not a 32-byte key in hex (64 hex digits)"
+
+
+def host_port(value: str) -> str | None:
+    """`host:port` or `[v6]:port`, e.g. an API server endpoint 192.0.2.10:6443."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(f"//{value}")
+        port_number = parts.port
+    except ValueError:
+        port_number = None
+        parts = None
+    if parts is None or port_number is None or not parts.hostname or "@" in value:
+        return f"{_shown(value)} is not host:port (e.g. 192.0.2.10:6443)"
+    return host_name(parts.hostname)
+
+
+def k8s_version(value: str) -> str | None:
+    if _K8S_VERSION.match(value):
+        return None
+    return f"{_shown(value)} is not a Kubernetes version (e.g. v1.31.2)"
+
+
+def unix_socket_url(value: str) -> str | None:
+    """A CRI endpoint: unix:///path/to.sock."""
+    if value.startswith("unix://") and absolute_path(value.removeprefix("unix://")) is None:
+        return None
+    return f"{_shown(value)} is not a unix socket URL (e.g. unix:///run/containerd/containerd.sock)"
+
+
+def command_name(value: str) -> str | None:
+    """A program: a bare name looked up on PATH, or an absolute path."""
+    if value.startswith("/"):
+        return absolute_path(value)
+    if re.match(r"^[A-Za-z0-9._+-]+$", value):
+        return None
+    return f"{_shown(value)} is not a program name or absolute path"
+
+
+def kubelet_args(value: dict[str, str]) -> str | None:
+    """kubelet flags by name (no leading dashes) with one-line values."""
+    for name, arg in value.items():
+        if not _FLAG_NAME.match(name):
+            return f"{_shown(name)} is not a kubelet flag name (lower case, digits, '-')"
+        if problem := safe_text(arg):
+            return f"value of {name}: {problem}"
+    return None
+
+
+def preflight_check_name(value: str) -> str | None:
+    if _CHECK_NAME.match(value):
+        return None
+    return f"{_shown(value)} is not a preflight check name (e.g. Swap, all)"
+
+
+def label_value(value: str) -> str | None:
+    """A Kubernetes label (or taint) value: up to 63 of [A-Za-z0-9-_.], may be empty."""
+    if value == "" or _LABEL_NAME.match(value):
+        return None
+    return f"{_shown(value)} is not a valid label value (letters, digits, '-', '_', '.')"

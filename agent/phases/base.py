@@ -62,6 +62,9 @@ class PhaseContext:
     log: logging.Logger
     machine: MachineFacts | None = None
     """The Machine as read from the management cluster; None when run without one."""
+    reload_machine: Callable[[], MachineFacts] | None = None
+    """Read the Machine (and its bootstrap data) again, e.g. for a fresh bootstrap token
+    after the first one expired; None when there is no management cluster to ask."""
 
 
 class Phase:
