@@ -49,8 +49,10 @@ class KubeconfigCluster:
         except (yaml.YAMLError, KeyError, TypeError) as err:
             raise WorkloadAPIError(f"the kubeconfig {kubeconfig} is unusable ({err!r})") from err
         self.session = requests.Session()
-        self.session.verify = self._file(host, cluster, "certificate-authority", "ca.crt") \
-            or True
+        # Passed with every request: REQUESTS_CA_BUNDLE would silently override a
+        # Session.verify (requests merges the environment over session settings).
+        self.verify: str | bool = self._file(host, cluster, "certificate-authority",
+                                             "ca.crt") or True
         cert = self._file(host, user, "client-certificate", "client.crt")
         key = self._file(host, user, "client-key", "client.key")
         if cert and key:
@@ -124,7 +126,8 @@ class KubeconfigCluster:
         import requests
 
         try:
-            return self.session.request(method, url, timeout=TIMEOUT, **kwargs)
+            return self.session.request(method, url, timeout=TIMEOUT, verify=self.verify,
+                                        **kwargs)
         except requests.RequestException as err:
             raise TemporaryError(f"the workload API server {self.server} did not answer: "
                                  f"{err}", reason=Reason.APIServerUnreachable) from err
