@@ -12,13 +12,8 @@ from agent.kube.facts import MachineFacts
 from agent.phases.base import PhaseContext
 from agent.phases.join import JoinPhase
 from agent.state import Journal
-from tests.integration.join.conftest import (
-    FRESH_TOKEN,
-    TOKEN,
-    Node,
-    cloud_config,
-    machine_facts,
-)
+from tests.integration.join.conftest import Node, machine_facts
+from tests.joinable import FRESH_TOKEN, TOKEN, cloud_config
 
 
 def journal_text(node: Node) -> str:

@@ -23,13 +23,13 @@ import yaml
 from agent.host import Clock
 from agent.kube.rbac import NodeIdentity, render_node_rbac
 from agent.sandbox.apiserver import ApiServer
+from tests.joinable import cloud_config, joinable
 
 REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
 MACHINE, CLUSTER, SECRET, CONFIGMAP = "worker-0", "c1", "worker-0-bootstrap", "worker-0-agent"
 HOST_UUID = "4c4c4544-0042-3510-8051-b7c04f565a31"
 CAPI_MANAGER = "capi-machine-controller"
 PHASE_CONDITIONS = ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady")
-CLOUD_CONFIG = "#cloud-config\nruncmd: [kubeadm join --token abcdef.0123456789abcdef]\n"
 NODE_CONFIG = """apiVersion: machine-agent.io/v1alpha1
 kind: AgentConfig
 spec:
@@ -152,7 +152,25 @@ def admin(standin: ApiServer | None, tmp_path: Path,
     api.call("DELETE", f"/api/v1/namespaces/{api.ns}", ok=(200, 202, 404))
 
 
-def seed(admin: Admin, *, labels: dict[str, str] | None = None,
+@dataclass
+class World:
+    """The node's root, already healthy and joinable, and the workload cluster's endpoint."""
+
+    root: Path
+    endpoint: str
+
+
+@pytest.fixture
+def world(tmp_path_factory: pytest.TempPathFactory,
+          monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    """A joinable node root (short: socket paths) with the kubeadm stand-in on PATH."""
+    root = tmp_path_factory.mktemp("n")
+    with joinable(root, tmp_path_factory.mktemp("t")) as join:
+        monkeypatch.setenv("PATH", f"{join.path}:{os.environ['PATH']}")
+        yield World(root, join.endpoint)
+
+
+def seed(admin: Admin, world: World, *, labels: dict[str, str] | None = None,
          secret_name: str | None = SECRET) -> None:
     """Cluster, Machine (with CAPI's Ready), bootstrap Secret, the agent's ConfigMap."""
     ns, capi = admin.ns, f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}"
@@ -176,7 +194,7 @@ def seed(admin: Admin, *, labels: dict[str, str] | None = None,
             "message": "waiting for the node", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
         CAPI_MANAGER)
     if secret_name:
-        admin.create(f"/api/v1/namespaces/{ns}/secrets", bootstrap_secret(ns))
+        admin.create(f"/api/v1/namespaces/{ns}/secrets", bootstrap_secret(ns, world.endpoint))
     admin.create(f"/api/v1/namespaces/{ns}/configmaps", {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": CONFIGMAP, "namespace": ns},
@@ -184,13 +202,13 @@ def seed(admin: Admin, *, labels: dict[str, str] | None = None,
                                 "spec:\n  time:\n    maxOffset: 250ms\n"}})
 
 
-def bootstrap_secret(ns: str) -> dict[str, Any]:
+def bootstrap_secret(ns: str, endpoint: str) -> dict[str, Any]:
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
 
     return {"apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
             "metadata": {"name": SECRET, "namespace": ns},
-            "data": {"value": b64(CLOUD_CONFIG), "format": b64("cloud-config")}}
+            "data": {"value": b64(cloud_config(endpoint)), "format": b64("cloud-config")}}
 
 
 def node_token(admin: Admin, standin: ApiServer | None, *, discovery: bool = False) -> str:
@@ -225,8 +243,8 @@ class Node:
         target.write_text(text)
 
 
-def make_node(tmp_path: Path, admin: Admin, token: str, *, by_uuid: bool = False) -> Node:
-    node = Node(tmp_path / "node", admin)
+def make_node(world: World, admin: Admin, token: str, *, by_uuid: bool = False) -> Node:
+    node = Node(world.root, admin)
     ca = ""
     if isinstance(admin.verify, str):
         ca = base64.b64encode(Path(admin.verify).read_bytes()).decode()
@@ -246,7 +264,7 @@ def make_node(tmp_path: Path, admin: Admin, token: str, *, by_uuid: bool = False
 
 
 @pytest.fixture
-def node(tmp_path: Path, admin: Admin, standin: ApiServer | None) -> Node:
+def node(world: World, admin: Admin, standin: ApiServer | None) -> Node:
     """A node whose Machine is named in its config, with everything seeded."""
-    seed(admin)
-    return make_node(tmp_path, admin, node_token(admin, standin))
+    seed(admin, world)
+    return make_node(world, admin, node_token(admin, standin))

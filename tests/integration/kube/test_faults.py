@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from agent.host import Host
 from agent.kube.reporter import JOURNAL_KEY
@@ -20,6 +19,7 @@ from tests.integration.kube.conftest import (
     Admin,
     FastClock,
     Node,
+    World,
     bootstrap_secret,
     make_node,
     node_token,
@@ -122,23 +122,23 @@ def test_a_429_storm_is_ridden_out_honouring_retry_after(node: Node, admin: Admi
     assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
 
 
-def _secret_appears_later(admin: Admin, delay: float) -> threading.Timer:
+def _secret_appears_later(admin: Admin, world: World, delay: float) -> threading.Timer:
     timer = threading.Timer(delay, lambda: admin.create(
-        f"/api/v1/namespaces/{admin.ns}/secrets", bootstrap_secret(admin.ns)))
+        f"/api/v1/namespaces/{admin.ns}/secrets", bootstrap_secret(admin.ns, world.endpoint)))
     timer.start()
     return timer
 
 
 def test_the_bootstrap_secret_is_awaited_through_closed_watches(
-        tmp_path: Path, admin: Admin, only_standin: ApiServer) -> None:
-    seed(admin, secret_name=None)
+        world: World, admin: Admin, only_standin: ApiServer) -> None:
+    seed(admin, world, secret_name=None)
     admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/worker-0",
                 {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                  "metadata": {"name": "worker-0", "namespace": admin.ns},
                  "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
-    node = make_node(tmp_path, admin, node_token(admin, only_standin))
+    node = make_node(world, admin, node_token(admin, only_standin))
     only_standin.faults.add("close_watch", path=r"/secrets$", count=3, after_events=0)
-    timer = _secret_appears_later(admin, 1.0)
+    timer = _secret_appears_later(admin, world, 1.0)
     try:
         assert run(node, FastClock()).ok
     finally:
@@ -147,16 +147,16 @@ def test_the_bootstrap_secret_is_awaited_through_closed_watches(
     assert_bootstrapped(admin)
 
 
-def test_410_gone_on_the_list_lists_again(tmp_path: Path, admin: Admin,
+def test_410_gone_on_the_list_lists_again(world: World, admin: Admin,
                                           only_standin: ApiServer) -> None:
-    seed(admin, secret_name=None)
+    seed(admin, world, secret_name=None)
     admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/worker-0",
                 {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                  "metadata": {"name": "worker-0", "namespace": admin.ns},
                  "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
-    node = make_node(tmp_path, admin, node_token(admin, only_standin))
+    node = make_node(world, admin, node_token(admin, only_standin))
     only_standin.faults.add("410", path=r"/secrets$", count=1)
-    timer = _secret_appears_later(admin, 0.5)
+    timer = _secret_appears_later(admin, world, 0.5)
     try:
         assert run(node, FastClock()).ok
     finally:

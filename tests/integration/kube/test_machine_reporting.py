@@ -3,8 +3,6 @@ Machine, reads what the Machine points at, and reports onto it — as `kubectl` 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from agent.cli import main
@@ -20,6 +18,7 @@ from tests.integration.kube.conftest import (
     PHASE_CONDITIONS,
     Admin,
     Node,
+    World,
     make_node,
     node_token,
     seed,
@@ -75,19 +74,19 @@ def test_machine_facts_come_from_the_machine_cluster_and_bootstrap_secret(
 
 
 def test_the_machine_is_discovered_by_the_host_uuid_label(
-        tmp_path: Path, admin: Admin, standin: ApiServer | None) -> None:
-    seed(admin, labels={"machine-agent.io/host-uuid": HOST_UUID})
-    node = make_node(tmp_path, admin, node_token(admin, standin, discovery=True),
+        world: World, admin: Admin, standin: ApiServer | None) -> None:
+    seed(admin, world, labels={"machine-agent.io/host-uuid": HOST_UUID})
+    node = make_node(world, admin, node_token(admin, standin, discovery=True),
                      by_uuid=True)
     assert main(["--root", str(node.root), "run"]) == 0
     assert_bootstrapped(admin)
 
 
 def test_no_machine_with_this_uuid_is_a_clear_error(
-        tmp_path: Path, admin: Admin, standin: ApiServer | None,
+        world: World, admin: Admin, standin: ApiServer | None,
         capsys: pytest.CaptureFixture[str]) -> None:
-    seed(admin, labels={"machine-agent.io/host-uuid": "another-host"})
-    node = make_node(tmp_path, admin, node_token(admin, standin, discovery=True),
+    seed(admin, world, labels={"machine-agent.io/host-uuid": "another-host"})
+    node = make_node(world, admin, node_token(admin, standin, discovery=True),
                      by_uuid=True)
     assert main(["--root", str(node.root), "run"]) == 1
     err = capsys.readouterr().err
@@ -96,13 +95,13 @@ def test_no_machine_with_this_uuid_is_a_clear_error(
 
 
 def test_without_the_rbac_the_agent_says_forbidden(
-        tmp_path: Path, admin: Admin, standin: ApiServer | None,
+        world: World, admin: Admin, standin: ApiServer | None,
         capsys: pytest.CaptureFixture[str]) -> None:
-    seed(admin)
+    seed(admin, world)
     if standin is None:
         pytest.skip("issuing a token without RBAC is done with the stand-in's hook")
     token = standin.make_service_account_token(admin.ns, "nobody")
-    node = make_node(tmp_path, admin, token)
+    node = make_node(world, admin, token)
     assert main(["--root", str(node.root), "run"]) == 1
     err = capsys.readouterr().err
     assert "403 Forbidden" in err and "machines" in err

@@ -13,7 +13,7 @@ import yaml
 
 from agent.errors import AgentError
 from agent.phases.join.cloudconfig import Command, KubeadmJoin, parse_cloud_config
-from tests.integration.join.conftest import cloud_config
+from tests.joinable import cloud_config
 
 SECRET = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
