@@ -111,3 +111,9 @@ def host_links() -> set[str]:
 
 def netns_names() -> set[str]:
     return {line.split()[0] for line in ip("netns", "list").stdout.splitlines() if line}
+
+
+def check_namespaces() -> set[str]:
+    """The agent's throwaway pod namespaces that exist now. Only these are compared
+    before and after: other suites on this machine create namespaces concurrently."""
+    return {n for n in netns_names() if n.startswith("ma-cni-check-")}

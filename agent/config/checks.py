@@ -171,10 +171,6 @@ def conflist_name(value: str) -> str | None:
     return f"{_shown(value)} is not a file name ending in .conflist"
 
 
-def mtu(value: int) -> str | None:
-    return None if 576 <= value <= 65535 else f"{value} is not an MTU (576-65535)"
-
-
 def one_of(choices: tuple[str, ...]) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         return None if value in choices else f"{_shown(value)} is not one of: " + ", ".join(

@@ -177,16 +177,20 @@ def _one_range(rng: dict[str, Any], where: str, found: Findings) -> None:
 def node_networks(config: AgentConfig, results: dict[str, dict[str, Any]]
                   ) -> list[tuple[str, Network]]:
     """The node's own networks: static addresses in spec.network, and what the network
-    phase applied (its result's `addresses`, as `address/prefix` strings)."""
+    phase applied (its result's `addresses`: interface → `address/prefix` strings, which
+    includes addresses claimed from IPAM)."""
     out: list[tuple[str, Network]] = []
     for i, iface in enumerate(config.spec.network.interfaces):
         for j, addr in enumerate(iface.addresses):
             if addr.static is not None:
                 out.append((f"spec.network.interfaces[{i}].addresses[{j}]",
                             ipaddress.ip_interface(addr.static).network))
-    for text in (results.get("network") or {}).get("addresses") or []:
-        try:
-            out.append(("network phase", ipaddress.ip_interface(str(text)).network))
-        except ValueError:
-            continue  # not an address: nothing this check can use
+    applied = (results.get("network") or {}).get("addresses") or {}
+    for link, addresses in sorted(applied.items()):
+        for text in addresses:
+            try:
+                net = ipaddress.ip_interface(str(text)).network
+            except ValueError:
+                continue  # not an address: nothing this check can use
+            out.append((f"network phase, {link}", net))
     return out

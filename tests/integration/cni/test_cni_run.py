@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.cni_fixtures import (
+    check_namespaces,
     host_links,
     ip,
     netns_names,
@@ -73,7 +74,7 @@ def test_run_installs_writes_and_proves_then_rerun_changes_nothing(tmp_path: Pat
     (root / "srv/cni-plugins.tgz").write_bytes(bundle)
     bridge = unique("mabr")
     config = write_config(tmp_path / "cni.yaml", sha256(bundle), bridge)
-    links_before, netns_before = host_links(), netns_names()
+    namespaces = check_namespaces()
     with node_namespace() as node:
         first = agent(node, root, config)
         assert first.returncode == 0, first.stdout + first.stderr
@@ -104,8 +105,9 @@ def test_run_installs_writes_and_proves_then_rerun_changes_nothing(tmp_path: Pat
         assert again.returncode == 0, again.stdout + again.stderr
         assert "cni      up to date, nothing to apply" in again.stdout
         assert without_state(snapshot(root)) == before
-    assert host_links() == links_before
-    assert netns_names() == netns_before
+    pod = status["phases"]["cni"]["result"]["check"]["namespace"]
+    assert pod not in netns_names() and check_namespaces() == namespaces
+    assert bridge not in host_links()
 
 
 @pytest.mark.allow_processes

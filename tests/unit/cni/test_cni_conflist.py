@@ -127,7 +127,7 @@ def test_refused_list_fails_the_phase_and_writes_nothing(tmp_path: Path, case: s
     loaded = load(tmp_path, bridge_config(subnet), network)
     host = Host(root)
     orchestrator = Orchestrator(loaded, host, phases=[CNIPhase()])
-    orchestrator.results["network"] = {"addresses": ["192.0.2.10/24"]}
+    orchestrator.results["network"] = {"addresses": {"eth0": ["192.0.2.10/24"]}}
     before = snapshot(root)
     result = orchestrator.run()
     outcome = result.outcomes[0]
@@ -137,7 +137,7 @@ def test_refused_list_fails_the_phase_and_writes_nothing(tmp_path: Path, case: s
         "static address": "pod range 2001:db8:1::/64 overlaps the node's own network "
                           "2001:db8:1::/64 (spec.network.interfaces[0].addresses[0])",
         "network phase result": "overlaps the node's own network 192.0.2.0/24 "
-                                "(network phase)",
+                                "(network phase, eth0)",
         "missing plugin": "plugins[1].type: plugin 'portmap' is not an executable in "
                           "/opt/cni/bin",
     }[case]
