@@ -54,8 +54,12 @@ def _parser() -> argparse.ArgumentParser:
 
     def with_config(p: argparse.ArgumentParser) -> None:
         p.add_argument("--config", "-c", action="append", default=[], metavar="FILE",
-                       help="extra AgentConfig file, above the baked file and drop-ins "
-                            "(repeatable; later wins)")
+                       help="extra AgentConfig file, above the baked file, drop-ins, "
+                            "cloud-init and the kernel command line (repeatable; later "
+                            "wins)")
+        p.add_argument("--cloud-init-wait", default="5m", metavar="DURATION",
+                       help="how long to wait for cloud-init to finish its init stage "
+                            "when it runs on this boot (default: 5m)")
 
     def with_selection(p: argparse.ArgumentParser) -> None:
         p.add_argument("--only", action="append", default=[], choices=PHASES, metavar="PHASE",
@@ -131,7 +135,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     from agent.session import open_session
 
     session = open_session(host, [os.path.abspath(f) for f in args.config],
-                           wait_for_bootstrap=args.command == "run")
+                           wait_for_bootstrap=args.command == "run",
+                           cloud_init_wait=_duration(args.cloud_init_wait))
     if args.command == "plan":
         return _plan(session.orchestrator(host, reporting=False), args)
     result = session.orchestrator(host).run(args.only, args.skip)
@@ -146,12 +151,24 @@ def _host(root: str) -> Host:
     return Host(root, effects=EffectLog(crash_after=int(crash) if crash else None))
 
 
-def _load(host: Host, files: list[str]) -> LoadedConfig:
+def _duration(text: str) -> float:
+    from agent.config.fields import Duration
+    from agent.errors import ConfigError, FieldError
+
+    try:
+        return float(Duration.parse(text))
+    except ValueError as err:
+        raise ConfigError([FieldError("--cloud-init-wait", str(err),
+                                      origin="command line")]) from err
+
+
+def _load(host: Host, args: argparse.Namespace) -> LoadedConfig:
     """The configuration chain, with the Machine's ConfigMap when spec.management is set."""
     from agent.session import open_session
 
-    return open_session(host, [os.path.abspath(f) for f in files],
-                        wait_for_bootstrap=False).loaded
+    return open_session(host, [os.path.abspath(f) for f in args.config],
+                        wait_for_bootstrap=False,
+                        cloud_init_wait=_duration(args.cloud_init_wait)).loaded
 
 
 def _plan(orchestrator: object, args: argparse.Namespace) -> int:
@@ -229,7 +246,7 @@ def _config(host: Host, args: argparse.Namespace) -> int:
 
     from agent.config.fields import encode
 
-    loaded = _load(host, args.config)
+    loaded = _load(host, args)
     doc = encode(loaded.config)
     if not args.origin:
         print(yaml.safe_dump(doc, sort_keys=False), end="")

@@ -28,6 +28,7 @@ class Reason(enum.StrEnum):
     UpToDate = "UpToDate"
     # configuration and local state
     ConfigInvalid = "ConfigInvalid"
+    CloudInitNotFinished = "CloudInitNotFinished"
     StateUnwritable = "StateUnwritable"
     CommandFailed = "CommandFailed"
     CommandTimeout = "CommandTimeout"
@@ -89,6 +90,10 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.ConfigInvalid: ReasonInfo(
         "The AgentConfig has errors; each is listed with its path.",
         "Fix the named fields; check with `machine-agent config validate FILE`."),
+    Reason.CloudInitNotFinished: ReasonInfo(
+        "cloud-init runs on this boot but had not finished its init stage in time, so "
+        "its instance data (a configuration source) was not read.",
+        "Check `cloud-init status --long`; raise --cloud-init-wait if it is only slow."),
     Reason.StateUnwritable: ReasonInfo(
         "The state directory cannot be written (read-only or full).",
         "Free space or remount /var/lib/machine-agent read-write; the journal is intact."),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from agent.config import LoadedConfig, default_sources, load_config
 from agent.host import Host
 from agent.kube.client import Client
+from agent.kube.credentials import store_credentials
 from agent.kube.kubeconfig import load_credentials
 from agent.kube.machine import MachineReader, MachineView
 from agent.kube.reporter import MachineReporter
@@ -56,16 +57,17 @@ class Session:
 
 
 def open_session(host: Host, files: Iterable[str] = (), *,
-                 wait_for_bootstrap: bool = True) -> Session:
+                 wait_for_bootstrap: bool = True,
+                 cloud_init_wait: float | None = None) -> Session:
     """Load the configuration; with spec.management, read the Machine and add its
     configuration. `wait_for_bootstrap=False` (plan, config show) does not wait for the
-    bootstrap data to appear."""
-    sources = default_sources(files)
+    bootstrap data to appear; `cloud_init_wait` bounds the wait for cloud-init."""
+    sources = default_sources(files, cloud_init_wait=cloud_init_wait)
     local = load_config(host, sources)
     spec = local.config.spec
     if not spec.management.configured:
         return Session(local)
-    client = Client(load_credentials(spec.management, host),
+    client = Client(load_credentials(store_credentials(spec.management, host), host),
                     timeout=float(spec.management.request_timeout), sleep=host.clock.sleep)
     reader = MachineReader(client, host,
                            wait=float(spec.management.bootstrap_wait)

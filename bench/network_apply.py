@@ -2,8 +2,8 @@
 in a namespace, against `ip -batch` doing the same in another namespace in the same run,
 and the time of an unchanged re-run. Prints its figures. Needs root and iproute2.
 
-    python bench/network_apply.py           # 100 links x 10 addresses
-    python bench/network_apply.py --quick   # 10 links x 10 addresses
+    python -m bench.network_apply           # 100 links x 10 addresses
+    python -m bench.network_apply --quick   # 10 links x 10 addresses
 
 Both sides add IPv6 addresses without DAD and the agent sends no ARP probes
 (conflictDetection off), so the figures compare netlink work, not protocol waits.
@@ -14,13 +14,10 @@ from __future__ import annotations
 import argparse
 import logging
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.config import AgentConfig
 from agent.config.fields import Decoder
@@ -28,6 +25,7 @@ from agent.host import Host
 from agent.phases.base import PhaseContext
 from agent.phases.network import NetworkPhase
 from agent.state import Journal
+from bench.table import Row, sample
 
 
 def ip(*args: str, stdin: str | None = None) -> None:
@@ -84,11 +82,8 @@ def run_ip_batch(ns: str, links: int, per_link: int) -> float:
     return time.perf_counter() - start
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10 links instead of 100")
-    args = parser.parse_args()
-    links, per_link = (10, 10) if args.quick else (100, 10)
+def measure(quick: bool) -> list[Row]:
+    links, per_link = (10, 10) if quick else (100, 10)
     tag = uuid.uuid4().hex[:6]
     agent_ns, batch_ns = f"ma-bench-a-{tag}", f"ma-bench-b-{tag}"
     cfg = agent_config(links, per_link)
@@ -103,14 +98,18 @@ def main() -> int:
         for ns in (agent_ns, batch_ns):
             subprocess.run(["ip", "netns", "del", ns], check=False, timeout=60)
     total = links * per_link
-    print(f"{total} addresses over {links} veth links")
-    print(f"  agent (plan+apply+verify): {first:.3f}s, {changes} netlink changes")
-    print(f"  ip -batch:                 {batch:.3f}s")
-    print(f"  ratio agent / ip -batch:   {first / batch:.2f}x (goal <= 1.5x)")
-    print(f"  unchanged re-run:          {again:.3f}s, {unchanged} netlink changes "
-          "(goal: 0 changes, <= 0.1s)")
-    return 0
+    return [
+        Row(f"network: {total} addresses on {links} veth ({changes} netlink changes)",
+            sample([first], "s"), sample([batch], "s"), "ip -batch", "<= 1.5x",
+            max_ratio=1.5),
+        Row(f"network: unchanged re-run ({unchanged} changes)", sample([again], "s"),
+            goal="0 changes, <= 0.1 s", max_value=0.1 if unchanged == 0 else -1.0),
+    ]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bench.table import print_table
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10 links instead of 100")
+    print_table(measure(parser.parse_args().quick))

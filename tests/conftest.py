@@ -22,6 +22,15 @@ settings.register_profile(
 )
 settings.load_profile("machine-agent")
 
+
+@pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin has set up
+def pytest_configure(config: pytest.Config) -> None:
+    # Hypothesis keeps a cache directory; keep it in pytest's temporary tree, where the
+    # guard allows writes, not in the work tree.
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(str(config._tmp_path_factory.getbasetemp() / "hypothesis"))  # type: ignore[attr-defined]
+
 _WRITE_MODES = set("wax+")
 
 

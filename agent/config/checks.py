@@ -178,6 +178,28 @@ def one_of(choices: tuple[str, ...]) -> Callable[[str], str | None]:
     return check
 
 
+_BEARER_TOKEN = re.compile(r"^[\x21-\x7e]{1,8192}$")
+_PEM_CERTIFICATE = re.compile(
+    r"^\s*(-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+-----END CERTIFICATE-----"
+    r"\s*)+$")
+
+
+def bearer_token(value: str) -> str | None:
+    """A bearer token for an HTTP header: one word of visible ASCII. The message never
+    shows the value (it is a secret)."""
+    if _BEARER_TOKEN.fullmatch(value.strip()):
+        return None
+    return ("is not a bearer token (one word of visible ASCII characters, no spaces "
+            "or control characters; the value is not shown)")
+
+
+def pem_certificate(value: str) -> str | None:
+    """One or more PEM certificates, and nothing else."""
+    if _PEM_CERTIFICATE.fullmatch(value):
+        return None
+    return "is not PEM certificate text (-----BEGIN CERTIFICATE----- ... -----END ...)"
+
+
 _BOOTSTRAP_TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
 _K8S_VERSION = re.compile(r"^v?(\d+)\.(\d+)(\.\d+)?([-+][0-9A-Za-z.+-]+)?$")
 _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import functools
 import re
 import types
 import typing
@@ -167,7 +168,7 @@ class Decoder:
             self.fail(path, f"expected a mapping, got {_kind(value)}")
             return _MISSING
         fields = {key_of(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        hints = typing.get_type_hints(cls)
+        hints = _type_hints(typing.cast(type, cls))
         for key in value:
             if key not in fields:
                 close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
@@ -214,6 +215,12 @@ class Decoder:
                 self.fail(join_path(where, i) if isinstance(value, list) else where, problem)
                 bad = True
         return _MISSING if bad else value
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    # Resolving string annotations is the slowest step of decoding; models never change.
+    return typing.get_type_hints(cls)
 
 
 def encode(obj: Any, *, redact_secrets: bool = True) -> Any:

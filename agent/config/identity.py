@@ -25,6 +25,10 @@ class DiscoverySpec:
         "Label whose value is this host's DMI product UUID; used when no machine is named.",
         default="machine-agent.io/host-uuid", check=checks.label_key,
         key="hostUUIDLabel")
+    host_serial_label: str | None = setting(
+        "Label whose value is this host's DMI serial number; when set, the Machine must "
+        "carry it as well as the UUID label (for firmware whose UUIDs are not unique).",
+        default=None, check=checks.label_key)
     provider_id_pattern: str | None = setting(
         "Regular expression matched against Machine spec.providerID instead of the label; "
         "the text {uuid} in it stands for this host's DMI product UUID.",

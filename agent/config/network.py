@@ -3,6 +3,7 @@ proved (conflict detection, gateway and management endpoint)."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ class AddressSpec:
                 yield ("static", f"{iface.ip} is the network or broadcast address of {net}",
                        "use a host address inside the subnet")
 
-    @property
+    @functools.cached_property
     def interface(self) -> IPInterface | None:
         return ipaddress.ip_interface(self.static) if self.static else None
 
@@ -329,7 +330,8 @@ class NetworkSpec:
 
     def _addresses(self) -> Iterator[Problem]:
         seen_ip: dict[str, str] = {}
-        nets: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str, str]] = []
+        nets: list[tuple[int, int, int, ipaddress.IPv4Network | ipaddress.IPv6Network, str,
+                         str]] = []
         for i, iface in enumerate(self.interfaces):
             for j, spec in enumerate(iface.addresses):
                 addr = spec.interface
@@ -341,10 +343,15 @@ class NetworkSpec:
                     yield (path, f"{ip} is also {seen_ip[ip]}", "each address once")
                     continue
                 seen_ip[ip] = path
-                for net, other_iface, other_path in nets:
-                    if other_iface != iface.name and addr.network.overlaps(net):
-                        yield (path, f"{addr.network} overlaps {net} of {other_iface} "
+                # Integer bounds: comparing them is what `overlaps` does, without its
+                # per-call object work (this runs for every pair of addresses).
+                net = addr.network
+                lo, hi = int(net.network_address), int(net.broadcast_address)
+                for version, other_lo, other_hi, other, other_iface, other_path in nets:
+                    if (other_iface != iface.name and version == net.version
+                            and lo <= other_hi and other_lo <= hi):
+                        yield (path, f"{net} overlaps {other} of {other_iface} "
                                      f"({other_path})",
                                "one subnet per link; routing between them is ambiguous")
                         break
-                nets.append((addr.network, iface.name, path))
+                nets.append((net.version, lo, hi, net, iface.name, path))

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from agent import dmi
+from agent.config import checks
 from agent.config.identity import IdentitySpec
 from agent.config.sources import Fragment, parse_fragment
 from agent.errors import FieldError, PermanentError, Reason
@@ -40,7 +42,6 @@ VERSIONS = ("v1beta2", "v1beta1")
 """Preferred first: v1beta2 is the storage version; v1beta1 is deprecated."""
 CONFIG_ANNOTATION = "machine-agent.io/config"
 CONFIG_KEY = "config.yaml"
-PRODUCT_UUID = "/sys/class/dmi/id/product_uuid"
 LOCAL_ONLY = ("identity", "management")
 """Sections a management-cluster fragment may not set: they say how to reach it."""
 
@@ -135,7 +136,7 @@ class MachineReader:
                 GROUP, v, "machines", namespace=ref.namespace, name=ref.name)),
                 f"Machine {ref.namespace}/{ref.name}")
         discovery = identity.discovery
-        host_uuid = self._host_uuid()
+        host_uuid = dmi.product_uuid(self.host)
         if discovery.provider_id_pattern is not None:
             pattern = re.compile(discovery.provider_id_pattern.replace(
                 "{uuid}", re.escape(host_uuid)))
@@ -143,7 +144,9 @@ class MachineReader:
             wanted = f"spec.providerID matching {pattern.pattern!r}"
         else:
             selector = f"{discovery.host_uuid_label}={host_uuid}"
-            wanted = f"label {selector}"
+            if discovery.host_serial_label is not None:
+                selector += f",{discovery.host_serial_label}={self._host_serial()}"
+            wanted = f"label {selector}" if "," not in selector else f"labels {selector}"
         where = f"namespace {discovery.namespace}" if discovery.namespace else "any namespace"
         version, items = self._first_version(lambda v: self.client.list(
             resource_path(GROUP, v, "machines", namespace=discovery.namespace),
@@ -174,19 +177,16 @@ class MachineReader:
         raise PermanentError(f"{what} not found: {first.message}",
                              reason=Reason.MachineNotFound) from first
 
-    def _host_uuid(self) -> str:
-        try:
-            text = self.host.read_text(PRODUCT_UUID)
-        except OSError as err:
-            text, why = None, err.strerror
-        else:
-            why = "it does not exist"
-        if not text or not text.strip():
+    def _host_serial(self) -> str:
+        """The DMI serial, which must be usable as a label value."""
+        serial = dmi.product_serial(self.host)
+        problem = checks.label_value(serial)
+        if problem:
             raise PermanentError(
-                f"cannot discover the Machine: {PRODUCT_UUID} is unreadable ({why})",
-                reason=Reason.MachineNotFound,
-                hint="name the Machine in spec.identity.machine")
-        return text.strip().lower()
+                f"DMI: {dmi.PRODUCT_SERIAL}: {problem}", reason=Reason.MachineNotFound,
+                hint="unset spec.identity.discovery.hostSerialLabel, or name the Machine "
+                     "in spec.identity.machine")
+        return serial
 
     # -- what the Machine points at ----------------------------------------------------
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from agent.config import checks
+from agent.templates import render
 
 TEMPLATE = "rbac/node-rbac.yaml"
 
@@ -30,7 +31,6 @@ class NodeIdentity:
 
 def render_node_rbac(identity: NodeIdentity) -> str:
     """The Role and RoleBinding as YAML. Names are checked, since they reach a manifest."""
-    import jinja2
 
     values = asdict(identity)
     values["subject_namespace"] = identity.subject_namespace or identity.namespace
@@ -40,7 +40,4 @@ def render_node_rbac(identity: NodeIdentity) -> str:
             raise ValueError(f"{key}: {problem}")
     if any(c in identity.subject_name for c in "\n\"'{}[]#"):
         raise ValueError(f"subject_name: {identity.subject_name!r} is not a plain name")
-    env = jinja2.Environment(loader=jinja2.PackageLoader("agent", "templates"),
-                             undefined=jinja2.StrictUndefined, autoescape=False,
-                             keep_trailing_newline=True)
-    return env.get_template(TEMPLATE).render(**values)
+    return render(TEMPLATE, **values)

@@ -12,7 +12,8 @@ management cluster is unreachable or across an agent restart; then it delivers:
 Delivery during the run is rate-limited (one write per `interval`, a timer sends what is
 left) and never holds the bootstrap up; after a failure it waits a jittered backoff
 before trying again. The final publish retries until delivered or `final_attempts` run
-out; what is left stays in the journal for the next run.
+out; what is left stays in the journal for the next run. After a 401 (the credentials
+expired or were revoked) nothing more is sent by this run: each try would be refused too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Protocol
 from agent.errors import AgentError
 from agent.host import Clock
 from agent.kube.client import Client
-from agent.kube.errors import AlreadyExists
+from agent.kube.errors import AlreadyExists, Unauthorized
 from agent.kube.events import clip, events_path, transition_event
 from agent.kube.machine import GROUP, MachineView
 from agent.retry import Backoff
@@ -73,6 +74,8 @@ class MachineReporter:
         self._last_send = float("-inf")
         self._not_before = float("-inf")
         self._failures = 0
+        self._unauthorized = False
+        """Set by a 401: this process's credentials will not be accepted again."""
         key = f"{machine.facts.namespace}/{machine.facts.name}"
         state = journal.extra.get(JOURNAL_KEY)
         if not isinstance(state, dict) or state.get("machine") != key:
@@ -125,6 +128,8 @@ class MachineReporter:
     # -- delivery ---------------------------------------------------------------------
 
     def _deliver_soon(self) -> None:
+        if self._unauthorized:
+            return
         now = self.clock.monotonic()
         due = max(self._last_send + self.interval, self._not_before)
         if now >= due:
@@ -146,6 +151,8 @@ class MachineReporter:
             self._timer = None
 
     def _deliver_final(self) -> None:
+        if self._unauthorized:
+            return
         for attempt in range(self.final_attempts):
             if not self.pending or self._try_deliver(permanent_stops=True):
                 return
@@ -178,7 +185,10 @@ class MachineReporter:
                             "journal, next try in %.1fs", err, pause)
             else:
                 self._failures = 0
-                log.error("the management cluster refused the report: %s", err)
+                self._unauthorized = isinstance(err, Unauthorized)
+                log.error("the management cluster refused the report: %s%s", err,
+                          "; no more reports are sent by this run, they are kept in the "
+                          "journal for the next" if self._unauthorized else "")
             return False
         self._failures = 0
         self._not_before = float("-inf")

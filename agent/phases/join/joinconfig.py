@@ -7,7 +7,6 @@ there: cmd/kubeadm/app/util/config/common.go, validateSupportedVersion).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,6 +15,7 @@ from agent.config import checks
 from agent.config.join import DEFAULT_CRI_SOCKET, ControlPlaneJoin, JoinSpec, Taint
 from agent.errors import PermanentError, Reason
 from agent.logs import REDACTED
+from agent.templates import render
 
 V1BETA3 = "kubeadm.k8s.io/v1beta3"
 V1BETA4 = "kubeadm.k8s.io/v1beta4"
@@ -111,16 +111,8 @@ class JoinParams:
 
 def render_join_configuration(params: JoinParams, version: Version) -> str:
     """The JoinConfiguration YAML for `version` (pure)."""
-    from importlib import resources
-
-    import jinja2
-
     api = api_version_for(version)
-    name = f"joinconfiguration-{api.rsplit('/', 1)[1]}.yaml.j2"
-    source = resources.files("agent").joinpath("templates", "join", name).read_text()
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
-    env.filters["q"] = json.dumps
-    return env.from_string(source).render(p=params) + "\n"
+    return render(f"join/joinconfiguration-{api.rsplit('/', 1)[1]}.yaml.j2", p=params)
 
 
 @dataclass(frozen=True)

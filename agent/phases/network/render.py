@@ -4,13 +4,13 @@ drop-in. Each returns {system path: content}; values were validated by the confi
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from agent.phases.network.model import NetworkPlan
+from agent.templates import render
 
 if TYPE_CHECKING:
-    import jinja2
+    pass
 
 NETWORKD_DIR = "/etc/systemd/network"
 NETWORKD_PREFIX = "10-machine-agent-"
@@ -24,20 +24,8 @@ NETPLAN_SECTIONS = (("ethernets", "ethernet"), ("bonds", "bond"), ("bridges", "b
                     ("vlans", "vlan"))
 
 
-def _env() -> jinja2.Environment:
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("agent", "templates/network"),
-        undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
-        trim_blocks=True, lstrip_blocks=True)
-    # A JSON string is a YAML double-quoted scalar: names such as `0123` or `on` stay strings.
-    env.filters["q"] = json.dumps
-    return env
-
-
 def _render(name: str, **values: Any) -> str:
-    return _env().get_template(name).render(**values)
+    return render(f"network/{name}", **values)
 
 
 def render_networkd(plan: NetworkPlan) -> dict[str, str]:

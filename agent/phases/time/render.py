@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent import templates
 from agent.config.timesync import MakeStep, NTPSource, TimeSpec
 
 
@@ -61,10 +62,4 @@ def render_timesyncd(spec: TimeSpec) -> str:
 
 
 def _template(name: str, **values: Any) -> str:
-    import jinja2  # lazily: start-up time is measured
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("agent", "templates/time"),
-        undefined=jinja2.StrictUndefined, autoescape=False,
-        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    return env.get_template(name).render(**values)
+    return templates.render(f"time/{name}", **values)

@@ -103,12 +103,13 @@ def reader(tmp_path: Path, *answers: Any) -> MachineReader:
 
 def test_two_machines_with_this_uuid_are_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "sys/class/dmi/id").mkdir(parents=True)
-    (tmp_path / "sys/class/dmi/id/product_uuid").write_text("ABC-1\n")
+    uuid = "4c4c4544-0042-3510-8051-b7c04f565a31"
+    (tmp_path / "sys/class/dmi/id/product_uuid").write_text(uuid.upper() + "\n")
     r = reader(tmp_path, response(200, {"items": [machine("a"), machine("b")]}))
     with pytest.raises(PermanentError) as err:
         r.read(IdentitySpec(discovery=DiscoverySpec(namespace="default")))
     assert err.value.reason == Reason.MachineNotFound
-    assert "label machine-agent.io/host-uuid=abc-1" in str(err.value)
+    assert f"label machine-agent.io/host-uuid={uuid}" in str(err.value)
     assert "2 match (default/a, default/b)" in str(err.value)
 
 
