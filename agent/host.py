@@ -201,6 +201,56 @@ class Host:
         self.effects.record(f"remove {system_path}")
         return True
 
+    def is_executable(self, system_path: str) -> bool:
+        """A regular file the agent may execute (what a runtime needs of a CNI plugin)."""
+        target = self.path(system_path)
+        return target.is_file() and os.access(target, os.X_OK)
+
+    def make_temp_dir(self, parent: str, prefix: str) -> str:
+        """A new private directory under `parent` (a system path), for staging a tree
+        on the same file system as its destination so it can be renamed into place."""
+        self._check_writable(f"mkdtemp {parent}/{prefix}*")
+        base = self.path(parent)
+        self._make_dirs(base, 0o755)
+        made = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+        self.effects.record(f"mkdtemp {parent}/{made.name}")
+        return str(PurePosixPath(parent) / made.name)
+
+    def rename(self, source: str, target: str) -> None:
+        """Atomically move `source` over `target` (same file system), then fsync the
+        target's directory so the rename survives a crash."""
+        self._check_writable(f"rename {source} {target}")
+        dst = self.path(target)
+        self._make_dirs(dst.parent, 0o755)
+        try:
+            os.replace(self.path(source), dst)
+        except OSError as err:
+            raise StateError(f"cannot move {source} to {target}: {err.strerror}") from err
+        self._fsync_dir(dst.parent)
+        self.effects.record(f"rename {source} {target}")
+
+    def remove_tree(self, system_path: str) -> bool:
+        """Remove a directory and everything in it (never following links); False when
+        there was none."""
+        self._check_writable(f"remove tree {system_path}")
+        target = self.path(system_path)
+        if not target.exists():
+            return False
+        # By absolute path, bottom up (not shutil.rmtree's dir_fd calls): every removal
+        # stays visible to the test suite's side-effect guard.
+        for here, dirs, files in os.walk(target, topdown=False):
+            for name in files:
+                os.unlink(os.path.join(here, name))
+            for name in dirs:
+                sub = os.path.join(here, name)
+                if os.path.islink(sub):
+                    os.unlink(sub)
+                else:
+                    os.rmdir(sub)
+        os.rmdir(target)
+        self.effects.record(f"remove tree {system_path}")
+        return True
+
     def _make_dirs(self, directory: Path, mode: int) -> None:
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=mode)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable
 from typing import Any
 
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.I)
@@ -143,6 +144,38 @@ def safe_text(value: str) -> str | None:
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         return f"{_shown(value)} contains a newline or control character"
     return None
+
+
+# The CNI network name rule, as libcni enforces it (containernetworking/cni
+# pkg/utils/utils.go, cniValidNameChars).
+_CNI_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}$")
+
+
+def cni_network_name(value: str) -> str | None:
+    if _CNI_NAME.match(value) and len(value) <= 200:
+        return None
+    return f"{_shown(value)} is not a CNI network name (letters, digits, '_', '.', '-')"
+
+
+def plugin_type(value: str) -> str | None:
+    """A CNI plugin `type`: it names a file in binDir, so a plain file name only."""
+    if _FILE_NAME.match(value):
+        return None
+    return f"{_shown(value)} is not a plugin name (a file name in binDir: no '/')"
+
+
+def conflist_name(value: str) -> str | None:
+    if _FILE_NAME.match(value) and value.endswith(".conflist"):
+        return None
+    return f"{_shown(value)} is not a file name ending in .conflist"
+
+
+def one_of(choices: tuple[str, ...]) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        return None if value in choices else f"{_shown(value)} is not one of: " + ", ".join(
+            choices)
+    return check
 
 
 _BEARER_TOKEN = re.compile(r"^[\x21-\x7e]{1,8192}$")

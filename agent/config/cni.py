@@ -1,11 +1,144 @@
-"""`spec.cni`: the container network plugins and their configuration."""
+"""`spec.cni`: the container network plugins, their configuration list and the manifest."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from agent.config import checks
-from agent.config.fields import setting
+from agent.config.fields import Duration, setting
+
+Problem = tuple[str, str, str | None]
+
+CNI_VERSIONS = ("0.3.0", "0.3.1", "0.4.0", "1.0.0")
+"""Spec versions the agent writes and checks (Debian's plugins 1.1.1 speak all of them)."""
+
+
+def conflist_shape(doc: dict[str, Any]) -> Iterator[Problem]:
+    """Structural problems of a conflist: cniVersion, name, and plugins with a `type`.
+
+    What needs the node (binaries present, ranges against its networks) is checked by
+    the phase; this is what can be known from the document alone.
+    """
+    version = doc.get("cniVersion")
+    if version not in CNI_VERSIONS:
+        yield ("cniVersion", f"{version!r} is not a supported CNI version",
+               f"use one of {', '.join(CNI_VERSIONS)}")
+    name = doc.get("name")
+    problem = checks.cni_network_name(name) if isinstance(name, str) else "is required"
+    if problem:
+        yield ("name", problem, None)
+    plugins = doc.get("plugins")
+    if not isinstance(plugins, list) or not plugins:
+        yield ("plugins", "must be a non-empty list of plugin configurations", None)
+        return
+    for i, plugin in enumerate(plugins):
+        kind = plugin.get("type") if isinstance(plugin, dict) else None
+        problem = checks.plugin_type(kind) if isinstance(kind, str) else "is required"
+        if problem:
+            yield (f"plugins[{i}].type", problem, None)
+
+
+@dataclass(frozen=True)
+class PluginSource:
+    source: Literal["image", "bundle", "url"] = setting(
+        "Where the plugin binaries come from: already in the image (binDir), a local "
+        "tar.gz bundle on the node, or a tar.gz downloaded over https.", default="image")
+    path: str | None = setting("The bundle's path on the node (source: bundle).",
+                               default=None, check=checks.absolute_path)
+    url: str | None = setting("The bundle's https URL (source: url).", default=None,
+                              check=checks.https_url)
+    sha256: str | None = setting("sha256 of the tar.gz; mandatory for bundle and url, "
+                                 "checked before anything is written.", default=None,
+                                 check=checks.sha256)
+
+    def validate(self) -> Iterator[Problem]:
+        needs = {"image": (), "bundle": ("path", "sha256"), "url": ("url", "sha256")}
+        for name in needs[self.source]:
+            if getattr(self, name) is None:
+                yield (name, f"is required with source: {self.source}", None)
+        for name in ("path", "url", "sha256"):
+            if name not in needs[self.source] and getattr(self, name) is not None:
+                yield (name, f"is not used with source: {self.source}", "remove it")
+
+
+@dataclass(frozen=True)
+class TemplateValues:
+    name: str = setting("The network's name.", default="machine-agent",
+                        check=checks.cni_network_name)
+    cni_version: str = setting("CNI spec version of the list.", default="1.0.0",
+                               check=checks.one_of(CNI_VERSIONS))
+    bridge: str = setting("Bridge device on the node (template: bridge).", default="cni0",
+                          check=checks.interface_name)
+    subnet: str | None = setting("Pod subnet of this node, e.g. 198.51.100.0/24 "
+                                 "(template: bridge).", default=None, check=checks.ip_network)
+    gateway: str | None = setting("Gateway inside the subnet; default: its first address.",
+                                  default=None, check=checks.ip_address)
+    mtu: int | None = setting("MTU of the bridge and pod interfaces.", default=None,
+                              check=checks.mtu)
+    ip_masq: bool = setting("Masquerade traffic leaving the pod subnet.", default=True)
+    hairpin_mode: bool = setting("Let a pod reach itself through a Service.", default=True)
+    is_default_gateway: bool = setting("Route pods' default traffic through the bridge.",
+                                       default=True)
+
+
+@dataclass(frozen=True)
+class ConflistSpec:
+    inline: dict[str, Any] | None = setting(
+        "The network configuration list itself (cniVersion, name, plugins).", default=None)
+    template: Literal["bridge", "flannel"] | None = setting(
+        "Render a built-in list: `bridge` (bridge + host-local + portmap + loopback) or "
+        "`flannel` (delegating to flannel + portmap).", default=None)
+    values: TemplateValues = setting("Values for the template.", factory=TemplateValues)
+    file_name: str = setting("File name in confDir; lowest name wins with runtimes.",
+                             default="10-machine-agent.conflist", check=checks.conflist_name)
+
+    def validate(self) -> Iterator[Problem]:
+        if (self.inline is None) == (self.template is None):
+            yield ("", "give exactly one of inline or template", None)
+        if self.template == "bridge" and self.values.subnet is None:
+            yield ("values.subnet", "is required with template: bridge",
+                   "give the node's pod subnet, e.g. 198.51.100.0/24")
+        if self.inline is not None:
+            yield from (("inline." + sub if sub else "inline", msg, hint)
+                        for sub, msg, hint in conflist_shape(self.inline))
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    enabled: bool = setting("Prove the list with ADD/CHECK/DEL against a throwaway network "
+                            "namespace. Turn off for delegating plugins whose daemon is not "
+                            "running yet (flannel before its DaemonSet).", default=True)
+    data_dir: str = setting("host-local's data directory during the check, so the check "
+                            "never takes an address from the real pool.",
+                            default="/var/lib/machine-agent/cni-check",
+                            check=checks.absolute_path)
+    timeout: Duration = setting("Time-out of one plugin call.", default=Duration(30),
+                                check=checks.positive)
+
+
+@dataclass(frozen=True)
+class ManifestSpec:
+    file: str | None = setting("Multi-document YAML manifest on the node.", default=None,
+                               check=checks.absolute_path)
+    url: str | None = setting("Manifest's https URL (with sha256).", default=None,
+                              check=checks.https_url)
+    sha256: str | None = setting("sha256 of the manifest; mandatory with url.", default=None,
+                                 check=checks.sha256)
+    kubeconfig: str = setting("Admin kubeconfig of the workload cluster.",
+                              default="/etc/kubernetes/admin.conf", check=checks.absolute_path)
+    node_name: str | None = setting("Node to wait for; default: the join result's node "
+                                    "name, else /etc/hostname.", default=None,
+                                    check=checks.k8s_name)
+    ready_timeout: Duration = setting("How long to wait for the Node to be Ready.",
+                                      default=Duration(600), check=checks.positive)
+
+    def validate(self) -> Iterator[Problem]:
+        if (self.file is None) == (self.url is None):
+            yield ("", "give exactly one of file or url", None)
+        if self.url is not None and self.sha256 is None:
+            yield ("sha256", "is required with url", "give the manifest's sha256")
 
 
 @dataclass(frozen=True)
@@ -14,3 +147,12 @@ class CNISpec:
                            check=checks.absolute_path)
     conf_dir: str = setting("Directory of the network configuration lists.",
                             default="/etc/cni/net.d", check=checks.absolute_path)
+    plugins: PluginSource = setting("Where the plugin binaries come from.",
+                                    factory=PluginSource)
+    conflist: ConflistSpec | None = setting(
+        "The network configuration list to write; none: a manifest's DaemonSet writes it.",
+        default=None)
+    check: CheckSpec = setting("The throwaway ADD/CHECK/DEL proof.", factory=CheckSpec)
+    manifest: ManifestSpec | None = setting(
+        "CNI manifest applied to the workload cluster by this node (set it on the first "
+        "control-plane node); server-side apply is safe to repeat.", default=None)

@@ -1,0 +1,168 @@
+"""Proving a conflist with the real plugins, as a container runtime would.
+
+A throwaway network namespace stands for a pod. Each plugin of the list is executed with
+the CNI environment (CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, CNI_PATH) and
+its network configuration on stdin, as libcni does (containernetworking/cni
+libcni/api.go: buildOneConfig injects `name`, `cniVersion` and `prevResult`; ADD chains
+each plugin's result into the next; CHECK and DEL get the list's ADD result; DEL runs the
+plugins in reverse; CHECK needs cniVersion 0.4.0 or later). host-local's dataDir is
+pointed at a private directory, so the check never takes an address from the real pool.
+
+The plugins run in the node's namespace (`Host.netns`, through `ip netns exec`, or the
+agent's own): that is where the bridge plugin creates its bridge, as with a runtime.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import json
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from agent.config.cni import CheckSpec
+from agent.errors import PermanentError, Reason
+from agent.host import Host
+from agent.phases.cni.conflist import IPRange
+
+IFNAME = "eth0"
+
+
+class CNIBrokenError(PermanentError):
+    """A plugin failed the check; the message carries its own error JSON."""
+
+    reason = Reason.CNIBroken
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """The throwaway pod: its namespace, container id and host-local data directory."""
+
+    netns: str
+    container_id: str
+    data_dir: str
+    """System path (under the Host's root)."""
+
+
+def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
+          ranges: list[IPRange]) -> dict[str, Any]:
+    """Run ADD, CHECK and DEL of the list against a throwaway namespace; the pod's address
+    must come from one of `ranges` (when the list has host-local ranges)."""
+    token = secrets.token_hex(4)
+    box = Sandbox(f"ma-cni-check-{token}", f"machine-agent-check-{token}",
+                  f"{spec.data_dir}/{token}")
+    conf = _with_data_dir(doc, str(host.path(box.data_dir)))
+    host.run(["ip", "netns", "add", box.netns])
+    commands: list[str] = []
+    added: dict[str, Any] | None = None
+    cached = _version(conf) >= (0, 4, 0)
+    try:
+        try:
+            added = _add(host, conf, bin_dir, box, spec)
+            commands.append("ADD")
+            address = _pod_address(host, box, added, ranges)
+            if cached:
+                for plugin in conf["plugins"]:
+                    _call(host, "CHECK", _one(conf, plugin, added), bin_dir, box, spec)
+                commands.append("CHECK")
+        except Exception:
+            # Clean up as a runtime would after a failed ADD; the first error is the story.
+            _delete(host, conf, added if cached else None, bin_dir, box, spec, strict=False)
+            raise
+        _delete(host, conf, added if cached else None, bin_dir, box, spec, strict=True)
+        commands.append("DEL")
+    finally:
+        host.run(["ip", "netns", "delete", box.netns], check=False)
+        host.remove_tree(box.data_dir)
+    return {"commands": commands, "address": address, "namespace": box.netns}
+
+
+def _delete(host: Host, conf: dict[str, Any], prev: dict[str, Any] | None, bin_dir: str,
+            box: Sandbox, spec: CheckSpec, *, strict: bool) -> None:
+    for plugin in reversed(conf["plugins"]):
+        try:
+            _call(host, "DEL", _one(conf, plugin, prev), bin_dir, box, spec)
+        except CNIBrokenError:
+            if strict:
+                raise
+
+
+def _with_data_dir(doc: dict[str, Any], data_dir: str) -> dict[str, Any]:
+    conf = copy.deepcopy(doc)
+    for plugin in conf.get("plugins") or []:
+        ipam = plugin.get("ipam")
+        if isinstance(ipam, dict) and ipam.get("type") == "host-local":
+            ipam["dataDir"] = data_dir
+    return conf
+
+
+def _version(doc: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(int(p) for p in str(doc.get("cniVersion", "0.0.0")).split("."))
+
+
+def _one(conf: dict[str, Any], plugin: dict[str, Any],
+         prev: dict[str, Any] | None) -> dict[str, Any]:
+    one = {**plugin, "name": conf["name"], "cniVersion": conf["cniVersion"]}
+    if prev is not None:
+        one["prevResult"] = prev
+    return one
+
+
+def _add(host: Host, conf: dict[str, Any], bin_dir: str, box: Sandbox,
+         spec: CheckSpec) -> dict[str, Any]:
+    prev: dict[str, Any] | None = None
+    for plugin in conf["plugins"]:
+        prev = _call(host, "ADD", _one(conf, plugin, prev), bin_dir, box, spec)
+    assert prev is not None  # a list has at least one plugin (validated)
+    return prev
+
+
+def _call(host: Host, command: str, net: dict[str, Any], bin_dir: str, box: Sandbox,
+          spec: CheckSpec) -> dict[str, Any]:
+    plugin = str(host.path(f"{bin_dir}/{net['type']}"))
+    argv = [plugin] if host.netns is None else ["ip", "netns", "exec", host.netns, plugin]
+    env = {"CNI_COMMAND": command, "CNI_CONTAINERID": box.container_id,
+           "CNI_NETNS": f"/var/run/netns/{box.netns}", "CNI_IFNAME": IFNAME,
+           "CNI_PATH": str(host.path(bin_dir))}
+    result = host.run(argv, input=json.dumps(net), env=env, timeout=float(spec.timeout),
+                      check=False)
+    if not result.ok:
+        error = result.stdout.strip() or result.stderr.strip()
+        try:  # the plugin's error JSON (code, msg, details), on one line
+            error = json.dumps(json.loads(error))
+        except ValueError:
+            error = error[-1000:]
+        raise CNIBrokenError(
+            f"CNI {command} failed in plugin {net['type']!r} (exit {result.returncode}): "
+            f"{error}", hint="the plugin's own error is quoted; fix the conflist or plugin")
+    if command != "ADD":
+        return {}
+    try:
+        out: dict[str, Any] = json.loads(result.stdout)
+    except ValueError as err:
+        raise CNIBrokenError(f"CNI ADD of plugin {net['type']!r} printed no JSON result: "
+                             f"{result.stdout[:300]!r}") from err
+    return out
+
+
+def _pod_address(host: Host, box: Sandbox, added: dict[str, Any],
+                 ranges: list[IPRange]) -> str:
+    """The address ADD reported, checked to be on the pod's interface and in a range."""
+    claimed = [ipaddress.ip_interface(ip["address"]) for ip in added.get("ips") or []
+               if isinstance(ip, dict) and "address" in ip]
+    if not claimed:
+        raise CNIBrokenError(f"CNI ADD returned no address: {json.dumps(added)[:500]}")
+    shown = host.run(["ip", "-n", box.netns, "-j", "address", "show", "dev", IFNAME],
+                     mutates=False, check=False)
+    present = {ipaddress.ip_interface(f"{a['local']}/{a['prefixlen']}")
+               for link in (json.loads(shown.stdout) if shown.ok and shown.stdout else [])
+               for a in link.get("addr_info", [])}
+    for addr in claimed:
+        if addr not in present:
+            raise CNIBrokenError(f"CNI ADD reported {addr} but the pod's {IFNAME} does not "
+                                 f"have it (has: {', '.join(map(str, present)) or 'none'})")
+        if ranges and not any(r.contains(addr.ip) for r in ranges):
+            raise CNIBrokenError(f"the pod got {addr}, outside the configured ranges "
+                                 f"{', '.join(str(r.subnet) for r in ranges)}")
+    return str(claimed[0])

@@ -1,0 +1,151 @@
+"""A minimal workload-cluster client on a kubeconfig: server-side apply and Node readiness.
+
+Only what the CNI manifest needs. Resource paths come from API discovery (the manifest's
+kinds include DaemonSets, ClusterRoles, ConfigMaps and CRDs alike). Credentials embedded
+in the kubeconfig (kubeadm's admin.conf embeds them) are written once, private, under
+/run/machine-agent, because requests takes certificates only as files.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING, Any
+
+from agent.errors import PermanentError, Reason, TemporaryError
+from agent.host import Host
+from agent.phases.cni.manifest import NodeReadiness
+
+if TYPE_CHECKING:
+    import requests
+
+FIELD_MANAGER = "machine-agent"
+CREDENTIALS_DIR = "/run/machine-agent/workload"
+TIMEOUT = 30.0
+
+
+class WorkloadAPIError(PermanentError):
+    reason = Reason.CNIBroken
+
+
+class KubeconfigCluster:
+    """The workload cluster named by the kubeconfig's current context."""
+
+    def __init__(self, host: Host, kubeconfig: str) -> None:
+        import requests
+        import yaml
+
+        text = host.read_text(kubeconfig)
+        if text is None:
+            raise WorkloadAPIError(f"the kubeconfig {kubeconfig} does not exist",
+                                   hint="the manifest is applied after kubeadm wrote it; "
+                                        "fix spec.cni.manifest.kubeconfig")
+        try:
+            doc = yaml.safe_load(text)
+            current = doc["current-context"]
+            context = _named(doc["contexts"], current)["context"]
+            cluster = _named(doc["clusters"], context["cluster"])["cluster"]
+            user = _named(doc["users"], context["user"])["user"] or {}
+            self.server = str(cluster["server"]).rstrip("/")
+        except (yaml.YAMLError, KeyError, TypeError) as err:
+            raise WorkloadAPIError(f"the kubeconfig {kubeconfig} is unusable ({err!r})") from err
+        self.session = requests.Session()
+        # Passed with every request: REQUESTS_CA_BUNDLE would silently override a
+        # Session.verify (requests merges the environment over session settings).
+        self.verify: str | bool = self._file(host, cluster, "certificate-authority",
+                                             "ca.crt") or True
+        cert = self._file(host, user, "client-certificate", "client.crt")
+        key = self._file(host, user, "client-key", "client.key")
+        if cert and key:
+            self.session.cert = (cert, key)
+        if user.get("token"):
+            self.session.headers["Authorization"] = f"Bearer {user['token']}"
+        self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    @staticmethod
+    def _file(host: Host, section: dict[str, Any], key: str, name: str) -> str | None:
+        """A real path for `key` or `key-data` of a kubeconfig section."""
+        if section.get(key):
+            return str(host.path(section[key]))
+        data = section.get(f"{key}-data")
+        if not data:
+            return None
+        path = f"{CREDENTIALS_DIR}/{name}"
+        content = base64.b64decode(data)
+        if host.exists(path) and host.read_bytes(path) == content:
+            return str(host.path(path))
+        host.write_file(path, content, mode=0o600, dir_mode=0o700)
+        return str(host.path(path))
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        import json
+
+        url = self._object_url(obj)
+        resp = self._request("PATCH", url, params={"fieldManager": FIELD_MANAGER},
+                             data=json.dumps(obj),
+                             headers={"Content-Type": "application/apply-patch+yaml"})
+        if resp.status_code not in (200, 201):
+            raise self._error(resp, f"server-side apply of {obj['kind']} "
+                                    f"{obj['metadata']['name']}")
+
+    def node_readiness(self, name: str) -> NodeReadiness:
+        resp = self._request("GET", f"{self.server}/api/v1/nodes/{name}")
+        if resp.status_code == 404:
+            return NodeReadiness(False, "the Node is not registered yet")
+        if resp.status_code != 200:
+            raise self._error(resp, f"reading Node {name}")
+        for cond in resp.json().get("status", {}).get("conditions") or []:
+            if cond.get("type") == "Ready":
+                detail = f"Ready={cond.get('status')} {cond.get('reason', '')}: " \
+                         f"{cond.get('message', '')}".strip()
+                return NodeReadiness(cond.get("status") == "True", detail)
+        return NodeReadiness(False, "the Node has no Ready condition yet")
+
+    def _object_url(self, obj: dict[str, Any]) -> str:
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        base = f"{self.server}/api/v1" if api_version == "v1" else \
+            f"{self.server}/apis/{api_version}"
+        if api_version not in self._resources:
+            resp = self._request("GET", base)
+            if resp.status_code != 200:
+                raise self._error(resp, f"discovering {api_version}")
+            self._resources[api_version] = {
+                r["kind"]: (r["name"], bool(r.get("namespaced")))
+                for r in resp.json().get("resources", []) if "/" not in r["name"]}
+        found = self._resources[api_version].get(kind)
+        if found is None:
+            raise WorkloadAPIError(f"the workload cluster does not serve {kind} in "
+                                   f"{api_version}", hint="apply its CRD first in the manifest")
+        resource, namespaced = found
+        name = obj["metadata"]["name"]
+        if namespaced:
+            namespace = obj["metadata"].get("namespace") or "default"
+            return f"{base}/namespaces/{namespace}/{resource}/{name}"
+        return f"{base}/{resource}/{name}"
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        import requests
+
+        try:
+            return self.session.request(method, url, timeout=TIMEOUT, verify=self.verify,
+                                        **kwargs)
+        except requests.RequestException as err:
+            raise TemporaryError(f"the workload API server {self.server} did not answer: "
+                                 f"{err}", reason=Reason.APIServerUnreachable) from err
+
+    @staticmethod
+    def _error(resp: requests.Response, what: str) -> Exception:
+        try:
+            message = resp.json().get("message", resp.text[:300])
+        except ValueError:
+            message = resp.text[:300]
+        text = f"{what} failed: HTTP {resp.status_code}: {message}"
+        if resp.status_code == 429 or resp.status_code >= 500:
+            return TemporaryError(text, reason=Reason.APIServerUnreachable)
+        return WorkloadAPIError(text, hint="check the manifest and the kubeconfig's rights")
+
+
+def _named(items: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    for item in items:
+        if item.get("name") == name:
+            return item
+    raise KeyError(name)

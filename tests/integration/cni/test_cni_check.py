@@ -1,0 +1,92 @@
+"""The throwaway ADD/CHECK/DEL proof with the real Debian plugins, run in a test "node"
+namespace through Host.netns: the bridge lives there, never in the machine's own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.config.cni import CheckSpec, ConflistSpec, TemplateValues
+from agent.host import Host
+from agent.phases.cni.check import CNIBrokenError, prove
+from agent.phases.cni.conflist import examine, render
+from tests.cni_fixtures import (
+    check_namespaces,
+    host_links,
+    install_image_plugins,
+    ip,
+    netns_names,
+    node_namespace,
+    unique,
+)
+
+BIN = "/opt/cni/bin"
+
+
+def bridge_list(bridge: str, subnet: str = "203.0.113.0/24", version: str = "1.0.0",
+                **values: Any) -> dict[str, Any]:
+    return render(ConflistSpec(template="bridge", values=TemplateValues(
+        name="checknet", bridge=bridge, subnet=subnet, cni_version=version, **values)))
+
+
+def check(host: Host, doc: dict[str, Any]) -> dict[str, Any]:
+    found = examine(doc, BIN, {"bridge", "host-local", "portmap", "loopback"}, [])
+    assert not found.problems
+    return prove(host, doc, BIN, CheckSpec(), found.ranges)
+
+
+@pytest.mark.allow_processes
+@pytest.mark.parametrize("version", ["1.0.0", "0.4.0", "0.3.1"])
+def test_add_check_del_give_the_pod_an_address_from_the_range(tmp_path: Path,
+                                                              version: str) -> None:
+    install_image_plugins(tmp_path)
+    bridge = unique("mabr")
+    namespaces = check_namespaces()
+    with node_namespace() as node:
+        host = Host(tmp_path, netns=node)
+        result = check(host, bridge_list(bridge, version=version,
+                                         subnet="2001:db8:42::/64" if version == "0.4.0"
+                                         else "203.0.113.0/24"))
+        # CHECK exists from CNI 0.4.0 on; a runtime skips it for older lists, so do we
+        expected = ["ADD", "CHECK", "DEL"] if version != "0.3.1" else ["ADD", "DEL"]
+        assert result["commands"] == expected
+        prefix = "2001:db8:42::" if version == "0.4.0" else "203.0.113."
+        assert result["address"].startswith(prefix)
+        assert bridge in ip("-n", node, "-o", "link", "show").stdout
+        # DEL released the address: only the bridge is left in the node namespace
+        node_links = ip("-n", node, "-o", "link", "show").stdout
+        assert "veth" not in node_links
+    assert result["namespace"] not in netns_names()  # the pod namespace is gone
+    assert check_namespaces() == namespaces
+    assert bridge not in host_links()  # never in the machine's own namespace
+    assert not any((tmp_path / "var/lib/machine-agent/cni-check").iterdir())
+
+
+@pytest.mark.allow_processes
+def test_a_failing_plugin_is_reported_with_its_own_error_json(tmp_path: Path) -> None:
+    install_image_plugins(tmp_path)
+    doc = bridge_list(unique("mabr"))
+    doc["plugins"][0]["vlan"] = 5000  # the bridge plugin refuses VLAN ids above 4094
+    namespaces = check_namespaces()
+    with node_namespace() as node, pytest.raises(CNIBrokenError) as info:
+        check(Host(tmp_path, netns=node), doc)
+    message = str(info.value)
+    assert "CNI ADD failed in plugin 'bridge'" in message
+    error = json.loads(message.split(": ", 1)[1].split(" (the plugin's own error")[0])
+    assert error == {"code": 999,  # the plugin's own words
+                     "msg": "invalid VLAN ID 5000 (must be between 0 and 4094)"}
+    assert check_namespaces() == namespaces  # cleaned up after the failure too
+
+
+@pytest.mark.allow_processes
+def test_an_address_outside_the_configured_ranges_is_caught(tmp_path: Path) -> None:
+    install_image_plugins(tmp_path)
+    doc = bridge_list(unique("mabr"))
+    found = examine(doc, BIN, {"bridge", "host-local", "portmap", "loopback"}, [])
+    other = examine(bridge_list("x", subnet="198.51.100.0/24"), BIN, set(), []).ranges
+    with node_namespace() as node, pytest.raises(CNIBrokenError, match="outside the configured"):
+        prove(Host(tmp_path, netns=node), doc, BIN, CheckSpec(), other)
+    assert found.ranges  # the list's own ranges would have been fine

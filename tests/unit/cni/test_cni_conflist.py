@@ -1,0 +1,165 @@
+"""The conflist: config checks, templates, and refusal before anything is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.config import load_config
+from agent.config.cni import ConflistSpec, TemplateValues
+from agent.config.sources import FileSource
+from agent.errors import ConfigError
+from agent.host import Host
+from agent.orchestrator import Orchestrator
+from agent.phases.cni import CNIPhase
+from agent.phases.cni.conflist import examine, render
+from tests.cni_fixtures import snapshot
+
+ALL = {"bridge", "host-local", "portmap", "loopback"}
+
+
+def load(tmp_path: Path, cni: dict[str, Any], network: dict[str, Any] | None = None) -> Any:
+    doc = {"apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
+           "spec": {"cni": cni, **({"network": network} if network else {})}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_config(Host(tmp_path), [FileSource(str(path), required=True,
+                                                   outside_root=True)])
+
+
+def test_config_lists_every_cni_mistake_with_its_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, {
+            "binDir": "relative/bin",
+            "plugins": {"source": "url", "url": "http://example.org/cni.tgz"},
+            "conflist": {"inline": {"cniVersion": "9.9", "name": "bad name",
+                                    "plugins": [{"type": "../../bin/sh"}, {}]}},
+            "manifest": {"url": "https://example.org/cni.yaml"},
+        })
+    shown = {e.path: e.message for e in info.value.errors}
+    assert "spec.cni.binDir" in shown
+    assert "not an https:// URL" in shown["spec.cni.plugins.url"]
+    assert shown["spec.cni.conflist.inline.cniVersion"] == "'9.9' is not a supported CNI version"
+    assert "not a CNI network name" in shown["spec.cni.conflist.inline.name"]
+    assert "not a plugin name" in shown["spec.cni.conflist.inline.plugins[0].type"]
+    assert shown["spec.cni.conflist.inline.plugins[1].type"] == "is required"
+    assert shown["spec.cni.manifest.sha256"] == "is required with url"
+
+
+def test_a_bundle_without_its_checksum_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, {"plugins": {"source": "bundle", "path": "/srv/cni.tgz"}})
+    assert [e.path for e in info.value.errors] == ["spec.cni.plugins.sha256"]
+
+
+def test_bridge_template_renders_the_reference_chain() -> None:
+    doc = render(ConflistSpec(template="bridge", values=TemplateValues(
+        name="pods", bridge="cni0", subnet="198.51.100.0/24", gateway="198.51.100.1",
+        mtu=1450, ip_masq=False)))
+    assert doc == {
+        "cniVersion": "1.0.0", "name": "pods",
+        "plugins": [
+            {"type": "bridge", "bridge": "cni0", "isGateway": True, "isDefaultGateway": True,
+             "ipMasq": False, "hairpinMode": True, "mtu": 1450,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": "198.51.100.0/24",
+                                                         "gateway": "198.51.100.1"}]]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+            {"type": "loopback"},
+        ]}
+
+
+def test_flannel_template_delegates_and_needs_flannel_and_bridge() -> None:
+    doc = render(ConflistSpec(template="flannel", values=TemplateValues(
+        name="cbr0", cni_version="0.3.1")))
+    assert doc["plugins"][0] == {"type": "flannel", "delegate": {
+        "hairpinMode": True, "isDefaultGateway": True}}
+    found = examine(doc, "/opt/cni/bin", {"portmap"}, [])
+    assert found.problems == [
+        "plugins[0].type: plugin 'flannel' is not an executable in /opt/cni/bin",
+        "plugins[0].delegate.type: plugin 'bridge' is not an executable in /opt/cni/bin",
+        "plugins[0].delegate.ipam.type: plugin 'host-local' is not an executable in "
+        "/opt/cni/bin"]
+
+
+def inline(*ranges: dict[str, Any], ipam_type: str = "host-local") -> dict[str, Any]:
+    return {"cniVersion": "1.0.0", "name": "n", "plugins": [
+        {"type": "bridge", "ipam": {"type": ipam_type, "ranges": [list(ranges)]}}]}
+
+
+@pytest.mark.parametrize(("doc", "problem"), [
+    (inline({"subnet": "198.51.100.0/24"}, {"subnet": "198.51.100.128/25"}),
+     "ranges[0][1]: 198.51.100.128/25 overlaps 198.51.100.0/24"),
+    (inline({"subnet": "198.51.100.0/24", "rangeStart": "198.51.100.200",
+             "rangeEnd": "198.51.100.100"}), "rangeStart 198.51.100.200 is after rangeEnd"),
+    (inline({"subnet": "198.51.100.0/24", "gateway": "203.0.113.1"}),
+     "gateway: 203.0.113.1 is outside the subnet 198.51.100.0/24"),
+    (inline({"subnet": "198.51.100.0/31"}), "198.51.100.0/31 is too small to allocate from"),
+    (inline({"subnet": "not-a-net"}), "'not-a-net' is not a network"),
+    (inline({"subnet": "198.51.100.0/24"}, ipam_type="whereabouts"),
+     "plugins[0].ipam.type: plugin 'whereabouts' is not an executable"),
+])
+def test_unsound_ipam_is_named_precisely(doc: dict[str, Any], problem: str) -> None:
+    found = examine(doc, "/opt/cni/bin", ALL, [])
+    assert any(problem in p for p in found.problems), found.problems
+
+
+def bridge_config(subnet: str) -> dict[str, Any]:
+    return {"conflist": {"template": "bridge", "values": {"subnet": subnet}}}
+
+
+@pytest.mark.parametrize("case", ["static address", "network phase result",
+                                  "missing plugin"])
+def test_refused_list_fails_the_phase_and_writes_nothing(tmp_path: Path, case: str) -> None:
+    root = tmp_path / "root"
+    bin_dir = root / "opt/cni/bin"
+    bin_dir.mkdir(parents=True)
+    for name in ALL - ({"portmap"} if case == "missing plugin" else set()):
+        (bin_dir / name).write_bytes(b"\x7fELF")
+        (bin_dir / name).chmod(0o755)
+    network = {"interfaces": [{"name": "eth0", "addresses": [
+        {"static": "2001:db8:1::10/64"}]}]}
+    subnet = {"static address": "2001:db8:1::/64", "network phase result": "192.0.2.0/24",
+              "missing plugin": "198.51.100.0/24"}[case]
+    loaded = load(tmp_path, bridge_config(subnet), network)
+    host = Host(root)
+    orchestrator = Orchestrator(loaded, host, phases=[CNIPhase()])
+    orchestrator.results["network"] = {"addresses": {"eth0": ["192.0.2.10/24"]}}
+    before = snapshot(root)
+    result = orchestrator.run()
+    outcome = result.outcomes[0]
+    assert (outcome.outcome, outcome.reason) == ("failed", "CNIBroken")
+    assert "refused (nothing was written)" in outcome.message
+    expected = {
+        "static address": "pod range 2001:db8:1::/64 overlaps the node's own network "
+                          "2001:db8:1::/64 (spec.network.interfaces[0].addresses[0])",
+        "network phase result": "overlaps the node's own network 192.0.2.0/24 "
+                                "(network phase, eth0)",
+        "missing plugin": "plugins[1].type: plugin 'portmap' is not an executable in "
+                          "/opt/cni/bin",
+    }[case]
+    assert expected in outcome.message
+    after = snapshot(root)
+    assert {k: v for k, v in after.items() if not k.startswith("var")} == before
+
+
+def test_plan_shows_the_conflist_as_a_diff_and_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    bin_dir = root / "opt/cni/bin"
+    bin_dir.mkdir(parents=True)
+    for name in ALL:
+        (bin_dir / name).write_bytes(b"\x7fELF")
+        (bin_dir / name).chmod(0o755)
+    loaded = load(tmp_path, bridge_config("198.51.100.0/24"))
+    before = snapshot(root)
+    (plan,) = Orchestrator(loaded, Host(root), phases=[CNIPhase()]).plan()
+    assert [c.summary for c in plan.changes] == [
+        "create /etc/cni/net.d/10-machine-agent.conflist"]
+    added = "".join(line[1:] for line in plan.changes[0].diff.splitlines(keepends=True)
+                    if line.startswith("+") and not line.startswith("+++"))
+    assert json.loads(added)["plugins"][0]["ipam"]["ranges"] == [[{"subnet":
+                                                                   "198.51.100.0/24"}]]
+    assert snapshot(root) == before
