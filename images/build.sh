@@ -3,6 +3,8 @@
 #
 #   images/build.sh base
 #       make sure the cached debootstrap tree exists; print its path
+#   images/build.sh wheels DIR
+#       the agent's wheel and its dependencies' wheels (for images/ansible)
 #   images/build.sh image --out DIR [--site-bin DIR] [--overlay DIR] [--enable UNIT]...
 #       build DIR/rootfs.raw (ext4, no partition table), DIR/vmlinuz, DIR/initrd.img and
 #       DIR/cmdline; boot it with images/boot.sh DIR (qemu, -kernel/-initrd: no boot loader)
@@ -37,6 +39,14 @@ build_base() {  # $1: the directory to create
   local packages
   packages=$(sed 's/#.*//' "$HERE/base-packages.txt" | tr -s ' \t\n' ',' | sed 's/^,//; s/,$//')
   debootstrap --variant=minbase --include="$packages" "$SUITE" "$1" ${MIRROR:+"$MIRROR"} >&2
+  # debootstrap leaves a package unconfigured, and says nothing, when one of its
+  # dependencies is a virtual package: fail here instead of in the booted image.
+  chroot "$1" apt-get check >&2
+  if [ -n "$(chroot "$1" dpkg --audit)" ]; then
+    chroot "$1" dpkg --audit >&2
+    echo "the base tree has unconfigured packages (see above)" >&2
+    return 1
+  fi
   chroot "$1" apt-get clean
   rm -rf "$1"/var/lib/apt/lists/*
 }
@@ -54,19 +64,23 @@ ensure_base() {  # prints the cached tree's path
   flock 9  # two builds on one machine share the cache; the second waits for the first
   if [ -e "$dir/complete" ]; then
     say "base tree cached: $dir"
+    touch "$dir/complete"
   else
     say "base tree not cached: debootstrap $SUITE into $dir (minutes)"
     rm -rf "$dir"
     build_base "$dir/rootfs"
     touch "$dir/complete"
     say "base tree ready"
+    # Trees of other inputs (older recipes, other branches) go after a week unused.
+    find "$CACHE_DIR" -mindepth 2 -maxdepth 2 -name complete -mtime +7 -printf '%h\n' |
+      while read -r stale; do say "removing unused $stale"; rm -rf "$stale" "$stale.lock"; done
   fi
   exec 9>&-
   echo "$dir/rootfs"
 }
 
-install_agent() {  # $1: tree. The project's wheel and its dependencies, into its own venv.
-  local tree=$1 wheels=$1/tmp/machine-agent-wheels python=${PYTHON:-}
+build_wheels() {  # $1: directory. The project's wheel and every dependency's.
+  local wheels=$1 python=${PYTHON:-}
   if [ -z "$python" ]; then
     python=python3
     [ -x "$REPO/.venv/bin/python" ] && python=$REPO/.venv/bin/python
@@ -74,8 +88,13 @@ install_agent() {  # $1: tree. The project's wheel and its dependencies, into it
   mkdir -p "$wheels"
   "$python" -m pip wheel -q --no-deps --wheel-dir "$wheels" "$REPO"
   # The dependencies as the host's pip resolves them (same Python 3.11 as bookworm's);
-  # the chroot installs offline from these files.
+  # the image installs offline from these files.
   "$python" -m pip wheel -q --wheel-dir "$wheels" "$wheels"/machine_agent-*.whl
+}
+
+install_agent() {  # $1: tree. The project's wheel and its dependencies, into its own venv.
+  local tree=$1 wheels=$1/tmp/machine-agent-wheels
+  build_wheels "$wheels"
   chroot "$tree" python3 -m venv "$VENV"
   chroot "$tree" "$VENV/bin/pip" install -q --no-index --find-links /tmp/machine-agent-wheels \
     --disable-pip-version-check machine-agent
@@ -146,6 +165,7 @@ build_image() {
 
 case ${1:-} in
   base) ensure_base ;;
+  wheels) build_wheels "${2:?wheels needs a directory}" ;;
   image) shift; build_image "$@" ;;
-  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

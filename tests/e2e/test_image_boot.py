@@ -85,6 +85,10 @@ def test_the_unit_reached_ready_with_the_node_bootstrapped(console: list[str]) -
     print(f"\nboot to READY=1: {ready_at:.1f}s after the kernel started")
 
 
+def test_the_ntp_server_inside_the_guest_answers(console: list[str]) -> None:
+    assert "ntp-test-server stratum 8" in report(console)
+
+
 def test_the_phases_ran_in_order_each_condition_true(console: list[str]) -> None:
     done = [m.group(1) for _, msg in agent_lines(console)
             if (m := re.match(r"INFO\s+(\w+): done: ", msg))]
