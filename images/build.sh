@@ -105,8 +105,10 @@ install_agent() {  # $1: tree. The project's wheel and its dependencies, into it
 install_units() {  # $1: tree
   local tree=$1
   install -D -m 0644 -t "$tree/usr/lib/systemd/system" "$REPO"/units/*.service
-  install -D -m 0644 -t "$tree/usr/lib/systemd/system/kubelet.service.d" \
-    "$REPO"/units/kubelet.service.d/*.conf
+  local dropins
+  for dropins in "$REPO"/units/*.service.d; do
+    install -D -m 0644 -t "$tree/usr/lib/systemd/system/$(basename "$dropins")" "$dropins"/*.conf
+  done
   install -D -m 0644 "$REPO/README.md" "$tree/usr/share/doc/machine-agent/README.md"
   # The agent owns the network: cloud-init still provides instance data, but writes no
   # network configuration that would race the agent's.

@@ -2,7 +2,8 @@
 read from the serial console, as an operator of a bare-metal node would.
 
 The image is built by images/build.sh with this test's guest files (tests/e2e/guest/:
-the AgentConfig, an NTP server inside the guest, and a unit that prints
+the AgentConfig, a NoCloud seed so cloud-init runs as on real nodes, an NTP server
+inside the guest, and a unit that prints
 `machine-agent status --wait` and `systemctl show` on the console, then powers off).
 The debootstrap tree is cached between runs (see build.sh), so a warm run takes about a
 minute; a cold one adds the debootstrap, a few minutes. Nothing leaves the VM.
@@ -68,7 +69,7 @@ def agent_lines(console: list[str]) -> list[tuple[float, str]]:
     """(kernel time stamp, message) of each line the agent logged to the console."""
     out = []
     for line in console:
-        m = re.match(r"\[\s*(\d+\.\d+)\] machine-agent\[\d+\]: \S+ (.*)$", line)
+        m = re.search(r"\[\s*(\d+\.\d+)\] machine-agent\[\d+\]: \S+ (.*)$", line)
         if m:
             out.append((float(m.group(1)), m.group(2)))
     return out
@@ -77,12 +78,24 @@ def agent_lines(console: list[str]) -> list[tuple[float, str]]:
 def test_the_unit_reached_ready_with_the_node_bootstrapped(console: list[str]) -> None:
     said = report(console)
     assert "NodeBootstrapped True Bootstrapped all phases completed" in said, said
-    # Type=notify is active/running only after READY=1; STATUS= is what the agent sent.
+    # Type=notify is active/running only after READY=1 (and the report unit is ordered
+    # after it, so it ran only then); STATUS= is what the agent sent.
     assert "ActiveState=active" in said and "SubState=running" in said, said
     assert "StatusText=bootstrapped: Bootstrapped: all phases completed" in said, said
-    assert any("Started machine-agent.serv" in line for line in console)
     ready_at = next(t for t, msg in agent_lines(console) if "bootstrap finished: ok" in msg)
     print(f"\nboot to READY=1: {ready_at:.1f}s after the kernel started")
+
+
+def test_cloud_init_ran_first_and_nothing_waited_for_the_network(
+        console: list[str]) -> None:
+    def first(text: str) -> int:
+        return next(i for i, line in enumerate(console) if text in line)
+
+    # With cloud-init enabled (a NoCloud seed) the agent starts after its network stage,
+    # and wait-online does not hold that stage for links only the agent configures.
+    assert first("running 'init-local'") < first("Starting machine-agent.ser")
+    assert first("Finished cloud-init.servic") < first("Starting machine-agent.ser")
+    assert not [line for line in console if "Job systemd-networkd-wait-online" in line]
 
 
 def test_the_ntp_server_inside_the_guest_answers(console: list[str]) -> None:

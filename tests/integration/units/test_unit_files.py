@@ -29,7 +29,8 @@ def root(tmp_path: Path) -> Path:
                     symlinks=True)
     system = root / "usr/lib/systemd/system"
     shutil.copy(UNITS / AGENT_UNIT, system)
-    shutil.copytree(UNITS / "kubelet.service.d", system / "kubelet.service.d")
+    for dropins in UNITS.glob("*.service.d"):
+        shutil.copytree(dropins, system / dropins.name, dirs_exist_ok=True)
     # kubelet.service as kubeadm's packages ship it (kubernetes/release:
     # cmd/krel/templates/latest/kubelet/kubelet.service), to verify the drop-in against.
     (system / "kubelet.service").write_text(
@@ -38,7 +39,9 @@ def root(tmp_path: Path) -> Path:
         "After=network-online.target\n\n[Service]\nExecStart=/usr/bin/kubelet\n"
         "Restart=always\nStartLimitInterval=0\nRestartSec=10\n\n"
         "[Install]\nWantedBy=multi-user.target\n")
-    for binary in ("opt/machine-agent/bin/machine-agent", "usr/bin/kubelet"):
+    (root / "lib").symlink_to("usr/lib")  # merged /usr, as on Debian bookworm
+    for binary in ("opt/machine-agent/bin/machine-agent", "usr/bin/kubelet",
+                   "usr/lib/systemd/systemd-networkd-wait-online"):
         path = root / binary
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("#!/bin/sh\n")
@@ -50,7 +53,8 @@ def verify(root: Path, unit: str) -> CommandResult:
     return analyze("verify", f"--root={root}", str(root / "usr/lib/systemd/system" / unit))
 
 
-@pytest.mark.parametrize("unit", [AGENT_UNIT, "kubelet.service"])
+@pytest.mark.parametrize("unit", [AGENT_UNIT, "kubelet.service",
+                                  "systemd-networkd-wait-online.service"])
 def test_units_verify_without_any_warning(root: Path, unit: str) -> None:
     result = verify(root, unit)
     assert result.returncode == 0 and result.stderr == "", result.stderr
@@ -102,3 +106,10 @@ def test_kubelet_waits_for_the_configuration_join_writes(root: Path) -> None:
     # Never ordered after the agent: kubeadm restarts kubelet from inside our start-up.
     drop_in = (UNITS / "kubelet.service.d/10-machine-agent.conf").read_text()
     assert not [x for x in drop_in.splitlines() if x.startswith(("After=", "Requires="))]
+
+
+def test_wait_online_is_skipped_until_a_network_configuration_exists(root: Path) -> None:
+    result = analyze("condition", f"--root={root}",
+                     "--unit=systemd-networkd-wait-online.service")
+    assert "ConditionDirectoryNotEmpty=|/etc/systemd/network" in result.stderr
+    assert "ConditionDirectoryNotEmpty=|/run/systemd/network" in result.stderr
