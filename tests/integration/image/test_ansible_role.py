@@ -52,8 +52,9 @@ def test_role_installs_and_enables_the_agent_and_is_idempotent(tmp_path: Path) -
     system = tree / "usr/lib/systemd/system"
     assert (system / "machine-agent.service").read_text() == \
         (REPO / "units/machine-agent.service").read_text()
-    assert (system / "kubelet.service.d/10-machine-agent.conf").read_text() == \
-        (REPO / "units/kubelet.service.d/10-machine-agent.conf").read_text()
+    for dropin in (REPO / "units").glob("*.service.d/*.conf"):
+        installed = system / dropin.parent.name / dropin.name
+        assert installed.read_text() == dropin.read_text(), dropin
     wants = tree / "etc/systemd/system/multi-user.target.wants/machine-agent.service"
     assert os.readlink(wants).endswith("/systemd/system/machine-agent.service")
     assert "config: disabled" in (tree / "etc/cloud/cloud.cfg.d/99-machine-agent.cfg").read_text()
