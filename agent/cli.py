@@ -88,8 +88,25 @@ def _parser() -> argparse.ArgumentParser:
     with_config(plan)
     with_selection(plan)
 
-    status = sub.add_parser("status", help="show each phase's state from the journal")
+    status = sub.add_parser(
+        "status", help="show each phase's state from the journal",
+        description="Show each phase's condition from the last run. With --wait, follow "
+                    "the run in progress until its outcome is known (a finished run is "
+                    "reported at once); exit 0 when the node is bootstrapped, 1 when not "
+                    "or when the time-out passes first.")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument("--wait", action="store_true",
+                        help="block until the run's outcome is known, showing progress")
+    status.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
+                        help="with --wait: give up after this long (default: 1800)")
+
+    daemon = sub.add_parser(
+        "daemon", help="the systemd service: bootstrap, then stay until stopped",
+        description="Run the phases like `run`, tell systemd (Type=notify: STATUS= per "
+                    "phase, READY=1 once the outcome is known, WATCHDOG=1 when the unit "
+                    "sets WatchdogSec=), then stay until SIGTERM. Exits 0 on SIGTERM, 2 "
+                    "when the configuration is invalid.")
+    with_config(daemon)
 
     config = sub.add_parser("config", help="show or validate the configuration")
     config_sub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
@@ -156,8 +173,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         return _doctor(args)
     host = _host(args.root, args.netns)
+    if args.command == "status" and args.wait:
+        return _status_wait(host, as_json=args.json, timeout=args.timeout)
     if args.command == "status":
         return _status(host, as_json=args.json)
+    if args.command == "daemon":
+        return _daemon(host, args.config)
     if args.command == "config":
         return _config(host, args)
     from agent.session import open_session
@@ -276,6 +297,52 @@ def _status(host: Host, *, as_json: bool) -> int:
     if not final:
         print("(a run is in progress or was interrupted)")
     return 0
+
+
+WAIT_POLL = 0.5
+"""Seconds between reads of the status file while `status --wait` follows a run."""
+
+
+def _status_wait(host: Host, *, as_json: bool, timeout: float) -> int:
+    from agent.report import SUMMARY, read_status
+
+    deadline = host.clock.monotonic() + timeout
+    shown: dict[str, tuple[str, str, str]] = {}
+    said_waiting = False
+    while True:
+        status = read_status(host)
+        if status is not None:
+            conditions, final = status
+            for c in conditions:
+                now = (c.status, c.reason, c.message)
+                if not as_json and c.type != SUMMARY and shown.get(c.type) != now:
+                    print(f"{c.type:<18} {c.status:<8} {c.reason:<20} {c.message}", flush=True)
+                shown[c.type] = now
+            if final:
+                break
+        elif not as_json and not said_waiting:
+            print("waiting for the agent to start a run", flush=True)
+            said_waiting = True
+        if host.clock.monotonic() >= deadline:
+            print(f"machine-agent: no outcome within {timeout:g}s; the run goes on "
+                  "(`machine-agent status` shows where it is)", file=sys.stderr)
+            return 1
+        host.clock.sleep(WAIT_POLL)
+    summary = next((c for c in conditions if c.type == SUMMARY), None)
+    if as_json:
+        _status(host, as_json=True)
+    elif summary is not None:
+        print(f"{SUMMARY:<18} {summary.status:<8} {summary.reason:<20} {summary.message}")
+    return 0 if summary is not None and summary.status == "True" else 1
+
+
+def _daemon(host: Host, files: list[str]) -> int:
+    from agent.daemon import Daemon
+    from agent.systemd import take_manager_env
+
+    notifier, watchdog = take_manager_env(os.environ)
+    return Daemon(host, [os.path.abspath(f) for f in files], notifier=notifier,
+                  watchdog=watchdog).run()
 
 
 def _config(host: Host, args: argparse.Namespace) -> int:

@@ -209,7 +209,7 @@ class Host:
     def make_temp_dir(self, parent: str, prefix: str) -> str:
         """A new private directory under `parent` (a system path), for staging a tree
         on the same file system as its destination so it can be renamed into place."""
-        self._check_writable(f"mkdtemp {parent}/{prefix}*")
+        self.check_writable(f"mkdtemp {parent}/{prefix}*")
         base = self.path(parent)
         self._make_dirs(base, 0o755)
         made = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
@@ -219,7 +219,7 @@ class Host:
     def rename(self, source: str, target: str) -> None:
         """Atomically move `source` over `target` (same file system), then fsync the
         target's directory so the rename survives a crash."""
-        self._check_writable(f"rename {source} {target}")
+        self.check_writable(f"rename {source} {target}")
         dst = self.path(target)
         self._make_dirs(dst.parent, 0o755)
         try:
@@ -232,7 +232,7 @@ class Host:
     def remove_tree(self, system_path: str) -> bool:
         """Remove a directory and everything in it (never following links); False when
         there was none."""
-        self._check_writable(f"remove tree {system_path}")
+        self.check_writable(f"remove tree {system_path}")
         target = self.path(system_path)
         if not target.exists():
             return False

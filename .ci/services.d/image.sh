@@ -1,0 +1,4 @@
+# Make sure the golden image's debootstrap tree is cached (/var/cache/machine-agent-image,
+# keyed by the recipe's inputs) before the tests: a cold debootstrap takes minutes and
+# belongs to setting up the machine, not to the boot test's time.
+bash images/build.sh base >/dev/null

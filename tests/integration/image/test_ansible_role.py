@@ -1,0 +1,63 @@
+"""The Ansible role (images/ansible/roles/machine_agent), as image-builder would run it,
+applied over the chroot connection to a copy of the golden image's debootstrap tree:
+the agent runs from its venv, its units are installed and enabled, and a second run
+changes nothing."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[3]
+pytestmark = pytest.mark.allow_processes
+
+
+def run(argv: list[str], timeout: float = 600, **env: str) -> str:
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env}, check=False)
+    assert proc.returncode == 0, f"{argv[:3]} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def playbook(tmp_path: Path, tree: Path, wheels: Path) -> str:
+    inventory = tmp_path / "inventory"
+    inventory.write_text(f"node ansible_connection=community.general.chroot "
+                         f"ansible_host={tree} ansible_python_interpreter=/usr/bin/python3\n")
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  roles:\n"
+                    "    - role: machine_agent\n"
+                    f"      machine_agent_wheel_dir: {wheels}\n")
+    out = run(["ansible-playbook", "-i", str(inventory), str(play)],
+              ANSIBLE_ROLES_PATH=str(REPO / "images/ansible/roles"), ANSIBLE_NOCOLOR="1",
+              ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
+    recap = re.search(r"node\s*: ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=0", out)
+    assert recap, out
+    return recap.group(2)
+
+
+def test_role_installs_and_enables_the_agent_and_is_idempotent(tmp_path: Path) -> None:
+    base = run(["bash", "images/build.sh", "base"]).strip()
+    tree = tmp_path / "tree"
+    run(["cp", "-a", base, str(tree)])  # device nodes too (copytree would read /dev/zero)
+    wheels = tmp_path / "wheels"
+    run(["bash", "images/build.sh", "wheels", str(wheels)])
+
+    assert playbook(tmp_path, tree, wheels) != "0"
+    version = run(["chroot", str(tree), "/opt/machine-agent/bin/machine-agent", "--version"])
+    assert version.startswith("machine-agent ")
+    system = tree / "usr/lib/systemd/system"
+    assert (system / "machine-agent.service").read_text() == \
+        (REPO / "units/machine-agent.service").read_text()
+    for dropin in (REPO / "units").glob("*.service.d/*.conf"):
+        installed = system / dropin.parent.name / dropin.name
+        assert installed.read_text() == dropin.read_text(), dropin
+    wants = tree / "etc/systemd/system/multi-user.target.wants/machine-agent.service"
+    assert os.readlink(wants).endswith("/systemd/system/machine-agent.service")
+    assert "config: disabled" in (tree / "etc/cloud/cloud.cfg.d/99-machine-agent.cfg").read_text()
+    assert not (tree / "var/cache/machine-agent-wheels").exists()
+
+    assert playbook(tmp_path, tree, wheels) == "0"  # a second run changes nothing

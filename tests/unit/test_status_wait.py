@@ -1,0 +1,128 @@
+"""`machine-agent status --wait`: follows a run to its outcome, like `cloud-init status
+--wait`, with a bounded time-out and an exit status scripts can use."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agent.cli import _status_wait
+from agent.host import Clock, Host
+from agent.report import SUMMARY, Conditions, LocalStatus
+
+TYPES = ["NetworkReady", "TimeSynchronized"]
+
+
+class ScriptedClock(Clock):
+    """Each sleep is a poll interval in which the agent (the script) moves on."""
+
+    def __init__(self, steps: list[Callable[[], None]]) -> None:
+        self.steps = steps
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+        if self.steps:
+            self.steps.pop(0)()
+
+
+def agent_run(host: Host, outcome: str) -> list[Callable[[], None]]:
+    """The status file as a run writes it: network runs, completes, time runs, ends."""
+    conditions = Conditions(host, TYPES)
+    status = LocalStatus(host)
+
+    def step(kind: str, state: str, reason: str, message: str,
+             final: bool = False) -> Callable[[], None]:
+        def write() -> None:
+            conditions.set(kind, state, reason, message)  # type: ignore[arg-type]
+            status.publish(conditions.all(), final)
+        return write
+
+    last = (step("TimeSynchronized", "True", "TimeSynchronized", "offset 1ms")
+            if outcome == "ok" else
+            step("TimeSynchronized", "False", "TimeNotSynchronized", "no server answered"))
+    summary = (step(SUMMARY, "True", "Bootstrapped", "all phases completed", final=True)
+               if outcome == "ok" else
+               step(SUMMARY, "False", "TimeNotSynchronized", "TimeSynchronized: no server",
+                    final=True))
+    return [
+        step("NetworkReady", "Unknown", "InProgress", "running"),
+        lambda: None,  # a poll that sees nothing new
+        step("NetworkReady", "True", "NetworkConfigured", "eth0 192.0.2.10/24"),
+        step("TimeSynchronized", "Unknown", "InProgress", "waiting for chronyd"),
+        last, summary,
+    ]
+
+
+def test_follows_each_phase_change_and_exits_0_when_bootstrapped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    host = Host(tmp_path)
+    host.clock = ScriptedClock(agent_run(host, "ok"))
+    assert _status_wait(host, as_json=False, timeout=60) == 0
+    lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        "waiting for the agent to start a run",
+        "NetworkReady Unknown InProgress running",
+        "TimeSynchronized Unknown Pending not started",
+        "NetworkReady True NetworkConfigured eth0 192.0.2.10/24",
+        "TimeSynchronized Unknown InProgress waiting for chronyd",
+        "TimeSynchronized True TimeSynchronized offset 1ms",
+        "NodeBootstrapped True Bootstrapped all phases completed",
+    ]
+
+
+def test_a_failed_run_exits_1_with_the_reason(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    host = Host(tmp_path)
+    host.clock = ScriptedClock(agent_run(host, "failed"))
+    assert _status_wait(host, as_json=False, timeout=60) == 1
+    out = capsys.readouterr().out
+    assert "TimeSynchronized   False    TimeNotSynchronized  no server answered" in out
+    assert out.splitlines()[-1].startswith("NodeBootstrapped   False    TimeNotSynchronized")
+
+
+def test_json_prints_only_the_final_document(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    host = Host(tmp_path)
+    host.clock = ScriptedClock(agent_run(host, "ok"))
+    assert _status_wait(host, as_json=True, timeout=60) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["final"] is True
+    assert {c["type"]: c["status"] for c in doc["conditions"]} == {
+        "NetworkReady": "True", "TimeSynchronized": "True", SUMMARY: "True"}
+
+
+def test_gives_up_after_the_timeout_and_says_the_run_goes_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    host = Host(tmp_path)
+    clock = ScriptedClock(agent_run(host, "ok")[:2])  # the run never finishes
+    host.clock = clock
+    assert _status_wait(host, as_json=False, timeout=5) == 1
+    assert clock.t == pytest.approx(5.0)
+    captured = capsys.readouterr()
+    assert "NetworkReady       Unknown  InProgress" in captured.out
+    assert "no outcome within 5s" in captured.err
+
+
+def test_a_finished_run_is_reported_at_once(tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    for step in agent_run(host, "ok"):
+        step()
+    clock = ScriptedClock([])
+    host.clock = clock
+    assert _status_wait(host, as_json=False, timeout=60) == 0
+    assert clock.t == 0
+
+
+def test_the_command_line_wires_wait_and_timeout(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli import main
+
+    assert main(["--root", str(tmp_path), "status", "--wait", "--timeout", "0"]) == 1
+    assert "no outcome within 0s" in capsys.readouterr().err
