@@ -286,6 +286,14 @@ class Host:
 
         return IPRoute(netns=self.netns) if self.netns else IPRoute()
 
+    def rtnetlink(self) -> socket.socket:
+        """A plain NETLINK_ROUTE socket in the node's namespace, for the network phase's
+        own light client. Changes through it must be recorded with `record_effect`; the
+        caller closes it."""
+        import socket
+
+        return self.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)  # 0: NETLINK_ROUTE
+
     def socket(self, family: int, kind: int, proto: int = 0) -> socket.socket:
         """A socket in the node's namespace, for probes and reachability checks on the
         wire (ARP probes, TCP connects); it changes nothing. The caller closes it."""
