@@ -110,7 +110,7 @@ class NetworkPhase(Phase):
             before = observe(rtnl)
             names = resolve_names(host, netplan, before)
             diff = forward(netplan, before, names)
-            executor = Executor(host, rtnl)
+            executor = Executor(host, rtnl, before.links)
             try:
                 executor.run(diff.links)
                 self._probe_and_add(ctx, spec, rtnl, executor, diff.addresses,
@@ -182,12 +182,12 @@ class NetworkPhase(Phase):
     def _rollback(self, ctx: PhaseContext, rtnl: Rtnl, before: Observed,
                   names: set[str], cause: BaseException) -> None:
         ctx.log.warning("rolling back the network change (%s)", cause)
-        executor = Executor(ctx.host, rtnl)
         for _ in range(ROLLBACK_ROUNDS):
-            ops = rollback(before, observe(rtnl), names)
+            now = observe(rtnl)
+            ops = rollback(before, now, names)
             if not ops:
                 break
-            executor.run(ops, tolerant=True)
+            Executor(ctx.host, rtnl, now.links).run(ops, tolerant=True)
         after = observe(rtnl)
         if after.restricted(names) != before.restricted(names):
             ctx.log.error("rollback left a difference: before %s, after %s",
@@ -203,8 +203,8 @@ class NetworkPhase(Phase):
                 now = observe(rtnl, routes=False)
                 names = resolve_names(ctx.host, netplan, now)
                 missing = [f"{link.name}: {a}" for link in netplan.links
-                           for a in link.addresses
-                           if str(a) not in now.addresses_of(names[link.name])]
+                           for have in [now.addresses_of(names[link.name])]
+                           for a in link.addresses if str(a) not in have]
             if missing:
                 raise TemporaryError(f"addresses went missing after apply: {missing}",
                                      reason=Reason.InProgress)
