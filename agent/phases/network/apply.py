@@ -28,6 +28,7 @@ from agent.phases.network.observe import (
     LinkState,
     Observed,
     RouteState,
+    kernel_text,
     links,
 )
 from agent.phases.network.rtnl import (
@@ -94,8 +95,8 @@ class Diff:
 
 def _addr_op(what: Literal["addr-add", "addr-del"], link: str, iface: str,
              nodad: bool = False) -> NetOp:
-    # `iface` is canonical (str() of the plan's parsed address, or the kernel's own
-    # text): splitting it instead of parsing it again was a tenth of a large apply
+    # `iface` is canonical (the kernel's spelling, see kernel_text): splitting it
+    # instead of parsing it again was a tenth of a large apply
     address, _, prefix = iface.partition("/")
     params: list[tuple[str, Any]] = [("address", address), ("prefixlen", int(prefix))]
     if nodad and ":" in address:
@@ -160,7 +161,7 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str]) -> Diff:
         if state is None or not state.up or _going_down(diff, name):
             diff.links.append(NetOp("link-set", name, (("state", "up"),), f"set {name} up"))
         have = now.addresses_of(name) if state else set()
-        want = [str(a) for a in link.addresses]
+        want = [kernel_text(a) for a in link.addresses]
         families = link.managed_families
         for old in sorted(have.difference(want)):
             if ipaddress.ip_interface(old).version in families:

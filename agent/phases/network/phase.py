@@ -24,7 +24,7 @@ from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_chang
 from agent.phases.network.apply import Executor, NetOp, forward, nodad, rollback
 from agent.phases.network.claims import claim_addresses
 from agent.phases.network.model import NetworkPlan, build_plan
-from agent.phases.network.observe import Observed, observe, resolve_names
+from agent.phases.network.observe import Observed, kernel_text, observe, resolve_names
 from agent.phases.network.probe import arp_conflicts, dad_failures
 from agent.phases.network.render import (
     NETPLAN_FILE,
@@ -204,7 +204,7 @@ class NetworkPhase(Phase):
                 names = resolve_names(ctx.host, netplan, now)
                 missing = [f"{link.name}: {a}" for link in netplan.links
                            for have in [now.addresses_of(names[link.name])]
-                           for a in link.addresses if str(a) not in have]
+                           for a in link.addresses if kernel_text(a) not in have]
             if missing:
                 raise TemporaryError(f"addresses went missing after apply: {missing}",
                                      reason=Reason.InProgress)
