@@ -4,21 +4,44 @@ netlink. An `Observed` taken before a change is the snapshot a rollback returns 
 from __future__ import annotations
 
 import ipaddress
+import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from agent.config.network import IPInterface
 from agent.errors import PermanentError, Reason
 from agent.phases.network.model import LinkPlan, NetworkPlan
+from agent.phases.network.rtnl import (
+    IFADDRMSG,
+    IFINFOMSG,
+    IFLA_EXT_MASK,
+    RTEXT_FILTER_SKIP_STATS,
+    RTM_GETADDR,
+    RTM_GETLINK,
+    RTM_GETROUTE,
+    RTMSG,
+    U32,
+    Rtnl,
+    attributes,
+    ip_text,
+    text,
+    u32,
+)
 
 if TYPE_CHECKING:
-    from pyroute2 import IPRoute
-
     from agent.host import Host
 
 RTPROT_KERNEL = 2
 RT_TABLE_LOCAL = 255
 RTN_UNICAST = 1
+RT_SCOPE_UNIVERSE = 0
 IFF_UP = 1
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
+IFLA_LINKINFO, IFLA_PERM_ADDRESS, IFLA_INFO_KIND = 18, 54, 1
+IFA_ADDRESS, IFA_LOCAL = 1, 2
+RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_TABLE = 1, 4, 5, 6, 15
 
 
 @dataclass(frozen=True)
@@ -61,19 +84,44 @@ class Observed:
     routes: frozenset[RouteState]
     """Routes the kernel did not make itself (no proto kernel, no local table)."""
 
+    # Lookups by name and by link index, built once: the differ and verify ask for
+    # every planned link, and scanning 1,000 addresses per link was 0.1 s of a run.
+    @cached_property
+    def _by_name(self) -> dict[str, LinkState]:
+        return {link.name: link for link in self.links}
+
+    @cached_property
+    def _by_index(self) -> dict[int, LinkState]:
+        return {link.index: link for link in self.links}
+
+    @cached_property
+    def _addresses_by_index(self) -> dict[int, set[str]]:
+        found: dict[int, set[str]] = {}
+        for index, address in self.addresses:
+            found.setdefault(index, set()).add(address)
+        return found
+
+    @cached_property
+    def _routes_by_index(self) -> dict[int, set[RouteState]]:
+        found: dict[int, set[RouteState]] = {}
+        for route in self.routes:
+            found.setdefault(route.oif, set()).add(route)
+        return found
+
     def link(self, name: str) -> LinkState | None:
-        return next((link for link in self.links if link.name == name), None)
+        return self._by_name.get(name)
 
     def name_of(self, index: int | None) -> str | None:
-        return next((link.name for link in self.links if link.index == index), None)
+        link = self._by_index.get(index) if index is not None else None
+        return link.name if link is not None else None
 
     def addresses_of(self, name: str) -> set[str]:
         link = self.link(name)
-        return {a for i, a in self.addresses if link is not None and i == link.index}
+        return set(self._addresses_by_index.get(link.index, ())) if link else set()
 
     def routes_of(self, name: str) -> set[RouteState]:
         link = self.link(name)
-        return {r for r in self.routes if link is not None and r.oif == link.index}
+        return set(self._routes_by_index.get(link.index, ())) if link else set()
 
     def restricted(self, names: set[str]) -> dict[str, Any]:
         """The part of the state on `names`, by name: what a rollback must restore."""
@@ -85,35 +133,85 @@ class Observed:
             for name in sorted(names)}
 
 
-def observe(ipr: IPRoute, *, routes: bool = True) -> Observed:
-    """The namespace's state; `routes=False` skips the route dump (the largest: the
-    kernel's local table holds a route per address) when only addresses matter."""
-    links = tuple(_link(msg) for msg in ipr.get_links())
-    addresses = frozenset(
-        (msg["index"], f"{msg.get('IFA_ADDRESS')}/{msg['prefixlen']}")
-        for msg in ipr.get_addr() if msg["scope"] == 0)
+def observe(rtnl: Rtnl, *, routes: bool = True) -> Observed:
+    """The namespace's state; `routes=False` skips the route dump when only addresses
+    matter. Each message is parsed for the few fields kept, and messages that are
+    dropped anyway (host-scope addresses, the kernel's own routes) are dropped on their
+    fixed header alone: the IPv6 local table holds a route per address."""
+    found_links = links(rtnl)
+    addresses = frozenset(a for a in map(_address, addr_dump(rtnl)) if a is not None)
     found: set[RouteState] = set()
-    for family in (2, 10) if routes else ():
-        for msg in ipr.get_routes(family=family):  # every table
-            table = msg.get("RTA_TABLE") or msg["table"]
-            if (msg["proto"] == RTPROT_KERNEL or table == RT_TABLE_LOCAL
-                    or msg["type"] != RTN_UNICAST or msg.get("RTA_OIF") is None):
-                continue
-            dst = msg.get("RTA_DST") or ("0.0.0.0" if family == 2 else "::")
-            found.add(RouteState(
-                oif=msg.get("RTA_OIF"), dst=str(ipaddress.ip_network(f"{dst}/{msg['dst_len']}")),
-                via=msg.get("RTA_GATEWAY"), table=table,
-                metric=msg.get("RTA_PRIORITY") or 0, proto=msg["proto"], scope=msg["scope"]))
-    return Observed(links, addresses, frozenset(found))
+    for family in (socket.AF_INET, socket.AF_INET6) if routes else ():
+        for _, body in rtnl.dump(RTM_GETROUTE, RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)):
+            if (route := _route(body)) is not None:
+                found.add(route)
+    return Observed(found_links, addresses, frozenset(found))
 
 
-def _link(msg: Any) -> LinkState:
+def links(rtnl: Rtnl) -> tuple[LinkState, ...]:
+    return tuple(_link(body) for _, body in
+                 rtnl.dump(RTM_GETLINK, IFINFOMSG.pack(0, 0, 0, 0, 0)
+                           + u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS)))
+
+
+def kernel_text(address: IPInterface) -> str:
+    """An address with its prefix length as an address dump spells it (inet_ntop), to
+    compare the plan with the kernel; 10 times cheaper than str() on 1,000 addresses."""
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    return f"{socket.inet_ntop(family, address.packed)}/{address.network.prefixlen}"
+
+
+def addr_dump(rtnl: Rtnl, family: int = socket.AF_UNSPEC) -> Iterator[memoryview]:
+    """The bodies of an address dump of `family` (every family by default)."""
+    return (body for _, body in rtnl.dump(RTM_GETADDR, IFADDRMSG.pack(family, 0, 0, 0, 0)))
+
+
+def _link(body: memoryview) -> LinkState:
+    _, _, index, flags, _ = IFINFOMSG.unpack_from(body)
+    nla = attributes(body, IFINFOMSG.size, len(body))
+    info = nla.get(IFLA_LINKINFO)
+    kind = attributes(info, 0, len(info)).get(IFLA_INFO_KIND) if info is not None else None
+    mac = nla.get(IFLA_PERM_ADDRESS) or nla.get(IFLA_ADDRESS)
     return LinkState(
-        index=msg["index"], name=msg.get("IFLA_IFNAME"),
-        kind=msg.get_nested("IFLA_LINKINFO", "IFLA_INFO_KIND"),
-        mac=(msg.get("IFLA_PERM_ADDRESS") or msg.get("IFLA_ADDRESS") or "").lower(),
-        mtu=msg.get("IFLA_MTU"), up=bool(msg["flags"] & IFF_UP),
-        master=msg.get("IFLA_MASTER"), parent=msg.get("IFLA_LINK"))
+        index=index, name=text(nla[IFLA_IFNAME]),
+        kind=text(kind) if kind is not None else None,
+        mac=":".join(f"{b:02x}" for b in bytes(mac)) if mac is not None else "",
+        mtu=_u32(nla, IFLA_MTU) or 0, up=bool(flags & IFF_UP),
+        master=_u32(nla, IFLA_MASTER), parent=_u32(nla, IFLA_LINK))
+
+
+def _address(body: memoryview) -> tuple[int, str] | None:
+    """(link index, address/prefix) of a global-scope address; None for any other."""
+    family, prefixlen, _, scope, index = IFADDRMSG.unpack_from(body)
+    if scope != RT_SCOPE_UNIVERSE:
+        return None
+    nla = attributes(body, IFADDRMSG.size, len(body))
+    value = nla.get(IFA_ADDRESS) or nla.get(IFA_LOCAL)
+    return None if value is None else (index, f"{ip_text(family, value)}/{prefixlen}")
+
+
+def _route(body: memoryview) -> RouteState | None:
+    """A route the kernel did not make itself: not proto kernel, not in the local
+    table, unicast, through one link. None for any other."""
+    family, dst_len, _, _, table, proto, scope, kind, _ = RTMSG.unpack_from(body)
+    if proto == RTPROT_KERNEL or table == RT_TABLE_LOCAL or kind != RTN_UNICAST:
+        return None
+    nla = attributes(body, RTMSG.size, len(body))
+    oif = _u32(nla, RTA_OIF)
+    if oif is None:
+        return None
+    dst = ip_text(family, nla[RTA_DST]) if RTA_DST in nla else (
+        "0.0.0.0" if family == socket.AF_INET else "::")
+    return RouteState(
+        oif=oif, dst=str(ipaddress.ip_network(f"{dst}/{dst_len}")),
+        via=ip_text(family, nla[RTA_GATEWAY]) if RTA_GATEWAY in nla else None,
+        table=_u32(nla, RTA_TABLE) or table, metric=_u32(nla, RTA_PRIORITY) or 0,
+        proto=proto, scope=scope)
+
+
+def _u32(nla: dict[int, memoryview], kind: int) -> int | None:
+    value = nla.get(kind)
+    return None if value is None else int(U32.unpack_from(value)[0])
 
 
 def resolve_names(host: Host, plan: NetworkPlan, now: Observed) -> dict[str, str]:

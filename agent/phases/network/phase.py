@@ -24,7 +24,7 @@ from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_chang
 from agent.phases.network.apply import Executor, NetOp, forward, nodad, rollback
 from agent.phases.network.claims import claim_addresses
 from agent.phases.network.model import NetworkPlan, build_plan
-from agent.phases.network.observe import Observed, observe, resolve_names
+from agent.phases.network.observe import Observed, kernel_text, observe, resolve_names
 from agent.phases.network.probe import arp_conflicts, dad_failures
 from agent.phases.network.render import (
     NETPLAN_FILE,
@@ -35,6 +35,7 @@ from agent.phases.network.render import (
     render_hostname,
     render_links,
 )
+from agent.phases.network.rtnl import connect
 from agent.phases.network.verify import (
     gateway_resolves,
     management_accepts,
@@ -42,7 +43,7 @@ from agent.phases.network.verify import (
 )
 
 if TYPE_CHECKING:
-    from pyroute2 import IPRoute
+    from agent.phases.network.rtnl import Rtnl
 
 ROLLBACK_ROUNDS = 4
 """Rollback re-observes after each round: the kernel drops routes with their address."""
@@ -72,8 +73,8 @@ class NetworkPhase(Phase):
         netplan = build_plan(spec)
         out.notes += [str(claim) for claim in netplan.pending]
         if spec.interfaces and is_live(ctx.host):
-            with contextlib.closing(ctx.host.netlink()) as ipr:
-                now = observe(ipr)
+            with contextlib.closing(connect(ctx.host)) as rtnl:
+                now = observe(rtnl)
                 diff = forward(netplan, now, resolve_names(ctx.host, netplan, now))
             out.changes += [Change(f"netlink:{op}", str(op), _single(op)) for op in diff.ops]
         elif spec.interfaces:
@@ -105,29 +106,29 @@ class NetworkPhase(Phase):
     def _apply_live(self, ctx: PhaseContext, spec: NetworkSpec,
                     netplan: NetworkPlan) -> dict[str, Any]:
         host = ctx.host
-        with contextlib.closing(host.netlink()) as ipr:
-            before = observe(ipr)
+        with contextlib.closing(connect(host)) as rtnl:
+            before = observe(rtnl)
             names = resolve_names(host, netplan, before)
             diff = forward(netplan, before, names)
-            executor = Executor(host, ipr)
+            executor = Executor(host, rtnl, before.links)
             try:
                 executor.run(diff.links)
-                self._probe_and_add(ctx, spec, ipr, executor, diff.addresses,
+                self._probe_and_add(ctx, spec, rtnl, executor, diff.addresses,
                                     diff.new_ipv4())
                 executor.run(diff.routes)
-                checked = self._check_on_the_wire(ctx, spec, ipr, netplan)
+                checked = self._check_on_the_wire(ctx, spec, rtnl, netplan)
             except BaseException as err:
                 if executor.count:
-                    self._rollback(ctx, ipr, before, set(names.values()), err)
+                    self._rollback(ctx, rtnl, before, set(names.values()), err)
                 raise
         return {"netlinkChanges": executor.count, **checked}
 
-    def _probe_and_add(self, ctx: PhaseContext, spec: NetworkSpec, ipr: IPRoute,
+    def _probe_and_add(self, ctx: PhaseContext, spec: NetworkSpec, rtnl: Rtnl,
                        executor: Executor, ops: list[NetOp],
                        new_ipv4: list[tuple[str, str]]) -> None:
         clock, timing = ctx.host.clock, spec.conflict_detection
         if new_ipv4 and timing.arp_probes:
-            now = observe(ipr)
+            now = observe(rtnl)
             ctx.progress(f"probing {len(new_ipv4)} IPv4 address(es) for conflicts (ARP)")
             candidates = [(link, state.mac, ip) for link, ip in new_ipv4
                           if (state := now.link(link)) is not None]
@@ -144,20 +145,20 @@ class NetworkPhase(Phase):
         if new_v6 and timing.duplicate_address_detection:
             ctx.progress(f"waiting for duplicate address detection of {len(new_v6)} "
                          "IPv6 address(es)")
-            failed = dad_failures(ipr, new_v6, float(timing.dad_timeout), clock.monotonic,
+            failed = dad_failures(rtnl, new_v6, float(timing.dad_timeout), clock.monotonic,
                                   clock.sleep)
             if failed:
                 raise AddressConflict(
                     f"{', '.join(sorted(failed))} failed IPv6 duplicate address detection "
                     f"(dadfailed or still tentative after {timing.dad_timeout})")
 
-    def _check_on_the_wire(self, ctx: PhaseContext, spec: NetworkSpec, ipr: IPRoute,
+    def _check_on_the_wire(self, ctx: PhaseContext, spec: NetworkSpec, rtnl: Rtnl,
                            netplan: NetworkPlan) -> dict[str, Any]:
         clock, timeout = ctx.host.clock, float(spec.verify.timeout)
         gateways = []
         for link, gateway in netplan.gateways:
             ctx.progress(f"checking that gateway {gateway} answers on {link}")
-            if not gateway_resolves(ctx.host, ipr, gateway, timeout, clock.monotonic,
+            if not gateway_resolves(ctx.host, rtnl, gateway, timeout, clock.monotonic,
                                     clock.sleep):
                 raise TemporaryError(
                     f"gateway {gateway} on {link} did not answer neighbour resolution "
@@ -178,16 +179,16 @@ class NetworkPhase(Phase):
             reached = f"{reached}:{endpoint[1]}"
         return {"gateways": gateways, "management": reached}
 
-    def _rollback(self, ctx: PhaseContext, ipr: IPRoute, before: Observed,
+    def _rollback(self, ctx: PhaseContext, rtnl: Rtnl, before: Observed,
                   names: set[str], cause: BaseException) -> None:
         ctx.log.warning("rolling back the network change (%s)", cause)
-        executor = Executor(ctx.host, ipr)
         for _ in range(ROLLBACK_ROUNDS):
-            ops = rollback(before, observe(ipr), names)
+            now = observe(rtnl)
+            ops = rollback(before, now, names)
             if not ops:
                 break
-            executor.run(ops, tolerant=True)
-        after = observe(ipr)
+            Executor(ctx.host, rtnl, now.links).run(ops, tolerant=True)
+        after = observe(rtnl)
         if after.restricted(names) != before.restricted(names):
             ctx.log.error("rollback left a difference: before %s, after %s",
                           before.restricted(names), after.restricted(names))
@@ -198,12 +199,12 @@ class NetworkPhase(Phase):
         spec = ctx.config.spec.network
         if self._result.get("live"):
             netplan = build_plan(spec)
-            with contextlib.closing(ctx.host.netlink()) as ipr:
-                now = observe(ipr, routes=False)
+            with contextlib.closing(connect(ctx.host)) as rtnl:
+                now = observe(rtnl, routes=False)
                 names = resolve_names(ctx.host, netplan, now)
                 missing = [f"{link.name}: {a}" for link in netplan.links
-                           for a in link.addresses
-                           if str(a) not in now.addresses_of(names[link.name])]
+                           for have in [now.addresses_of(names[link.name])]
+                           for a in link.addresses if kernel_text(a) not in have]
             if missing:
                 raise TemporaryError(f"addresses went missing after apply: {missing}",
                                      reason=Reason.InProgress)
@@ -224,8 +225,8 @@ class NetworkPhase(Phase):
 
 def _single(op: NetOp) -> Callable[[Host], None]:
     def run(host: Host) -> None:
-        with contextlib.closing(host.netlink()) as ipr:
-            Executor(host, ipr).run([op])
+        with contextlib.closing(connect(host)) as rtnl:
+            Executor(host, rtnl).run([op])
     return run
 
 

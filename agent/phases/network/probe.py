@@ -13,15 +13,17 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agent.config.network import ConflictDetectionSpec
+from agent.phases.network.observe import IFA_ADDRESS, addr_dump
+from agent.phases.network.rtnl import IFADDRMSG, U32, attributes, ip_text
 
 if TYPE_CHECKING:
-    from pyroute2 import IPRoute
-
     from agent.host import Host
+    from agent.phases.network.rtnl import Rtnl
 
 ETH_P_ARP = 0x0806
 PACKET_OUTGOING = 4
 ARP_REQUEST = 1
+IFA_FLAGS = 8
 IFA_F_DADFAILED = 0x08
 IFA_F_TENTATIVE = 0x40
 BROADCAST = b"\xff" * 6
@@ -100,7 +102,7 @@ def arp_conflicts(host: Host, candidates: Sequence[tuple[str, str, str]],
             sock.close()
 
 
-def dad_failures(ipr: IPRoute, addresses: Sequence[tuple[int, str]], timeout: float,
+def dad_failures(rtnl: Rtnl, addresses: Sequence[tuple[int, str]], timeout: float,
                  monotonic: Callable[[], float], sleep: Callable[[float], None]) -> set[str]:
     """Wait until the kernel's DAD has finished for every (link index, IPv6 address) and
     return those it found duplicated. An address still tentative at `timeout` counts as
@@ -109,10 +111,13 @@ def dad_failures(ipr: IPRoute, addresses: Sequence[tuple[int, str]], timeout: fl
     failed: set[str] = set()
     deadline = monotonic() + timeout
     while pending:
-        for msg in ipr.get_addr(family=socket.AF_INET6):
-            ip = msg.get("IFA_ADDRESS")
-            if ip in pending and msg["index"] == pending[ip]:
-                flags = msg.get("IFA_FLAGS") or msg["flags"]
+        for body in addr_dump(rtnl, socket.AF_INET6):
+            _, _, flags, _, index = IFADDRMSG.unpack_from(body)
+            nla = attributes(body, IFADDRMSG.size, len(body))
+            ip = ip_text(socket.AF_INET6, nla[IFA_ADDRESS]) if IFA_ADDRESS in nla else None
+            if ip in pending and index == pending[ip]:
+                if IFA_FLAGS in nla:  # the full 32 bits; the header holds the low 8
+                    flags = U32.unpack_from(nla[IFA_FLAGS])[0]
                 if flags & IFA_F_DADFAILED:
                     failed.add(ip)
                     del pending[ip]

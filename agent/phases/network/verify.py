@@ -11,15 +11,15 @@ from urllib.parse import urlsplit
 
 from agent.config import AgentConfig
 from agent.errors import Reason, TemporaryError
+from agent.phases.network.rtnl import NDMSG, RTM_GETNEIGH, Rtnl, attributes, ip_text
 
 if TYPE_CHECKING:
-    from pyroute2 import IPRoute
-
     from agent.host import Host
 
 NUD_RESOLVED = 0x02 | 0x04 | 0x08 | 0x10 | 0x40 | 0x80
 """REACHABLE, STALE, DELAY, PROBE, NOARP, PERMANENT: the neighbour answered once."""
 DISCARD_PORT = 9
+NDA_DST = 1
 
 
 def management_endpoint(config: AgentConfig) -> tuple[str, int] | None:
@@ -36,7 +36,7 @@ def management_endpoint(config: AgentConfig) -> tuple[str, int] | None:
     return None
 
 
-def gateway_resolves(host: Host, ipr: IPRoute, gateway: str, timeout: float,
+def gateway_resolves(host: Host, rtnl: Rtnl, gateway: str, timeout: float,
                      monotonic: Callable[[], float], sleep: Callable[[float], None]) -> bool:
     """Whether `gateway` answers ARP or neighbour discovery within `timeout`. A datagram
     to its discard port makes the kernel resolve it; the neighbour table tells."""
@@ -47,8 +47,11 @@ def gateway_resolves(host: Host, ipr: IPRoute, gateway: str, timeout: float,
             # no route yet or unreachable: the neighbour table is the answer either way
             with contextlib.suppress(OSError):
                 sock.sendto(b"", (gateway, DISCARD_PORT))
-            for msg in ipr.get_neighbours(family=family):
-                if msg.get("NDA_DST") == gateway and msg["state"] & NUD_RESOLVED:
+            for _, body in rtnl.dump(RTM_GETNEIGH, NDMSG.pack(family, 0, 0, 0, 0)):
+                _, _, state, _, _ = NDMSG.unpack_from(body)
+                dst = attributes(body, NDMSG.size, len(body)).get(NDA_DST)
+                if (state & NUD_RESOLVED and dst is not None
+                        and ip_text(family, dst) == gateway):
                     return True
             if monotonic() >= deadline:
                 return False

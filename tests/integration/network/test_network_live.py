@@ -203,3 +203,25 @@ def test_interface_found_by_driver_is_configured_under_its_kernel_name(
     assert "inet 192.0.2.10/24" in seg.node_ip("addr", "show", "n0")
     assert "Driver=veth" in (tmp_path / "etc/systemd/network/10-machine-agent-uplink.network"
                              ).read_text()
+
+
+def test_change_refused_amid_others_is_named_and_everything_is_rolled_back(
+        seg: Segment, tmp_path: Path) -> None:
+    # the changes go to the kernel many at once: the routes before and after the refused
+    # one are made too, and the rollback must take them out again
+    seg.up_and_settled("n0")
+    seg.node_ip("addr", "add", "192.0.2.99/24", "dev", "n0")
+    seg.node_ip("route", "add", "198.51.100.128/25", "dev", "lo")  # takes the slot
+    before = seg.state()
+    cfg = config({"interfaces": [{"name": "n0", "addresses": static("192.0.2.10/24"),
+                                  "routes": [
+                                      {"to": "198.51.100.0/25", "via": GATEWAY},
+                                      {"to": "198.51.100.128/25", "via": GATEWAY},
+                                      {"to": "203.0.113.0/25", "via": GATEWAY}]}]},
+                 endpoint=None)
+    with pytest.raises(AgentError) as info:
+        run_phase(tmp_path, seg, cfg)
+    assert (f"netlink refused to add route 198.51.100.128/25 via {GATEWAY} metric 0 on "
+            "n0: [Errno 17] File exists") in info.value.message
+    assert seg.state() == before
+    assert not (tmp_path / "etc/systemd/network").exists()
