@@ -28,6 +28,8 @@ WORKLOAD_ADDRESS = "203.0.113.10"
 WORKLOAD_PORT = 6443
 NTP_ADDRESS = "203.0.113.123"
 DATA_LINK, PROVISIONING_LINK = "eth0", "prov0"
+DATA_MAC, PROV_MAC = "02:00:c0:00:02:01", "02:00:c6:33:64:01"
+"""The router's bridges' own addresses (locally administered)."""
 
 
 def static_address(index: int) -> str:
@@ -48,9 +50,12 @@ class Network:
     def create(cls, registry: Registry) -> Network:
         net = cls(registry, registry.namespace(f"ma-{registry.tag}-rtr"))
         net.router_ip("link", "set", "lo", "up")
-        for bridge, address in (("br-data", f"{GATEWAY}/{DATA_PREFIX}"),
-                                ("br-prov", f"{MANAGEMENT_ADDRESS}/24")):
-            net.router_ip("link", "add", bridge, "type", "bridge")
+        for bridge, address, mac in (("br-data", f"{GATEWAY}/{DATA_PREFIX}", DATA_MAC),
+                                     ("br-prov", f"{MANAGEMENT_ADDRESS}/24", PROV_MAC)):
+            # A fixed address: a bridge otherwise takes its lowest port's, so adding or
+            # removing a node would move the gateway's MAC under the other nodes' ARP
+            # caches and cut them off for seconds.
+            net.router_ip("link", "add", bridge, "address", mac, "type", "bridge")
             net.router_ip("link", "set", bridge, "up")
             net.router_ip("addr", "add", address, "dev", bridge)
         for address in (WORKLOAD_ADDRESS, NTP_ADDRESS):
