@@ -66,6 +66,17 @@ bindcmdaddress {self.socket}
 pidfile {self.pidfile}
 """)
         registry.pidfile(self.pidfile)
+        # The node's `systemctl restart chrony`: idempotent, so an agent killed right after
+        # it and run again restarts chronyd rather than failing on the running one.
+        self.restart = self.home / "restart-chronyd"
+        self.restart.write_text(f"""#!/bin/sh
+pid=$(cat '{self.pidfile}' 2>/dev/null)
+if [ -n "$pid" ] && kill "$pid" 2>/dev/null; then
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+fi
+exec chronyd -x -u root -f '{self.wrapper}'
+""")
+        self.restart.chmod(0o755)
 
     def time_settings(self) -> dict[str, object]:
         """spec.time for the node: the router's NTP server, polled fast, the gate short."""
@@ -75,7 +86,7 @@ pidfile {self.pidfile}
             "syncTimeout": "5s",
             "chrony": {"driftFile": str(self.home / "drift"), "rtcsync": False,
                        "commandAddress": str(self.socket)},
-            # The node's "restart chronyd": start the private client on the rendered
+            # The node's "restart chronyd": (re)start the private client on the rendered
             # file, never touching the clock.
-            "reloadCommand": ["chronyd", "-x", "-u", "root", "-f", str(self.wrapper)],
+            "reloadCommand": [str(self.restart)],
         }
