@@ -10,6 +10,7 @@ later phase after a failed one.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from agent.phases.time.ntpcheck import (
     format_seconds,
 )
 from agent.phases.time.render import render
+from agent.state import digest
 
 RELOAD = "reload"
 """Journal key of the reload step."""
@@ -44,6 +46,10 @@ class TimePhase(Phase):
         rendered = render(spec)
         change = file_change(ctx.host, rendered.path, rendered.content)
         if change is not None:
+            # With a probe the write is journaled as intended before it runs: killed
+            # right after it, the next run still owes the reload (_reload_unfinished).
+            path = rendered.path
+            change = dataclasses.replace(change, probe=lambda h: digest(h.read_text(path)))
             plan.changes.append(change)
         if change is not None or _reload_unfinished(ctx, f"write:{rendered.path}"):
             summary, action = _reload(spec)
@@ -99,10 +105,13 @@ class TimePhase(Phase):
 
 def _reload_unfinished(ctx: PhaseContext, write_key: str) -> bool:
     """The file was written in an interrupted run of these inputs but the daemon was not
-    reloaded yet: the file is up to date now, yet the reload must still happen."""
+    reloaded yet: the file is up to date now, yet the reload must still happen. A write
+    only intended (killed after writing, before journaling it done) counts: if it did
+    not happen after all, the file differs and the reload is planned anyway."""
     record = ctx.journal.phases.get("time")
     return (record is not None and record.state != "completed"
-            and write_key in record.steps and RELOAD not in record.steps)
+            and (write_key in record.steps or write_key in record.intents)
+            and RELOAD not in record.steps)
 
 
 def _reload(spec: TimeSpec) -> tuple[str, Callable[[Host], None]]:

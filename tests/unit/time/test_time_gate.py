@@ -248,6 +248,26 @@ def test_reload_still_happens_after_a_crash_between_write_and_reload(tmp_path: P
     assert [c.key for c in replanned.changes] == ["reload"]
 
 
+def test_reload_still_happens_after_a_crash_between_write_and_its_journal_entry(
+        tmp_path: Path) -> None:
+    host = ChronycHost(tmp_path / "root", [SYNCED])
+    loaded = load_config(host, [FileSource(write_config(tmp_path, DEAD_SERVER),
+                                           outside_root=True)])
+    phase = TimePhase()
+
+    def context() -> PhaseContext:
+        return PhaseContext(loaded.config, host, Journal.load(host), {},
+                            lambda m, r=Reason.InProgress: None, logging.getLogger("test"))
+
+    context().journal.start("time", "digest-of-inputs")
+    write = phase.plan(context()).changes[0]
+    assert write.probe is not None
+    context().journal.intend("time", write.key, write.probe(host))
+    write.action(host)  # written; the process died before journaling it done
+    replanned = phase.plan(context())
+    assert [c.key for c in replanned.changes] == ["reload"]
+
+
 def test_no_servers_leaves_time_alone_and_says_so(tmp_path: Path) -> None:
     host = ChronycHost(tmp_path / "root", [UNSYNCED])
     loaded = load_config(host, [])
