@@ -49,9 +49,13 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
           ranges: list[IPRange]) -> dict[str, Any]:
     """Run ADD, CHECK and DEL of the list against a throwaway namespace; the pod's address
     must come from one of `ranges` (when the list has host-local ranges)."""
-    token = secrets.token_hex(4)
-    box = Sandbox(f"ma-cni-check-{token}", f"machine-agent-check-{token}",
-                  f"{spec.data_dir}/{token}")
+    for left in host.list_dir(spec.data_dir) if host.exists(spec.data_dir) else []:
+        _clean_up(host, doc, bin_dir, _sandbox(spec, left), spec)
+    box = _sandbox(spec, secrets.token_hex(4))
+    # The data directory is made first: it is the record a killed check leaves, so the
+    # next check finds its namespace and pod and removes them (as a runtime's restart
+    # sends DEL for sandboxes it no longer knows).
+    host.make_dir(box.data_dir)
     conf = _with_data_dir(doc, str(host.path(box.data_dir)))
     host.run(["ip", "netns", "add", box.netns])
     commands: list[str] = []
@@ -76,6 +80,21 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
         host.run(["ip", "netns", "delete", box.netns], check=False)
         host.remove_tree(box.data_dir)
     return {"commands": commands, "address": address, "namespace": box.netns}
+
+
+def _sandbox(spec: CheckSpec, token: str) -> Sandbox:
+    return Sandbox(f"ma-cni-check-{token}", f"machine-agent-check-{token}",
+                   f"{spec.data_dir}/{token}")
+
+
+def _clean_up(host: Host, doc: dict[str, Any], bin_dir: str, box: Sandbox,
+              spec: CheckSpec) -> None:
+    """Undo what a check killed midway left: its pod (DEL, no prevResult: the ADD result
+    died with it), its namespace, its host-local data."""
+    conf = _with_data_dir(doc, str(host.path(box.data_dir)))
+    _delete(host, conf, None, bin_dir, box, spec, strict=False)
+    host.run(["ip", "netns", "delete", box.netns], check=False)
+    host.remove_tree(box.data_dir)
 
 
 def _delete(host: Host, conf: dict[str, Any], prev: dict[str, Any] | None, bin_dir: str,
