@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except AgentError as err:
         print(f"machine-agent: {err}", file=sys.stderr)
-        return 1
+        return 3 if err.temporary else 1
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -128,15 +128,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _status(host, as_json=args.json)
     if args.command == "config":
         return _config(host, args)
-    loaded = _load(host, args.config)
-    from agent.orchestrator import Orchestrator
+    from agent.session import open_session
 
+    session = open_session(host, [os.path.abspath(f) for f in args.config],
+                           wait_for_bootstrap=args.command == "run")
     if args.command == "plan":
-        return _plan(Orchestrator(loaded, host), args)
-    from agent.report import LocalStatus
-
-    orchestrator = Orchestrator(loaded, host, reporters=[LocalStatus(host)])
-    result = orchestrator.run(args.only, args.skip)
+        return _plan(session.orchestrator(host, reporting=False), args)
+    result = session.orchestrator(host).run(args.only, args.skip)
     _print_outcomes(result)
     return result.exit_code
 
@@ -149,9 +147,11 @@ def _host(root: str) -> Host:
 
 
 def _load(host: Host, files: list[str]) -> LoadedConfig:
-    from agent.config import default_sources, load_config
+    """The configuration chain, with the Machine's ConfigMap when spec.management is set."""
+    from agent.session import open_session
 
-    return load_config(host, default_sources(os.path.abspath(f) for f in files))
+    return open_session(host, [os.path.abspath(f) for f in files],
+                        wait_for_bootstrap=False).loaded
 
 
 def _plan(orchestrator: object, args: argparse.Namespace) -> int:

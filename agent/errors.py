@@ -109,7 +109,7 @@ REASONS: dict[Reason, ReasonInfo] = {
         "Give the node a valid token or kubeconfig; expired credentials are not retried."),
     Reason.ManagementForbidden: ReasonInfo(
         "The agent's identity lacks a permission (403).",
-        "Apply the RBAC manifest shipped in templates/rbac.yaml for this node."),
+        "Apply agent/templates/rbac/node-rbac.yaml (rendered for this node) to its identity."),
     Reason.MachineNotFound: ReasonInfo(
         "No Machine (or more than one) matches this node's identity.",
         "Set spec.identity.machine or label the Machine with this host's UUID."),
@@ -189,6 +189,8 @@ class AgentError(Exception):
 
     reason: Reason = Reason.InternalError
     temporary: bool = False
+    retry_after: float | None = None
+    """A delay the other side asked for (e.g. HTTP Retry-After); the retry helper honours it."""
 
     def __init__(
         self,

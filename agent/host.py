@@ -27,6 +27,8 @@ from agent.errors import CommandError, CommandTimeoutError, PermanentError, Stat
 from agent.logs import REDACT, Redactor
 
 if TYPE_CHECKING:
+    import socket
+
     from pyroute2 import IPRoute
 
 log = logging.getLogger(__name__)
@@ -300,6 +302,19 @@ class Host:
         from pyroute2 import IPRoute
 
         return IPRoute(netns=self.netns) if self.netns else IPRoute()
+
+    def socket(self, family: int, kind: int, proto: int = 0) -> socket.socket:
+        """A socket in the node's namespace, for probes and reachability checks on the
+        wire (ARP probes, TCP connects); it changes nothing. The caller closes it."""
+        import socket
+
+        if not self.netns:
+            return socket.socket(family, kind, proto)
+        from pyroute2 import netns
+
+        # flags=0: never create the namespace as a side effect of opening a socket in it.
+        sock: socket.socket = netns.create_socket(self.netns, family, kind, proto, flags=0)
+        return sock
 
     def record_effect(self, what: str) -> None:
         """Count a side effect made through a handle the Host gave out (netlink)."""

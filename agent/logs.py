@@ -18,7 +18,8 @@ _PATTERNS = [
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
     re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b"),  # kubeadm bootstrap token
     re.compile(r"\bnbt_[A-Za-z0-9]+\.[A-Za-z0-9]+"),  # NetBox v2 token
-    re.compile(r"(?i)((?:token|password|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+    # [ \t]*, not \s*: a YAML key such as `bootstrapToken:` must not eat the next line.
+    re.compile(r"(?i)((?:token|password|secret)[\"']?[ \t]*[:=][ \t]*[\"']?)[^\s\"',}]+"),
 ]
 
 

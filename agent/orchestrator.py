@@ -91,9 +91,9 @@ class Orchestrator:
             if rec.state == "completed"}
 
     def _context(self, host: Host, phase: Phase) -> PhaseContext:
-        def progress(message: str) -> None:
+        def progress(message: str, reason: Reason = Reason.InProgress) -> None:
             log.info("%s", message, extra={"phase": phase.name})
-            self.conditions.set(phase.condition, "Unknown", Reason.InProgress, message)
+            self.conditions.set(phase.condition, "Unknown", reason, message)
             self._publish(final=False)
 
         return PhaseContext(self.config, host, self.journal, self.results, progress,
@@ -134,7 +134,7 @@ class Orchestrator:
             rec = self.journal.phases[name]
             log.info("up to date: completed %s with the same inputs; nothing to apply",
                      rec.finished_at, extra={"phase": name})
-            self.conditions.set(phase.condition, "True", phase.success,
+            self.conditions.set(phase.condition, "True", phase.reason(rec.result),
                                 phase.message(rec.result))
             return PhaseOutcome(name, "up-to-date", reason=str(Reason.UpToDate))
         self.conditions.set(phase.condition, "Unknown", Reason.InProgress, "running")
@@ -166,9 +166,10 @@ class Orchestrator:
         self.journal.complete(name, out)
         self.results[name] = out
         message = phase.message(out)
-        self.conditions.set(phase.condition, "True", phase.success, message)
+        reason = phase.reason(out)
+        self.conditions.set(phase.condition, "True", reason, message)
         log.info("done: %s", message, extra={"phase": name})
-        return PhaseOutcome(name, "applied", changes=applied, reason=str(phase.success),
+        return PhaseOutcome(name, "applied", changes=applied, reason=str(reason),
                             message=message)
 
     def _failed(self, phase: Phase, reason: Reason, message: str,

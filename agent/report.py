@@ -15,6 +15,11 @@ from agent.state import STATE_DIR
 SUMMARY = "NodeBootstrapped"
 """The summary condition type; put it in Machine.spec.readinessGates."""
 STATUS_FILE = f"{STATE_DIR}/status.json"
+SENTINEL = "/run/cluster-api/bootstrap-success.complete"
+"""The bootstrap provider contract's sentinel file (cluster-api docs/book/src/developer/
+providers/contracts/bootstrap-config.md, "Sentinel file"; CABPK's cloud-init runs
+`echo success > ...` after a successful join). Written here, by `Sentinel`, and nowhere
+else in the agent."""
 MAX_MESSAGE = 10240
 """Kept within v1beta1's limit so the message fits either API version."""
 
@@ -74,6 +79,19 @@ class LocalStatus:
         doc = {"final": final, "conditions": [asdict(c) for c in conditions]}
         self.host.write_file(STATUS_FILE, json.dumps(doc, indent=1) + "\n",
                              mode=0o644, dir_mode=0o700)
+
+
+class Sentinel:
+    """Writes CABPK's success sentinel once the run has finished with NodeBootstrapped
+    True, so tooling that waits for it keeps working."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def publish(self, conditions: list[Condition], final: bool) -> None:
+        done = any(c.type == SUMMARY and c.status == "True" for c in conditions)
+        if final and done and not self.host.exists(SENTINEL):
+            self.host.write_file(SENTINEL, "success\n", mode=0o644)
 
 
 def read_status(host: Host) -> tuple[list[Condition], bool] | None:

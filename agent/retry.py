@@ -40,6 +40,8 @@ def retry(
     """Call until it succeeds, a permanent error is raised, or attempts run out.
 
     Only `AgentError`s with `temporary=True` are retried; the last one is re-raised.
+    A delay the error carries (`retry_after`, e.g. from HTTP Retry-After) is honoured as
+    a floor under the jittered delay, capped at `backoff.cap`.
     """
     for attempt in range(backoff.attempts):
         try:
@@ -48,6 +50,8 @@ def retry(
             if not err.temporary or attempt == backoff.attempts - 1:
                 raise
             pause = backoff.delay(attempt, rng)
+            if err.retry_after is not None:
+                pause = max(pause, min(err.retry_after, backoff.cap))
             if on_retry is not None:
                 on_retry(err, attempt + 1, pause)
             sleep(pause)

@@ -2,6 +2,8 @@
 
 Each check returns what is wrong and how to fix it, or None. They are strict on purpose:
 input is hostile until validated, and a newline in a host name must never add a line.
+Patterns are applied with `fullmatch`: with `match`, `$` also matches before a trailing
+newline, so "ntp.example\n" would pass.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def host_name(value: str) -> str | None:
     if ip_address(value) is None:
         return None
     name = value[:-1] if value.endswith(".") else value
-    if 0 < len(name) <= 253 and all(_LABEL.match(label) for label in name.split(".")):
+    if 0 < len(name) <= 253 and all(_LABEL.fullmatch(label) for label in name.split(".")):
         return None
     return f"{_shown(value)} is not a valid host name or IP address"
 
@@ -37,7 +39,7 @@ def host_name(value: str) -> str | None:
 def fqdn(value: str) -> str | None:
     """A host name for /etc/hostname: RFC 1123, no IP address."""
     name = value[:-1] if value.endswith(".") else value
-    if 0 < len(name) <= 253 and all(_LABEL.match(label) for label in name.split(".")):
+    if 0 < len(name) <= 253 and all(_LABEL.fullmatch(label) for label in name.split(".")):
         return None
     return f"{_shown(value)} is not a valid host name (letters, digits, '-' and '.')"
 
@@ -70,27 +72,27 @@ def ip_network(value: str) -> str | None:
 
 
 def interface_name(value: str) -> str | None:
-    if _IFNAME.match(value) and value not in (".", ".."):
+    if _IFNAME.fullmatch(value) and value not in (".", ".."):
         return None
     return (f"{_shown(value)} is not a valid interface name "
             "(1-15 characters: letters, digits, '_', '-', '.', no '/' or spaces)")
 
 
 def mac_address(value: str) -> str | None:
-    if _MAC.match(value):
+    if _MAC.fullmatch(value):
         return None
     return f"{_shown(value)} is not a MAC address (aa:bb:cc:dd:ee:ff)"
 
 
 def k8s_name(value: str) -> str | None:
     """A Kubernetes object name (DNS-1123 subdomain)."""
-    if len(value) <= 253 and _DNS1123_SUBDOMAIN.match(value):
+    if len(value) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(value):
         return None
     return f"{_shown(value)} is not a valid Kubernetes name (lower case, digits, '-', '.')"
 
 
 def k8s_namespace(value: str) -> str | None:
-    if len(value) <= 63 and _DNS1123_LABEL.match(value):
+    if len(value) <= 63 and _DNS1123_LABEL.fullmatch(value):
         return None
     return f"{_shown(value)} is not a valid namespace (lower case, digits, '-')"
 
@@ -101,13 +103,13 @@ _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 def label_key(value: str) -> str | None:
     """A Kubernetes label key: an optional DNS prefix and '/', then a name."""
     prefix, _, name = value.rpartition("/")
-    if _LABEL_NAME.match(name) and (not prefix or k8s_name(prefix) is None):
+    if _LABEL_NAME.fullmatch(name) and (not prefix or k8s_name(prefix) is None):
         return None
     return f"{_shown(value)} is not a valid label key (e.g. machine-agent.io/host-uuid)"
 
 
 def absolute_path(value: str) -> str | None:
-    if _PATH.match(value) and "/../" not in value + "/" and "/./" not in value + "/":
+    if _PATH.fullmatch(value) and "/../" not in value + "/" and "/./" not in value + "/":
         return None
     return (f"{_shown(value)} is not a plain absolute path "
             "(start with /; letters, digits and ._-@+:,= only)")
@@ -123,7 +125,9 @@ def https_url(value: str) -> str | None:
 
 
 def sha256(value: str) -> str | None:
-    return None if _SHA256.match(value) else f"{_shown(value)} is not a sha256 (64 hex digits)"
+    if _SHA256.fullmatch(value):
+        return None
+    return f"{_shown(value)} is not a sha256 (64 hex digits)"
 
 
 def port(value: int) -> str | None:
@@ -139,3 +143,139 @@ def safe_text(value: str) -> str | None:
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         return f"{_shown(value)} contains a newline or control character"
     return None
+
+
+_BOOTSTRAP_TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
+_K8S_VERSION = re.compile(r"^v?(\d+)\.(\d+)(\.\d+)?([-+][0-9A-Za-z.+-]+)?$")
+_FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_CHECK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+
+
+def bootstrap_token(value: str) -> str | None:
+    """A kubeadm bootstrap token: `[a-z0-9]{6}.[a-z0-9]{16}` (never echoed back)."""
+    if _BOOTSTRAP_TOKEN.fullmatch(value):
+        return None
+    return "is not a bootstrap token (6 and 16 lower-case letters or digits joined by '.')"
+
+
+def ca_cert_hash(value: str) -> str | None:
+    """A CA public key pin as kubeadm takes it: `sha256:` and 64 hex digits."""
+    if value.startswith("sha256:") and _SHA256.fullmatch(value.removeprefix("sha256:").lower()):
+        return None
+    return f"{_shown(value)} is not a CA cert hash (sha256: and 64 hex digits)"
+
+
+def hex_key(value: str) -> str | None:
+    """A 32-byte key in hex (kubeadm's certificate key)."""
+    if _SHA256.fullmatch(value.lower()):
+        return None
+    return "is not a 32-byte key in hex (64 hex digits)"
+
+
+def k8s_version(value: str) -> str | None:
+    if _K8S_VERSION.fullmatch(value):
+        return None
+    return f"{_shown(value)} is not a Kubernetes version (e.g. v1.31.2)"
+
+
+def unix_socket_url(value: str) -> str | None:
+    """A CRI endpoint: unix:///path/to.sock."""
+    if value.startswith("unix://") and absolute_path(value.removeprefix("unix://")) is None:
+        return None
+    return f"{_shown(value)} is not a unix socket URL (e.g. unix:///run/containerd/containerd.sock)"
+
+
+def command_name(value: str) -> str | None:
+    """A program: a bare name looked up on PATH, or an absolute path."""
+    if value.startswith("/"):
+        return absolute_path(value)
+    if re.fullmatch(r"[A-Za-z0-9._+-]+", value):
+        return None
+    return f"{_shown(value)} is not a program name or absolute path"
+
+
+def kubelet_args(value: dict[str, str]) -> str | None:
+    """kubelet flags by name (no leading dashes) with one-line values."""
+    for name, arg in value.items():
+        if not _FLAG_NAME.fullmatch(name):
+            return f"{_shown(name)} is not a kubelet flag name (lower case, digits, '-')"
+        if problem := safe_text(arg):
+            return f"value of {name}: {problem}"
+    return None
+
+
+def preflight_check_name(value: str) -> str | None:
+    if _CHECK_NAME.fullmatch(value):
+        return None
+    return f"{_shown(value)} is not a preflight check name (e.g. Swap, all)"
+
+
+def label_value(value: str) -> str | None:
+    """A Kubernetes label (or taint) value: up to 63 of [A-Za-z0-9-_.], may be empty."""
+    if value == "" or _LABEL_NAME.fullmatch(value):
+        return None
+    return f"{_shown(value)} is not a valid label value (letters, digits, '-', '_', '.')"
+
+
+def command_word(value: str) -> str | None:
+    """One argument of a command line run without a shell: non-empty, one line."""
+    if not value:
+        return "an empty argument is not allowed"
+    return safe_text(value)
+
+
+def chronyc_address(value: str) -> str | None:
+    """Where chronyc reaches chronyd: a Unix socket path or an IP address."""
+    if value.startswith("/"):
+        return absolute_path(value)
+    if ip_address(value) is None:
+        return None
+    return f"{_shown(value)} is neither a socket path (/run/...) nor an IP address"
+
+
+_DRIVER = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+
+
+def driver_name(value: str) -> str | None:
+    """A kernel driver name as `ethtool -i` shows it (e.g. virtio_net, ixgbe)."""
+    if _DRIVER.fullmatch(value):
+        return None
+    return f"{_shown(value)} is not a driver name (letters, digits, '_' and '-')"
+
+
+def host_port(value: str) -> str | None:
+    """`host:port` or `[v6-address]:port`, e.g. 192.0.2.1:6443 or [2001:db8::1]:443."""
+    host, sep, number = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        bad_host = ip_address(host) is not None or ":" not in host
+    else:
+        bad_host = ":" in host or host_name(host) is not None
+    if not sep or bad_host or not number.isdigit() or port(int(number)) is not None:
+        return (f"{_shown(value)} is not host:port "
+                "(e.g. 192.0.2.1:6443, api.example.net:443, [2001:db8::1]:6443)")
+    return None
+
+
+def mtu(value: int) -> str | None:
+    return None if 68 <= value <= 65535 else f"{value} is not an MTU (68-65535 bytes)"
+
+
+def vlan_id(value: int) -> str | None:
+    return None if 1 <= value <= 4094 else f"{value} is not a VLAN id (1-4094)"
+
+
+def route_table(value: int) -> str | None:
+    """A routing table id; 253 (default) and 255 (local) belong to the kernel."""
+    if 1 <= value < 2**32 and value not in (253, 255):
+        return None
+    return f"{value} is not a usable routing table (1-4294967295, not 253 or 255)"
+
+
+def route_destination(value: str) -> str | None:
+    """`default` or a network with its prefix length."""
+    return None if value == "default" else ip_network(value)
+
+
+def small_count(value: int) -> str | None:
+    return None if 0 <= value <= 10 else f"{value} is not between 0 and 10"

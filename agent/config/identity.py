@@ -26,8 +26,12 @@ class DiscoverySpec:
         default="machine-agent.io/host-uuid", check=checks.label_key,
         key="hostUUIDLabel")
     provider_id_pattern: str | None = setting(
-        "Regular expression matched against Machine spec.providerID instead of the label.",
+        "Regular expression matched against Machine spec.providerID instead of the label; "
+        "the text {uuid} in it stands for this host's DMI product UUID.",
         default=None, key="providerIDPattern")
+    namespace: str | None = setting(
+        "Namespace to search for the Machine; all namespaces when unset (needs a "
+        "ClusterRole that may list Machines).", default=None, check=checks.k8s_namespace)
 
     def validate(self) -> Iterator[Problem]:
         if self.provider_id_pattern is not None:

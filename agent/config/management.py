@@ -28,6 +28,9 @@ class ManagementSpec:
         default=False, key="insecureSkipTLSVerify")
     request_timeout: Duration = setting("Time-out of one API request.",
                                         default=Duration(10), check=checks.positive)
+    bootstrap_wait: Duration = setting(
+        "How long to wait for the bootstrap data Secret (and Machine.spec.bootstrap."
+        "dataSecretName) to appear.", default=Duration(600), check=checks.positive)
 
     def validate(self) -> Iterator[Problem]:
         if self.kubeconfig and self.server:

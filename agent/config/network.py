@@ -1,15 +1,19 @@
-"""`spec.network`: interfaces, addresses, routes, DNS and host name."""
+"""`spec.network`: interfaces, addresses, routes, DNS, host name, and how the live change is
+proved (conflict detection, gateway and management endpoint)."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import checks
-from agent.config.fields import setting
+from agent.config.fields import Duration, setting
 
 Problem = tuple[str, str, str | None]
+IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+DEFAULT_MTU = 1500
 
 
 @dataclass(frozen=True)
@@ -31,15 +35,223 @@ class AddressSpec:
         given = [k for k in ("static", "ipam", "dhcp") if getattr(self, k) is not None]
         if len(given) != 1:
             yield ("", "give exactly one of static, ipam or dhcp", None)
+        if self.static is not None:
+            iface = ipaddress.ip_interface(self.static)
+            net = iface.network
+            if iface.version == 4 and net.prefixlen < 31 and iface.ip in (
+                    net.network_address, net.broadcast_address):
+                yield ("static", f"{iface.ip} is the network or broadcast address of {net}",
+                       "use a host address inside the subnet")
+
+    @property
+    def interface(self) -> IPInterface | None:
+        return ipaddress.ip_interface(self.static) if self.static else None
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    to: str = setting("Destination network, or `default`.", check=checks.route_destination)
+    via: str | None = setting("Next hop; without it the route is on-link.", default=None,
+                              check=checks.ip_address)
+    metric: int | None = setting("Route metric (lower wins).", default=None)
+    table: int | None = setting("Routing table id (default: main).", default=None,
+                                check=checks.route_table)
+
+    def validate(self) -> Iterator[Problem]:
+        if self.metric is not None and not 0 <= self.metric < 2**32:
+            yield ("metric", f"{self.metric} is not a metric (0-4294967295)", None)
+        if self.via is not None and self.to != "default":
+            to = ipaddress.ip_network(self.to)
+            if to.version != ipaddress.ip_address(self.via).version:
+                yield ("via", f"next hop {self.via} is not in the family of {self.to}", None)
+
+    @property
+    def family(self) -> int | None:
+        """4 or 6; None for `default` without a next hop (not allowed, see InterfaceSpec)."""
+        if self.to != "default":
+            return ipaddress.ip_network(self.to).version
+        return ipaddress.ip_address(self.via).version if self.via else None
+
+
+@dataclass(frozen=True)
+class MatchSpec:
+    name: str | None = setting("Kernel name of the link.", default=None,
+                               check=checks.interface_name)
+    mac_address: str | None = setting("Permanent MAC address of the link.", default=None,
+                                      check=checks.mac_address)
+    driver: str | None = setting("Kernel driver of the link (as `ethtool -i` shows).",
+                                 default=None, check=checks.driver_name)
+
+    def validate(self) -> Iterator[Problem]:
+        given = [k for k in ("name", "mac_address", "driver") if getattr(self, k) is not None]
+        if len(given) != 1:
+            yield ("", "give exactly one of name, macAddress or driver", None)
+
+
+@dataclass(frozen=True)
+class VLANSpec:
+    id: int = setting("802.1Q VLAN id.", check=checks.vlan_id)
+    parent: str = setting("Interface entry the VLAN rides on.", check=checks.interface_name)
+
+
+@dataclass(frozen=True)
+class BondSpec:
+    members: list[str] = setting("Interface entries enslaved to the bond.",
+                                 check=checks.interface_name)
+    mode: Literal["balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad",
+                  "balance-tlb", "balance-alb"] = setting("Bonding mode.",
+                                                         default="active-backup")
+    miimon: int = setting("MII link monitoring interval in milliseconds.", default=100)
+    primary: str | None = setting("Preferred member (active-backup).", default=None,
+                                  check=checks.interface_name)
+
+
+@dataclass(frozen=True)
+class BridgeSpec:
+    members: list[str] = setting("Interface entries attached to the bridge.", factory=list,
+                                 check=checks.interface_name)
+    stp: bool = setting("Spanning tree protocol.", default=False)
+
+
+@dataclass(frozen=True)
+class MacvlanSpec:
+    parent: str = setting("Interface entry the macvlan sits on.", check=checks.interface_name)
+    mode: Literal["bridge", "private", "vepa", "passthru"] = setting(
+        "macvlan mode.", default="bridge")
+
+
+InterfaceType = Literal["ethernet", "vlan", "bond", "bridge", "macvlan"]
+_SECTIONS = ("vlan", "bond", "bridge", "macvlan")
 
 
 @dataclass(frozen=True)
 class InterfaceSpec:
-    name: str = setting("Interface name on the node.", check=checks.interface_name)
+    name: str = setting("Interface name on the node; other entries refer to it by this name.",
+                        check=checks.interface_name)
+    type: InterfaceType = setting("Kind of interface.", default="ethernet")
+    match: MatchSpec | None = setting(
+        "Find an ethernet link by name, MAC address or driver instead of by `name`.",
+        default=None)
+    vlan: VLANSpec | None = setting("VLAN settings (type vlan).", default=None)
+    bond: BondSpec | None = setting("Bond settings (type bond).", default=None)
+    bridge: BridgeSpec | None = setting("Bridge settings (type bridge).", default=None)
+    macvlan: MacvlanSpec | None = setting("macvlan settings (type macvlan).", default=None)
     addresses: list[AddressSpec] = setting("Addresses of the interface.", factory=list)
     gateway: str | None = setting("Default gateway reached through this interface.",
                                   default=None, check=checks.ip_address)
-    mtu: int | None = setting("MTU in bytes.", default=None)
+    gateway6: str | None = setting("IPv6 default gateway, when `gateway` is IPv4.",
+                                   default=None, check=checks.ip_address)
+    routes: list[RouteSpec] = setting("Extra routes through this interface.", factory=list)
+    mtu: int | None = setting("MTU in bytes.", default=None, check=checks.mtu)
+
+    def validate(self) -> Iterator[Problem]:
+        for section in _SECTIONS:
+            if getattr(self, section) is not None and section != self.type:
+                yield (section, f"is only for type {section}, this interface is {self.type}",
+                       None)
+        if self.type in _SECTIONS and getattr(self, self.type) is None:
+            what = "parent" if self.type in ("vlan", "macvlan") else "members"
+            yield (self.type, f"is required for type {self.type}",
+                   f"give {self.type}.{what}")
+        if self.match is not None and self.type != "ethernet":
+            yield ("match", "only ethernet interfaces are matched; others are created", None)
+        if self.bond is not None and self.bond.primary is not None \
+                and self.bond.primary not in self.bond.members:
+            yield ("bond.primary", f"{self.bond.primary} is not a member of the bond", None)
+        yield from self._gateways()
+        claimed: set[str] = set()
+        for i, address in enumerate(self.addresses):
+            if address.ipam is not None:
+                if address.ipam.family in claimed:
+                    # the claim key is Machine UID + interface + family: one address each
+                    yield (f"addresses[{i}].ipam", f"a second {address.ipam.family} address "
+                           "from IPAM on one interface", "claim one per family and interface")
+                claimed.add(address.ipam.family)
+        for i, route in enumerate(self.routes):
+            if route.to == "default" and route.via is None:
+                yield (f"routes[{i}].via", "a default route needs a next hop", None)
+            elif route.via is not None:
+                yield from self._reachable(f"routes[{i}].via", route.via)
+
+    def _gateways(self) -> Iterator[Problem]:
+        if self.gateway6 is not None:
+            if ipaddress.ip_address(self.gateway6).version != 6:
+                yield ("gateway6", f"{self.gateway6} is not an IPv6 address", None)
+            elif self.gateway is not None and ipaddress.ip_address(self.gateway).version == 6:
+                yield ("gateway6", "two IPv6 gateways: `gateway` is IPv6 already",
+                       "put the IPv4 gateway in `gateway`")
+        for key in ("gateway", "gateway6"):
+            value = getattr(self, key)
+            if value is not None:
+                yield from self._reachable(key, value)
+
+    def _reachable(self, path: str, hop: str) -> Iterator[Problem]:
+        """A next hop must sit in one of the interface's static subnets of its family
+        (addresses from IPAM or DHCP are unknown here and checked when claimed)."""
+        ip = ipaddress.ip_address(hop)
+        nets = [a.network for a in self.static_addresses if a.version == ip.version]
+        if nets and not any(ip in net for net in nets):
+            yield (path, f"{hop} is outside the interface's subnets "
+                         f"({', '.join(map(str, nets))})",
+                   "a gateway must be on the link; fix the address or the prefix length")
+        if any(a.ip == ip for a in self.static_addresses):
+            yield (path, f"{hop} is the interface's own address", None)
+
+    @property
+    def static_addresses(self) -> list[IPInterface]:
+        return [a.interface for a in self.addresses if a.interface is not None]
+
+    @property
+    def parent(self) -> str | None:
+        if self.vlan is not None:
+            return self.vlan.parent
+        return self.macvlan.parent if self.macvlan is not None else None
+
+    @property
+    def members(self) -> list[str]:
+        if self.bond is not None:
+            return self.bond.members
+        return self.bridge.members if self.bridge is not None else []
+
+
+@dataclass(frozen=True)
+class DNSSpec:
+    nameservers: list[str] = setting("DNS servers, in order.", factory=list,
+                                     check=checks.ip_address)
+    search: list[str] = setting("Search domains.", factory=list, check=checks.fqdn)
+    backend: Literal["resolved", "resolv.conf"] = setting(
+        "Where DNS goes: a systemd-resolved drop-in, or /etc/resolv.conf itself.",
+        default="resolved")
+
+
+@dataclass(frozen=True)
+class ConflictDetectionSpec:
+    arp_probes: int = setting(
+        "ARP probes sent before an IPv4 address is added (RFC 5227 PROBE_NUM; 0: none).",
+        default=3, check=checks.small_count, key="arpProbes")
+    arp_interval: Duration = setting("Time between ARP probes (RFC 5227: 1-2s).",
+                                     default=Duration(1), check=checks.positive,
+                                     key="arpInterval")
+    arp_wait: Duration = setting("How long to listen after the last probe (ANNOUNCE_WAIT).",
+                                 default=Duration(2), check=checks.positive, key="arpWait")
+    duplicate_address_detection: bool = setting(
+        "Let the kernel run IPv6 DAD on new addresses and wait for it; false adds them "
+        "with nodad (for segments where DAD is off, as with accept_dad=0).", default=True,
+        key="duplicateAddressDetection")
+    dad_timeout: Duration = setting(
+        "How long to wait for IPv6 duplicate address detection.", default=Duration(5),
+        check=checks.positive, key="dadTimeout")
+
+
+@dataclass(frozen=True)
+class VerifySpec:
+    management_endpoint: str | None = setting(
+        "host:port that must accept a TCP connection over the new configuration. Default: "
+        "the host and port of spec.management.server; none when neither is set.",
+        default=None, check=checks.host_port)
+    timeout: Duration = setting("How long each check (gateway, management) may take before "
+                                "the change is rolled back.", default=Duration(10),
+                                check=checks.positive)
 
 
 @dataclass(frozen=True)
@@ -48,5 +260,91 @@ class NetworkSpec:
         "Which persistent configuration to write; chosen by name, never probed.",
         default="networkd")
     interfaces: list[InterfaceSpec] = setting("Interfaces the agent configures.", factory=list)
-    hostname: str | None = setting("Host name (FQDN) for /etc/hostname.", default=None,
-                                   check=checks.fqdn)
+    hostname: str | None = setting("Host name (FQDN) for /etc/hostname and /etc/hosts.",
+                                   default=None, check=checks.fqdn)
+    dns: DNSSpec = setting("Name servers and search domains.", factory=DNSSpec)
+    conflict_detection: ConflictDetectionSpec = setting(
+        "Probing for addresses already in use before keeping them.",
+        factory=ConflictDetectionSpec)
+    verify: VerifySpec = setting("What proves the new configuration before it is kept.",
+                                 factory=VerifySpec)
+    disable_cloud_init_network: bool = setting(
+        "Stop cloud-init from writing its own network configuration (when the agent "
+        "configures interfaces and renders them).", default=True,
+        key="disableCloudInitNetwork")
+
+    def validate(self) -> Iterator[Problem]:
+        by_name: dict[str, int] = {}
+        for i, iface in enumerate(self.interfaces):
+            if iface.name in by_name:
+                yield (f"interfaces[{i}].name",
+                       f"{iface.name} is also interfaces[{by_name[iface.name]}]", None)
+            by_name.setdefault(iface.name, i)
+        yield from self._references(by_name)
+        yield from self._addresses()
+        if self.renderer == "netplan":
+            for i, iface in enumerate(self.interfaces):
+                if iface.type == "macvlan":
+                    yield (f"interfaces[{i}].type", "netplan cannot describe a macvlan",
+                           "use renderer networkd")
+        if self.dns.backend == "resolv.conf" and len(self.dns.nameservers) > 3:
+            # glibc reads at most MAXNS (3) nameserver lines; the rest would be ignored.
+            yield ("dns.nameservers", f"{len(self.dns.nameservers)} servers, but "
+                   "/etc/resolv.conf holds at most 3", "use backend resolved, or fewer")
+
+    def _references(self, by_name: dict[str, int]) -> Iterator[Problem]:
+        owner: dict[str, str] = {}
+        for i, iface in enumerate(self.interfaces):
+            here = f"interfaces[{i}]"
+            parent = iface.parent
+            if parent is not None:
+                section = f"{here}.{iface.type}.parent"
+                if parent not in by_name:
+                    yield (section, f"{parent} is not an interface entry",
+                           f"add an entry named {parent}")
+                elif parent == iface.name:
+                    yield (section, "an interface cannot be its own parent", None)
+                elif iface.type == "vlan":
+                    yield from self._vlan_mtu(here, iface, self.interfaces[by_name[parent]])
+            for j, member in enumerate(iface.members):
+                path = f"{here}.{iface.type}.members[{j}]"
+                if member not in by_name:
+                    yield (path, f"{member} is not an interface entry",
+                           f"add an entry named {member}")
+                elif member in owner:
+                    yield (path, f"{member} is already a member of {owner[member]}",
+                           "a link can be enslaved to one bond or bridge only")
+                else:
+                    owner[member] = iface.name
+                if member in by_name and self.interfaces[by_name[member]].addresses:
+                    yield (path, f"{member} has addresses; a member carries none",
+                           f"move them to {iface.name}")
+
+    @staticmethod
+    def _vlan_mtu(here: str, vlan: InterfaceSpec, parent: InterfaceSpec) -> Iterator[Problem]:
+        parent_mtu = parent.mtu or DEFAULT_MTU
+        if vlan.mtu is not None and vlan.mtu > parent_mtu:
+            yield (f"{here}.mtu", f"{vlan.mtu} is above the MTU of its parent {parent.name} "
+                                  f"({parent_mtu})", "raise the parent's MTU or lower this one")
+
+    def _addresses(self) -> Iterator[Problem]:
+        seen_ip: dict[str, str] = {}
+        nets: list[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str, str]] = []
+        for i, iface in enumerate(self.interfaces):
+            for j, spec in enumerate(iface.addresses):
+                addr = spec.interface
+                if addr is None:
+                    continue
+                path = f"interfaces[{i}].addresses[{j}].static"
+                ip = str(addr.ip)
+                if ip in seen_ip:
+                    yield (path, f"{ip} is also {seen_ip[ip]}", "each address once")
+                    continue
+                seen_ip[ip] = path
+                for net, other_iface, other_path in nets:
+                    if other_iface != iface.name and addr.network.overlaps(net):
+                        yield (path, f"{addr.network} overlaps {net} of {other_iface} "
+                                     f"({other_path})",
+                               "one subnet per link; routing between them is ambiguous")
+                        break
+                nets.append((addr.network, iface.name, path))

@@ -10,6 +10,12 @@ Precedence, lowest first (later sources plug in at their documented place):
   2. the baked file              /etc/machine-agent/config.yaml
   3. drop-ins, lexical order     /etc/machine-agent/config.d/*.yaml
   4. files given with --config, in the order given
+  5. the management cluster: the ConfigMap or Secret named by the Machine's annotation
+     `machine-agent.io/config` (`configmap/NAME` or `secret/NAME`, key `config.yaml`),
+     origin e.g. `configmap default/worker-0-agent` (agent.kube.machine.ManagementSource).
+     It is above the local files: the cluster operator's per-Machine settings win over
+     what the image bakes in. `spec.identity` and `spec.management` say how to reach the
+     cluster, so they come from local files only; the fragment may not set them.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import difflib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from agent.config import AgentConfig
 from agent.config.fields import encode
@@ -50,6 +50,11 @@ class PhasePlan:
         return not self.changes and not self.notes
 
 
+class Progress(Protocol):
+    def __call__(self, message: str, reason: Reason = Reason.InProgress) -> None:
+        """Say what a long wait is waiting for, under `reason` (e.g. TimeSynchronizing)."""
+
+
 @dataclass
 class PhaseContext:
     config: AgentConfig
@@ -57,11 +62,14 @@ class PhaseContext:
     journal: Journal
     results: dict[str, dict[str, Any]]
     """What earlier phases produced, by phase name."""
-    progress: Callable[[str], None]
+    progress: Progress
     """Say what a long wait is waiting for; reaches the log and the phase's condition."""
     log: logging.Logger
     machine: MachineFacts | None = None
     """The Machine as read from the management cluster; None when run without one."""
+    reload_machine: Callable[[], MachineFacts] | None = None
+    """Read the Machine (and its bootstrap data) again, e.g. for a fresh bootstrap token
+    after the first one expired; None when there is no management cluster to ask."""
 
 
 class Phase:
@@ -103,6 +111,11 @@ class Phase:
         """Prove the result; raise an AgentError if it does not hold. Returns the result
         journaled for later phases and `status`."""
         return {}
+
+    def reason(self, result: dict[str, Any]) -> Reason:
+        """The condition reason on success; a phase that completed with a warning (e.g.
+        time not synchronised but spec.time.onTimeout is warn) names the warning here."""
+        return self.success
 
     def message(self, result: dict[str, Any]) -> str:
         """The condition message on success."""

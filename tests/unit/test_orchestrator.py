@@ -17,7 +17,7 @@ from agent.report import LocalStatus, read_status
 from agent.state import Journal
 from tests.phases_for_tests import LOG, FilesPhase
 
-EXAMPLE = str(Path(__file__).parents[2] / "examples" / "minimal.yaml")
+EXAMPLE = str(Path(__file__).parents[2] / "examples" / "local-only.yaml")
 
 
 class NoSleep(Clock):
@@ -28,6 +28,15 @@ class NoSleep(Clock):
         self.slept.append(seconds)
 
 
+def without_join(root: Path) -> None:
+    """The example node has no bootstrap data to join with; these tests are about the
+    orchestrator, so the join phase is skipped by configuration."""
+    drop_in = root / "etc/machine-agent/config.d/no-join.yaml"
+    drop_in.parent.mkdir(parents=True)
+    drop_in.write_text("apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
+                       "spec: {skipPhases: [join]}\n")
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file()}
@@ -35,13 +44,13 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 def test_second_run_applies_nothing_and_says_so(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--root", str(tmp_path), "run", "-c", EXAMPLE]) == 0
+    assert main(["--root", str(tmp_path), "run", "--skip", "join", "-c", EXAMPLE]) == 0
     first = capsys.readouterr().out
     assert "network  applied" in first
-    assert main(["--root", str(tmp_path), "run", "-c", EXAMPLE]) == 0
+    assert main(["--root", str(tmp_path), "run", "--skip", "join", "-c", EXAMPLE]) == 0
     second = capsys.readouterr().out
     assert "nothing to do: every phase is up to date" in second
-    assert second.count("up to date, nothing to apply") == 4
+    assert second.count("up to date, nothing to apply") == 3
 
 
 def test_files_are_written_once_and_rerun_changes_nothing(tmp_path: Path) -> None:
@@ -136,6 +145,7 @@ def test_plan_shows_diffs_and_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_only_and_skip_select_phases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    without_join(tmp_path)
     assert main(["--root", str(tmp_path), "run", "--only", "time", "-c", EXAMPLE]) == 0
     out = capsys.readouterr().out
     assert out.startswith("time ") and "network" not in out
@@ -148,6 +158,7 @@ def test_only_and_skip_select_phases(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_status_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    without_join(tmp_path)
     assert main(["--root", str(tmp_path), "status"]) == 0
     assert "no run recorded yet" in capsys.readouterr().out
     main(["--root", str(tmp_path), "run", "-c", EXAMPLE])
@@ -157,7 +168,7 @@ def test_status_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFix
     assert doc["final"] is True
     summary = next(c for c in doc["conditions"] if c["type"] == "NodeBootstrapped")
     assert summary["status"] == "True" and summary["reason"] == "Bootstrapped"
-    assert set(doc["phases"]) == {"network", "time", "join", "cni"}
+    assert set(doc["phases"]) == {"network", "time", "cni"}  # join: skipped, never run
 
 
 def test_unreadable_journal_is_a_clear_error(tmp_path: Path,

@@ -1,12 +1,254 @@
-"""The network phase. Empty for now: it plans no changes; its issue fills it in."""
+"""The network phase: try, check, then keep — or roll back to the exact state before.
+
+apply: claim IPAM addresses, diff the namespace against the plan, change only the
+difference (links, then addresses after an ARP probe / with DAD, then routes), prove the
+result on the wire (gateway neighbour resolution, TCP to the management endpoint), and
+only then write the persistent files. Any failure on the way restores the snapshot
+taken before the first change: a node must never lock itself out.
+
+Live changes are made only on the real root (`--root /`) or in a named namespace
+(`Host.netns`): an image tree or the demo's sandbox gets the rendered files alone.
+"""
 
 from __future__ import annotations
 
-from agent.errors import Reason
-from agent.phases.base import Phase
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.config.network import NetworkSpec
+from agent.errors import AgentError, PermanentError, Reason, TemporaryError
+from agent.host import Host
+from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
+from agent.phases.network.apply import Executor, NetOp, forward, nodad, rollback
+from agent.phases.network.claims import claim_addresses
+from agent.phases.network.model import NetworkPlan, build_plan
+from agent.phases.network.observe import Observed, observe, resolve_names
+from agent.phases.network.probe import arp_conflicts, dad_failures
+from agent.phases.network.render import (
+    NETPLAN_FILE,
+    NETWORKD_DIR,
+    link_files_owned,
+    render_cloud_init_dropin,
+    render_dns,
+    render_hostname,
+    render_links,
+)
+from agent.phases.network.verify import (
+    gateway_resolves,
+    management_accepts,
+    management_endpoint,
+)
+
+if TYPE_CHECKING:
+    from pyroute2 import IPRoute
+
+ROLLBACK_ROUNDS = 4
+"""Rollback re-observes after each round: the kernel drops routes with their address."""
+
+
+def is_live(host: Host) -> bool:
+    return host.netns is not None or host.root == Path("/")
+
+
+class AddressConflict(PermanentError):
+    reason = Reason.AddressConflict
 
 
 class NetworkPhase(Phase):
     name = "network"
     condition = "NetworkReady"
     success = Reason.NetworkConfigured
+
+    def __init__(self) -> None:
+        self._result: dict[str, Any] = {}
+
+    # -- plan -------------------------------------------------------------------------
+
+    def plan(self, ctx: PhaseContext) -> PhasePlan:
+        spec = ctx.config.spec.network
+        out = PhasePlan(self.name)
+        netplan = build_plan(spec)
+        out.notes += [str(claim) for claim in netplan.pending]
+        if spec.interfaces and is_live(ctx.host):
+            with contextlib.closing(ctx.host.netlink()) as ipr:
+                now = observe(ipr)
+                diff = forward(netplan, now, resolve_names(ctx.host, netplan, now))
+            out.changes += [Change(f"netlink:{op}", str(op), _single(op)) for op in diff.ops]
+        elif spec.interfaces:
+            out.notes.append("no live change: the host root is not / and no network "
+                             "namespace is named; only the persistent files are written")
+        out.changes += persistent_changes(ctx.host, spec, netplan)
+        return out
+
+    # -- apply ------------------------------------------------------------------------
+
+    def apply(self, ctx: PhaseContext, plan: PhasePlan) -> None:
+        spec = ctx.config.spec.network
+        netplan = build_plan(spec, claim_addresses(ctx, spec))
+        live = bool(spec.interfaces) and is_live(ctx.host)
+        self._result = {"live": live, "renderer": spec.renderer,
+                        "addresses": {link.name: [str(a) for a in link.addresses]
+                                      for link in netplan.links if link.addresses}}
+        if live:
+            self._result.update(self._apply_live(ctx, spec, netplan))
+            ctx.journal.step_done(self.name, "live")
+        written = []
+        for change in persistent_changes(ctx.host, spec, netplan):
+            ctx.log.info("%s", change.summary)
+            change.action(ctx.host)
+            ctx.journal.step_done(self.name, change.key)
+            written.append(change.summary)
+        self._result["files"] = written
+
+    def _apply_live(self, ctx: PhaseContext, spec: NetworkSpec,
+                    netplan: NetworkPlan) -> dict[str, Any]:
+        host = ctx.host
+        with contextlib.closing(host.netlink()) as ipr:
+            before = observe(ipr)
+            names = resolve_names(host, netplan, before)
+            diff = forward(netplan, before, names)
+            executor = Executor(host, ipr)
+            try:
+                executor.run(diff.links)
+                self._probe_and_add(ctx, spec, ipr, executor, diff.addresses,
+                                    diff.new_ipv4())
+                executor.run(diff.routes)
+                checked = self._check_on_the_wire(ctx, spec, ipr, netplan)
+            except BaseException as err:
+                if executor.count:
+                    self._rollback(ctx, ipr, before, set(names.values()), err)
+                raise
+        return {"netlinkChanges": executor.count, **checked}
+
+    def _probe_and_add(self, ctx: PhaseContext, spec: NetworkSpec, ipr: IPRoute,
+                       executor: Executor, ops: list[NetOp],
+                       new_ipv4: list[tuple[str, str]]) -> None:
+        clock, timing = ctx.host.clock, spec.conflict_detection
+        if new_ipv4 and timing.arp_probes:
+            now = observe(ipr)
+            ctx.progress(f"probing {len(new_ipv4)} IPv4 address(es) for conflicts (ARP)")
+            candidates = [(link, state.mac, ip) for link, ip in new_ipv4
+                          if (state := now.link(link)) is not None]
+            taken = arp_conflicts(ctx.host, candidates, timing, clock.monotonic)
+            if taken:
+                raise AddressConflict(
+                    f"{', '.join(sorted(taken))} already answered on the segment (ARP probe, "
+                    "RFC 5227); the address was not configured")
+        if not timing.duplicate_address_detection:
+            ops = [nodad(op) for op in ops]
+        executor.run(ops)
+        new_v6 = [(executor.index_of(op.link), dict(op.params)["address"]) for op in ops
+                  if op.what == "addr-add" and ":" in dict(op.params)["address"]]
+        if new_v6 and timing.duplicate_address_detection:
+            ctx.progress(f"waiting for duplicate address detection of {len(new_v6)} "
+                         "IPv6 address(es)")
+            failed = dad_failures(ipr, new_v6, float(timing.dad_timeout), clock.monotonic,
+                                  clock.sleep)
+            if failed:
+                raise AddressConflict(
+                    f"{', '.join(sorted(failed))} failed IPv6 duplicate address detection "
+                    f"(dadfailed or still tentative after {timing.dad_timeout})")
+
+    def _check_on_the_wire(self, ctx: PhaseContext, spec: NetworkSpec, ipr: IPRoute,
+                           netplan: NetworkPlan) -> dict[str, Any]:
+        clock, timeout = ctx.host.clock, float(spec.verify.timeout)
+        gateways = []
+        for link, gateway in netplan.gateways:
+            ctx.progress(f"checking that gateway {gateway} answers on {link}")
+            if not gateway_resolves(ctx.host, ipr, gateway, timeout, clock.monotonic,
+                                    clock.sleep):
+                raise TemporaryError(
+                    f"gateway {gateway} on {link} did not answer neighbour resolution "
+                    f"within {timeout:g}s; the network change was rolled back",
+                    reason=Reason.GatewayUnreachable)
+            gateways.append(gateway)
+        endpoint = management_endpoint(ctx.config)
+        reached = None
+        if endpoint is not None:
+            ctx.progress(f"checking that the management endpoint {endpoint[0]}:{endpoint[1]} "
+                         "accepts a connection")
+            try:
+                reached = management_accepts(ctx.host, endpoint, timeout, clock.monotonic,
+                                             clock.sleep)
+            except AgentError as err:
+                err.message += "; the network change was rolled back"
+                raise
+            reached = f"{reached}:{endpoint[1]}"
+        return {"gateways": gateways, "management": reached}
+
+    def _rollback(self, ctx: PhaseContext, ipr: IPRoute, before: Observed,
+                  names: set[str], cause: BaseException) -> None:
+        ctx.log.warning("rolling back the network change (%s)", cause)
+        executor = Executor(ctx.host, ipr)
+        for _ in range(ROLLBACK_ROUNDS):
+            ops = rollback(before, observe(ipr), names)
+            if not ops:
+                break
+            executor.run(ops, tolerant=True)
+        after = observe(ipr)
+        if after.restricted(names) != before.restricted(names):
+            ctx.log.error("rollback left a difference: before %s, after %s",
+                          before.restricted(names), after.restricted(names))
+
+    # -- verify -----------------------------------------------------------------------
+
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+        spec = ctx.config.spec.network
+        if self._result.get("live"):
+            netplan = build_plan(spec)
+            with contextlib.closing(ctx.host.netlink()) as ipr:
+                now = observe(ipr, routes=False)
+                names = resolve_names(ctx.host, netplan, now)
+                missing = [f"{link.name}: {a}" for link in netplan.links
+                           for a in link.addresses
+                           if str(a) not in now.addresses_of(names[link.name])]
+            if missing:
+                raise TemporaryError(f"addresses went missing after apply: {missing}",
+                                     reason=Reason.InProgress)
+        return dict(self._result)
+
+    def message(self, result: dict[str, Any]) -> str:
+        count = sum(len(a) for a in result.get("addresses", {}).values())
+        parts = [f"{count} address{'es' if count != 1 else ''} on "
+                 f"{len(result.get('addresses', {}))} interface(s)"]
+        if result.get("gateways"):
+            parts.append(f"gateway {', '.join(result['gateways'])} answers")
+        if result.get("management"):
+            parts.append(f"management endpoint {result['management']} reachable")
+        if not result.get("live"):
+            parts.append("persistent configuration only (no live change)")
+        return "; ".join(parts)
+
+
+def _single(op: NetOp) -> Callable[[Host], None]:
+    def run(host: Host) -> None:
+        with contextlib.closing(host.netlink()) as ipr:
+            Executor(host, ipr).run([op])
+    return run
+
+
+def persistent_changes(host: Host, spec: NetworkSpec, netplan: NetworkPlan) -> list[Change]:
+    """Writes of the rendered files that differ, and removals of files an earlier run
+    rendered for interfaces no longer configured."""
+    files = render_links(netplan, spec.renderer)
+    files.update(render_dns(netplan, spec.dns.backend))
+    files.update(render_hostname(netplan, host.read_text("/etc/hosts")))
+    if spec.disable_cloud_init_network and spec.interfaces and spec.renderer != "none":
+        files.update(render_cloud_init_dropin())
+    changes = [c for path, content in files.items()
+               if (c := file_change(host, path, content,
+                                    mode=0o600 if path == NETPLAN_FILE else 0o644))]
+    for stale in link_files_owned(spec.renderer, host.list_dir(NETWORKD_DIR)):
+        if stale not in files:
+            changes.append(Change(f"remove:{stale}", f"remove {stale} (interface no longer "
+                                  "configured)", _remover(stale)))
+    return changes
+
+
+def _remover(path: str) -> Callable[[Host], None]:
+    def remove(host: Host) -> None:
+        host.remove(path)
+    return remove
+

@@ -1,0 +1,209 @@
+"""A small client for the management cluster's API, on requests.
+
+Every request carries a time-out and `verify=` explicitly (so REQUESTS_CA_BUNDLE and
+friends cannot change TLS behind the agent's back: the session ignores the environment).
+No answer, 429 and 5xx are retried with jittered exponential backoff (agent.retry),
+honouring Retry-After; other failures raise at once as typed errors (agent.kube.errors).
+Headers and bodies are never logged: they may hold the token or a Secret.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from agent import __version__
+from agent.kube.errors import Unreachable, error_from_status
+from agent.kube.kubeconfig import Credentials
+from agent.retry import Backoff, retry
+
+if TYPE_CHECKING:
+    import requests
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "machine-agent"
+APPLY_PATCH = "application/apply-patch+yaml"
+DEFAULT_BACKOFF = Backoff(base=0.25, cap=10.0, attempts=6)
+WATCH_SLACK = 10.0
+"""Seconds a watch's read time-out exceeds its server-side `timeoutSeconds`."""
+
+Object = dict[str, Any]
+
+
+def resource_path(group: str, version: str, plural: str, *, namespace: str | None = None,
+                  name: str | None = None, subresource: str | None = None) -> str:
+    """`/api/v1/namespaces/NS/secrets/NAME` or `/apis/GROUP/VERSION/...`."""
+    parts = ["/api", version] if not group else ["/apis", group, version]
+    if namespace is not None:
+        parts += ["namespaces", quote(namespace, safe="")]
+    parts.append(plural)
+    if name is not None:
+        parts.append(quote(name, safe=""))
+    if subresource is not None:
+        parts.append(subresource)
+    return "/".join(parts)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds; the HTTP-date form is not used by kube-apiserver."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+class Client:
+    """Requests to one API server with one identity."""
+
+    def __init__(self, creds: Credentials, *, timeout: float = 10.0,
+                 backoff: Backoff = DEFAULT_BACKOFF,
+                 sleep: Callable[[float], None] = time.sleep,
+                 session: requests.Session | None = None) -> None:
+        self.creds = creds
+        self.timeout = timeout
+        self.backoff = backoff
+        self.sleep = sleep
+        if session is None:
+            import requests
+
+            session = requests.Session()
+        # Proxies, CA bundles and .netrc from the environment must not change where the
+        # agent connects or what it trusts.
+        session.trust_env = False
+        self.session = session
+        self.headers = {"Accept": "application/json",
+                        "User-Agent": f"machine-agent/{__version__}"}
+        if creds.token:
+            self.headers["Authorization"] = f"Bearer {creds.token}"
+
+    # -- verbs ----------------------------------------------------------------------
+
+    def get(self, path: str) -> Object:
+        return self.request("GET", path)
+
+    def list(self, path: str, *, label_selector: str | None = None,
+             field_selector: str | None = None) -> tuple[list[Object], str]:
+        """The items and the list's resourceVersion (to watch from)."""
+        params = {k: v for k, v in (("labelSelector", label_selector),
+                                    ("fieldSelector", field_selector)) if v}
+        doc = self.request("GET", path, params=params)
+        return list(doc.get("items") or []), str(doc.get("metadata", {}).get(
+            "resourceVersion", ""))
+
+    def create(self, path: str, obj: Object, *, attempts: int | None = None) -> Object:
+        return self.request("POST", path, body=obj, attempts=attempts)
+
+    def delete(self, path: str) -> Object:
+        """The Status (no finalizers) or the object with deletionTimestamp set."""
+        return self.request("DELETE", path)
+
+    def apply(self, path: str, obj: Object, *, force: bool = False,
+              attempts: int | None = None) -> Object:
+        """Server-side apply under FIELD_MANAGER (`path` ends in /status for status).
+
+        JSON is YAML, so the object is sent as JSON with the apply-patch content type.
+        """
+        params = {"fieldManager": FIELD_MANAGER}
+        if force:
+            params["force"] = "true"
+        return self.request("PATCH", path, params=params, body=obj,
+                            content_type=APPLY_PATCH, attempts=attempts)
+
+    # -- transport ------------------------------------------------------------------
+
+    def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
+                body: Object | None = None, content_type: str = "application/json",
+                attempts: int | None = None) -> Object:
+        """One API call with retries; the decoded JSON answer."""
+        backoff = self.backoff if attempts is None else Backoff(
+            self.backoff.base, self.backoff.cap, attempts)
+
+        def once() -> Object:
+            response = self._send(method, path, params, body, content_type, stream=False,
+                                  timeout=self.timeout)
+            try:
+                return dict(response.json())
+            except ValueError as err:
+                raise Unreachable(f"{method} {path}: the answer is not JSON "
+                                  f"({response.headers.get('Content-Type')})") from err
+            finally:
+                response.close()
+
+        return retry(once, backoff, sleep=self.sleep, on_retry=self._log_retry)
+
+    def watch_stream(self, path: str, params: Mapping[str, str],
+                     timeout_seconds: int) -> Iterator[Object]:
+        """Open one watch (with retries) and yield its events until the server ends it.
+
+        A connection that breaks mid-stream just ends the iteration: the caller
+        reconnects from the last resourceVersion it saw.
+        """
+        import requests
+
+        query = {**params, "watch": "true", "timeoutSeconds": str(timeout_seconds)}
+        response = retry(
+            lambda: self._send("GET", path, query, None, "application/json", stream=True,
+                               timeout=timeout_seconds + WATCH_SLACK),
+            self.backoff, sleep=self.sleep, on_retry=self._log_retry)
+        try:
+            for line in response.iter_lines():
+                if line:
+                    yield dict(json.loads(line))
+        except (requests.RequestException, ValueError) as err:
+            log.info("watch %s broke off (%s); reconnecting", path, type(err).__name__)
+        finally:
+            response.close()
+
+    def _send(self, method: str, path: str, params: Mapping[str, str] | None,
+              body: Object | None, content_type: str, *, stream: bool,
+              timeout: float) -> requests.Response:
+        import requests
+
+        headers = dict(self.headers)
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body).encode()
+        what = f"{method} {path}"
+        try:
+            response = self.session.request(
+                method, self.creds.server + path, params=params, data=data,
+                headers=headers, timeout=(min(self.timeout, timeout), timeout),
+                verify=self.creds.verify, cert=self.creds.cert, stream=stream,
+                allow_redirects=False)
+        except requests.exceptions.SSLError as err:
+            raise Unreachable(f"{what}: TLS verification of {self.creds.server} failed: "
+                              f"{_short(err)}",
+                              hint="check spec.management's CA; the agent never skips "
+                                   "verification unless configured to") from err
+        except requests.RequestException as err:
+            raise Unreachable(f"{what}: no answer from {self.creds.server}: "
+                              f"{type(err).__name__}: {_short(err)}") from err
+        log.debug("%s -> %d", what, response.status_code)
+        if response.status_code < 400:
+            return response
+        try:
+            status = response.json() if not stream else json.loads(response.content)
+        except ValueError:
+            status = {"message": response.text[:300]}
+        finally:
+            response.close()
+        raise error_from_status(response.status_code,
+                                status if isinstance(status, dict) else None, what,
+                                _retry_after(response.headers.get("Retry-After")))
+
+    @staticmethod
+    def _log_retry(err: Exception, attempt: int, pause: float) -> None:
+        log.warning("%s; retrying in %.1fs (attempt %d)", err, pause, attempt + 1)
+
+
+def _short(err: Exception) -> str:
+    """The innermost cause's text: requests wraps urllib3 wraps the socket error."""
+    while err.__context__ is not None and isinstance(err.__context__, Exception):
+        err = err.__context__
+    return str(err)[:300]

@@ -1,0 +1,181 @@
+"""Credentials for the management cluster: from a kubeconfig, or a server URL, token file
+and CA file (`spec.management`).
+
+requests wants files for the CA bundle and the client certificate, so certificate and
+key *data* from a kubeconfig are written through the Host to `/run/machine-agent/kube/`
+(tmpfs on a real node: key material does not outlive a reboot), mode 0600.
+
+TLS is always verified. `insecure-skip-tls-verify` in a kubeconfig is refused unless
+`spec.management.insecureSkipTLSVerify` says so too, and then every start warns loudly.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.config.management import ManagementSpec
+from agent.errors import PermanentError, Reason
+from agent.host import Host
+from agent.logs import REDACT
+
+log = logging.getLogger(__name__)
+
+MATERIAL_DIR = "/run/machine-agent/kube"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """How to reach and authenticate to the API server. Paths are real file paths."""
+
+    server: str
+    token: str | None = field(default=None, repr=False)
+    client_cert: str | None = None
+    client_key: str | None = None
+    ca_file: str | None = None
+    insecure: bool = False
+
+    @property
+    def verify(self) -> bool | str:
+        """requests' `verify=`: the CA bundle, the system store, or (insecure) nothing."""
+        if self.insecure:
+            return False
+        return self.ca_file or True
+
+    @property
+    def cert(self) -> tuple[str, str] | None:
+        if self.client_cert and self.client_key:
+            return (self.client_cert, self.client_key)
+        return None
+
+
+def _bad(where: str, message: str, hint: str) -> PermanentError:
+    return PermanentError(f"{where}: {message}", reason=Reason.ConfigInvalid, hint=hint)
+
+
+def load_credentials(spec: ManagementSpec, host: Host) -> Credentials:
+    """Credentials from `spec.management`; raises a ConfigInvalid error saying what is
+    missing or refused."""
+    if spec.kubeconfig:
+        creds = _from_kubeconfig(spec.kubeconfig, host, spec.insecure_skip_tls_verify)
+    elif spec.server:
+        creds = _from_files(spec, host)
+    else:
+        raise _bad("spec.management", "neither kubeconfig nor server is set",
+                   "set spec.management.kubeconfig, or server with tokenFile and caFile")
+    if creds.insecure:
+        log.warning("TLS VERIFICATION OF THE MANAGEMENT CLUSTER IS DISABLED "
+                    "(spec.management.insecureSkipTLSVerify): anyone on the path can "
+                    "impersonate %s; never do this in production", creds.server)
+    return creds
+
+
+def _read(host: Host, path: str, where: str) -> str:
+    try:
+        text = host.read_text(path)
+    except OSError as err:
+        raise _bad(where, f"cannot read {path}: {err.strerror}",
+                   "check the file and its permissions") from err
+    if text is None:
+        raise _bad(where, f"{path} does not exist", "create it or fix the path")
+    return text
+
+
+def _from_files(spec: ManagementSpec, host: Host) -> Credentials:
+    assert spec.server is not None and spec.token_file is not None
+    token = _read(host, spec.token_file, "spec.management.tokenFile").strip()
+    if not token:
+        raise _bad("spec.management.tokenFile", f"{spec.token_file} is empty",
+                   "write the bearer token into the file")
+    REDACT.add(token)
+    ca = None
+    if spec.ca_file:
+        _read(host, spec.ca_file, "spec.management.caFile")
+        ca = str(host.path(spec.ca_file))
+    return Credentials(spec.server, token=token, ca_file=ca,
+                       insecure=spec.insecure_skip_tls_verify)
+
+
+def _named(doc: dict[str, Any], kind: str, name: str, where: str) -> dict[str, Any]:
+    for entry in doc.get(kind) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            body = entry.get(kind[:-1])
+            if isinstance(body, dict):
+                return body
+    raise _bad(where, f"no {kind[:-1]} named {name!r}",
+               f"add it under {kind}: or fix the current context")
+
+
+def _from_kubeconfig(path: str, host: Host, allow_insecure: bool) -> Credentials:
+    import yaml
+
+    where = f"kubeconfig {path}"
+    try:
+        doc = yaml.safe_load(_read(host, path, where))
+    except yaml.YAMLError as err:
+        raise _bad(where, f"not valid YAML: {err}", "fix the kubeconfig") from err
+    if not isinstance(doc, dict):
+        raise _bad(where, "is not a kubeconfig (expected a mapping)", "fix the kubeconfig")
+    current = doc.get("current-context")
+    if not current:
+        raise _bad(where, "has no current-context", "set current-context")
+    context = _named(doc, "contexts", str(current), where)
+    cluster = _named(doc, "clusters", str(context.get("cluster")), where)
+    user = _named(doc, "users", str(context.get("user")), where) if context.get("user") else {}
+    base = posixpath.dirname(path)
+    server = str(cluster.get("server") or "")
+    if not server.startswith("https://"):
+        raise _bad(where, f"cluster server {server!r} is not an https:// URL",
+                   "the agent talks to the management cluster over TLS only")
+    for unsupported in ("exec", "auth-provider"):
+        if unsupported in user:
+            raise _bad(where, f"user uses {unsupported!r}, which the agent does not run",
+                       "give the node a token or a client certificate instead")
+    insecure = bool(cluster.get("insecure-skip-tls-verify"))
+    if insecure and not allow_insecure:
+        raise _bad(where, "sets insecure-skip-tls-verify; the agent always verifies TLS",
+                   "give certificate-authority(-data), or set "
+                   "spec.management.insecureSkipTLSVerify: true to accept the risk")
+    token = user.get("token")
+    if not token and user.get("tokenFile"):
+        token = _read(host, _resolve(base, str(user["tokenFile"])), where).strip()
+    if token:
+        REDACT.add(str(token))
+    return Credentials(
+        server.rstrip("/"),
+        token=str(token) if token else None,
+        client_cert=_material(host, user, "client-certificate", base, "client.crt", where),
+        client_key=_material(host, user, "client-key", base, "client.key", where),
+        ca_file=None if insecure else _material(host, cluster, "certificate-authority",
+                                                base, "ca.crt", where),
+        insecure=insecure)
+
+
+def _resolve(base: str, path: str) -> str:
+    """Relative paths in a kubeconfig are relative to its directory (as kubectl does)."""
+    return path if path.startswith("/") else posixpath.normpath(posixpath.join(base, path))
+
+
+def _material(host: Host, section: dict[str, Any], key: str, base: str, file_name: str,
+              where: str) -> str | None:
+    """A real path for `key` (a file) or `key-data` (base64, written under MATERIAL_DIR)."""
+    data = section.get(f"{key}-data")
+    if data:
+        try:
+            pem = base64.b64decode(str(data), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError) as err:
+            raise _bad(where, f"{key}-data is not base64 PEM", "fix the kubeconfig") from err
+        if "PRIVATE KEY" in pem:
+            REDACT.add(pem)
+        target = f"{MATERIAL_DIR}/{file_name}"
+        host.write_file(target, pem, mode=0o600, dir_mode=0o700)
+        return str(host.path(target))
+    if section.get(key):
+        file = _resolve(base, str(section[key]))
+        _read(host, file, where)
+        return str(host.path(file))
+    return None

@@ -1,0 +1,274 @@
+"""The Machine as a source: who this node is, its Cluster, its bootstrap data, and the
+configuration its annotation points at.
+
+Identity is either named (`spec.identity.machine`) or discovered: the one Machine whose
+label `machine-agent.io/host-uuid` equals this host's DMI product UUID (lower case), or
+whose `spec.providerID` matches `spec.identity.discovery.providerIDPattern`. Machines are
+read as `cluster.x-k8s.io/v1beta2`, falling back to `v1beta1` on a management cluster
+that does not serve it yet.
+
+A bootstrap run needs four requests: the Machine, its Cluster, the bootstrap Secret and
+the config ConfigMap; waiting (for `dataSecretName`, for the Secret) uses list + watch.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agent.config.identity import IdentitySpec
+from agent.config.sources import Fragment, parse_fragment
+from agent.errors import FieldError, PermanentError, Reason
+from agent.host import Host
+from agent.kube.client import Client, Object, resource_path
+from agent.kube.errors import NotFound
+from agent.kube.facts import MachineFacts
+from agent.kube.watch import Watcher
+from agent.logs import REDACT
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+GROUP = "cluster.x-k8s.io"
+VERSIONS = ("v1beta2", "v1beta1")
+"""Preferred first: v1beta2 is the storage version; v1beta1 is deprecated."""
+CONFIG_ANNOTATION = "machine-agent.io/config"
+CONFIG_KEY = "config.yaml"
+PRODUCT_UUID = "/sys/class/dmi/id/product_uuid"
+LOCAL_ONLY = ("identity", "management")
+"""Sections a management-cluster fragment may not set: they say how to reach it."""
+
+
+@dataclass(frozen=True)
+class MachineView:
+    """The Machine as read: facts for the phases, and what the reporter needs."""
+
+    facts: MachineFacts
+    version: str
+    """The API version the Machine was read with (`v1beta2` or `v1beta1`)."""
+    generation: int
+    config: ManagementSource | None
+    """The configuration the Machine's annotation points at, if any."""
+
+    @property
+    def status_path(self) -> str:
+        return resource_path(GROUP, self.version, "machines", namespace=self.facts.namespace,
+                             name=self.facts.name, subresource="status")
+
+
+@dataclass(frozen=True)
+class ManagementSource:
+    """A config Source (agent.config.sources) holding the text read from a ConfigMap or
+    Secret, or the problem met reading it; its origin names the object."""
+
+    origin: str
+    text: str | None = None
+    problem: str | None = None
+
+    def fragments(self, host: Host, errors: list[FieldError]) -> Iterable[Fragment]:
+        if self.problem is not None:
+            errors.append(FieldError("(object)", self.problem, origin=self.origin))
+            return []
+        fragment = parse_fragment(self.text or "", self.origin, errors)
+        if fragment is None:
+            return []
+        spec = fragment.document.get("spec")
+        for section in LOCAL_ONLY:
+            if isinstance(spec, dict) and section in spec:
+                errors.append(FieldError(
+                    f"spec.{section}", "cannot come from the management cluster",
+                    "set it in /etc/machine-agent/config.yaml on the node",
+                    origin=self.origin))
+        return [fragment]
+
+
+class MachineReader:
+    """Reads the Machine and what it points at, in as few requests as possible."""
+
+    def __init__(self, client: Client, host: Host, *, wait: float,
+                 progress: Callable[[str], None] = lambda message: None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.host = host
+        self.wait = wait
+        self.progress = progress
+        self.monotonic = monotonic
+
+    def read(self, identity: IdentitySpec) -> MachineView:
+        deadline = self.monotonic() + self.wait
+        version, machine = self._find(identity)
+        meta, spec = machine.get("metadata", {}), machine.get("spec", {})
+        namespace, name = str(meta["namespace"]), str(meta["name"])
+        log.info("this node is Machine %s/%s (read as %s/%s)", namespace, name, GROUP,
+                 version)
+        secret_name = spec.get("bootstrap", {}).get("dataSecretName")
+        if not secret_name and self.wait > 0:
+            machine = self._wait_for_secret_name(version, namespace, name, deadline)
+            spec = machine.get("spec", {})
+            secret_name = spec["bootstrap"]["dataSecretName"]
+        cluster_name = str(spec.get("clusterName") or "")
+        endpoint = self._endpoint(version, namespace, cluster_name)
+        data, fmt = (self._bootstrap_data(namespace, str(secret_name), deadline)
+                     if secret_name else (None, None))
+        facts = MachineFacts(
+            namespace=namespace, name=name, uid=str(meta.get("uid", "")),
+            cluster_name=cluster_name, kubernetes_version=spec.get("version"),
+            control_plane_endpoint=endpoint, bootstrap_format=fmt, bootstrap_data=data,
+            provider_id=spec.get("providerID"))
+        return MachineView(facts, version, int(meta.get("generation") or 0),
+                           self._config_source(namespace, name,
+                                               meta.get("annotations") or {}))
+
+    # -- identity ---------------------------------------------------------------------
+
+    def _find(self, identity: IdentitySpec) -> tuple[str, Object]:
+        """The Machine and the version it was read with; MachineNotFound otherwise."""
+        if identity.machine is not None:
+            ref = identity.machine
+            return self._first_version(lambda v: self.client.get(resource_path(
+                GROUP, v, "machines", namespace=ref.namespace, name=ref.name)),
+                f"Machine {ref.namespace}/{ref.name}")
+        discovery = identity.discovery
+        host_uuid = self._host_uuid()
+        if discovery.provider_id_pattern is not None:
+            pattern = re.compile(discovery.provider_id_pattern.replace(
+                "{uuid}", re.escape(host_uuid)))
+            selector = None
+            wanted = f"spec.providerID matching {pattern.pattern!r}"
+        else:
+            selector = f"{discovery.host_uuid_label}={host_uuid}"
+            wanted = f"label {selector}"
+        where = f"namespace {discovery.namespace}" if discovery.namespace else "any namespace"
+        version, items = self._first_version(lambda v: self.client.list(
+            resource_path(GROUP, v, "machines", namespace=discovery.namespace),
+            label_selector=selector)[0], f"Machines in {where}")
+        if discovery.provider_id_pattern is not None:
+            items = [m for m in items if pattern.search(
+                str(m.get("spec", {}).get("providerID") or ""))]
+        if len(items) != 1:
+            names = ", ".join(f"{m['metadata']['namespace']}/{m['metadata']['name']}"
+                              for m in items)
+            found = f"{len(items)} match ({names})" if items else "none matches"
+            raise PermanentError(
+                f"looking for the Machine with {wanted} in {where}: {found}",
+                reason=Reason.MachineNotFound,
+                hint="label exactly one Machine with this host's UUID, or name it in "
+                     "spec.identity.machine")
+        return version, items[0]
+
+    def _first_version(self, call: Callable[[str], T], what: str) -> tuple[str, T]:
+        """Try v1beta2, then v1beta1; NotFound on both is MachineNotFound."""
+        first: NotFound | None = None
+        for version in VERSIONS:
+            try:
+                return version, call(version)
+            except NotFound as err:
+                first = first or err
+        assert first is not None
+        raise PermanentError(f"{what} not found: {first.message}",
+                             reason=Reason.MachineNotFound) from first
+
+    def _host_uuid(self) -> str:
+        try:
+            text = self.host.read_text(PRODUCT_UUID)
+        except OSError as err:
+            text, why = None, err.strerror
+        else:
+            why = "it does not exist"
+        if not text or not text.strip():
+            raise PermanentError(
+                f"cannot discover the Machine: {PRODUCT_UUID} is unreadable ({why})",
+                reason=Reason.MachineNotFound,
+                hint="name the Machine in spec.identity.machine")
+        return text.strip().lower()
+
+    # -- what the Machine points at ----------------------------------------------------
+
+    def _wait_for_secret_name(self, version: str, namespace: str, name: str,
+                              deadline: float) -> Object:
+        self.progress(f"waiting for Machine {namespace}/{name} to get "
+                      "spec.bootstrap.dataSecretName from its bootstrap provider")
+        watcher = Watcher(self.client, resource_path(GROUP, version, "machines",
+                                                     namespace=namespace),
+                          field_selector=f"metadata.name={name}", monotonic=self.monotonic)
+        return watcher.until(
+            lambda m: bool(m.get("spec", {}).get("bootstrap", {}).get("dataSecretName")),
+            deadline, f"Machine {namespace}/{name} spec.bootstrap.dataSecretName")
+
+    def _endpoint(self, version: str, namespace: str, cluster: str) -> str | None:
+        if not cluster:
+            return None
+        doc = self.client.get(resource_path(GROUP, version, "clusters", namespace=namespace,
+                                            name=cluster))
+        endpoint = doc.get("spec", {}).get("controlPlaneEndpoint") or {}
+        if not endpoint.get("host"):
+            return None
+        host = str(endpoint["host"])
+        host = f"[{host}]" if ":" in host else host
+        return f"{host}:{endpoint.get('port') or 6443}"
+
+    def _bootstrap_data(self, namespace: str, name: str,
+                        deadline: float) -> tuple[str | None, str | None]:
+        path = resource_path("", "v1", "secrets", namespace=namespace, name=name)
+        try:
+            secret = self.client.get(path)
+        except NotFound:
+            if self.wait <= 0:
+                return None, None
+            self.progress(f"waiting for the bootstrap data Secret {namespace}/{name}")
+            watcher = Watcher(self.client, resource_path("", "v1", "secrets",
+                                                         namespace=namespace),
+                              field_selector=f"metadata.name={name}",
+                              monotonic=self.monotonic)
+            secret = watcher.until(lambda s: "value" in (s.get("data") or {}), deadline,
+                                   f"the bootstrap data Secret {namespace}/{name}")
+        data = secret.get("data") or {}
+        value = _decode(data.get("value"), f"Secret {namespace}/{name} key value")
+        REDACT.add(value)
+        fmt = _decode(data.get("format"), f"Secret {namespace}/{name} key format") \
+            if data.get("format") else None
+        return value, fmt or None
+
+    def _config_source(self, namespace: str, machine: str,
+                       annotations: dict[str, Any]) -> ManagementSource | None:
+        ref = annotations.get(CONFIG_ANNOTATION)
+        if ref is None:
+            return None
+        kind, _, name = str(ref).partition("/")
+        kind = kind.lower()
+        if kind not in ("configmap", "secret") or not name:
+            return ManagementSource(
+                f"machine {namespace}/{machine} annotation {CONFIG_ANNOTATION}",
+                problem=f"{ref!r} is not configmap/NAME or secret/NAME")
+        origin = f"{kind} {namespace}/{name}"
+        plural = "configmaps" if kind == "configmap" else "secrets"
+        try:
+            obj = self.client.get(resource_path("", "v1", plural, namespace=namespace,
+                                                name=name))
+        except NotFound:
+            return ManagementSource(origin, problem=f"does not exist (named by the "
+                                                    f"annotation {CONFIG_ANNOTATION} of "
+                                                    f"Machine {namespace}/{machine})")
+        data = obj.get("data") or {}
+        if CONFIG_KEY not in data:
+            return ManagementSource(origin, problem=f"has no key {CONFIG_KEY}")
+        if kind == "configmap":
+            return ManagementSource(origin, text=str(data[CONFIG_KEY]))
+        try:
+            return ManagementSource(origin, text=_decode(data[CONFIG_KEY], origin))
+        except PermanentError as err:
+            return ManagementSource(origin, problem=err.message)
+
+
+def _decode(value: Any, what: str) -> str:
+    try:
+        return base64.b64decode(str(value or ""), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as err:
+        raise PermanentError(f"{what} is not base64 UTF-8 text",
+                             reason=Reason.ConfigInvalid) from err

@@ -1,0 +1,210 @@
+"""Conditions on the Machine's status and Events, kept in the journal until delivered.
+
+`MachineReporter.publish` is an agent.report Reporter. Every call records the latest
+state of each condition (coalesced: only the newest per type) and the Events of new
+transitions in the journal (`Journal.extra["reports"]`), so nothing is lost while the
+management cluster is unreachable or across an agent restart; then it delivers:
+- `status.conditions` by server-side apply on `/status` under field manager
+  `machine-agent` (on v1beta1, `status.v1beta2.conditions`). Apply merges `listType=map`
+  entries by `type`, so conditions owned by other managers (CAPI's `Ready`) stay; the
+  apply is forced because the agent is the only author of its own condition types.
+- Events for transitions to True or False, each once (named by the transition).
+Delivery during the run is rate-limited (one write per `interval`, a timer sends what is
+left) and never holds the bootstrap up; after a failure it waits a jittered backoff
+before trying again. The final publish retries until delivered or `final_attempts` run
+out; what is left stays in the journal for the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from agent.errors import AgentError
+from agent.host import Clock
+from agent.kube.client import Client
+from agent.kube.errors import AlreadyExists
+from agent.kube.events import clip, events_path, transition_event
+from agent.kube.machine import GROUP, MachineView
+from agent.retry import Backoff
+from agent.state import Journal
+
+log = logging.getLogger(__name__)
+
+JOURNAL_KEY = "reports"
+MAX_MESSAGE_BYTES = 10240
+"""Within v1beta1's limit, so the message fits either API version."""
+DELIVERY_BACKOFF = Backoff(base=1.0, cap=30.0, attempts=8)
+
+
+class ConditionLike(Protocol):
+    """agent.report.Condition, as seen from this (lower) layer."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def last_transition_time(self) -> str: ...
+
+
+class MachineReporter:
+    def __init__(self, client: Client, machine: MachineView, journal: Journal, *,
+                 clock: Clock, conditions: bool = True, events: bool = True,
+                 interval: float = 5.0, backoff: Backoff = DELIVERY_BACKOFF,
+                 final_attempts: int = 8) -> None:
+        self.client = client
+        self.machine = machine
+        self.journal = journal
+        self.clock = clock
+        self.send_conditions = conditions
+        self.send_events = events
+        self.interval = interval
+        self.backoff = backoff
+        self.final_attempts = final_attempts
+        self._lock = threading.RLock()
+        self._timer: threading.Timer | None = None
+        self._last_send = float("-inf")
+        self._not_before = float("-inf")
+        self._failures = 0
+        key = f"{machine.facts.namespace}/{machine.facts.name}"
+        state = journal.extra.get(JOURNAL_KEY)
+        if not isinstance(state, dict) or state.get("machine") != key:
+            state = {"machine": key, "conditions": {}, "dirty": False, "events": [],
+                     "evented": {}}
+            journal.extra[JOURNAL_KEY] = state
+        self.state: dict[str, Any] = state
+
+    @property
+    def pending(self) -> bool:
+        """Whether something is not delivered yet."""
+        return bool(self.state["dirty"] or self.state["events"])
+
+    def publish(self, conditions: Sequence[ConditionLike], final: bool) -> None:
+        with self._lock:
+            self._record(conditions)
+            if final:
+                self._cancel_timer()
+                self._deliver_final()
+            elif self.pending:
+                self._deliver_soon()
+            # Saved here, on the caller's thread, never from the timer: the orchestrator
+            # saves the same journal. A delivery not yet saved is only repeated (apply is
+            # idempotent, an Event's name says it was sent).
+            self.journal.save()
+
+    def close(self) -> None:
+        """Stop the timer (what is pending stays in the journal)."""
+        with self._lock:
+            self._cancel_timer()
+
+    # -- recording --------------------------------------------------------------------
+
+    def _record(self, conditions: Sequence[ConditionLike]) -> None:
+        state = self.state
+        for c in conditions:
+            entry = {"type": c.type, "status": c.status, "reason": c.reason,
+                     "message": clip(c.message, MAX_MESSAGE_BYTES),
+                     "lastTransitionTime": c.last_transition_time,
+                     "observedGeneration": self.machine.generation}
+            if state["conditions"].get(c.type) != entry:
+                state["conditions"][c.type] = entry
+                state["dirty"] = state["dirty"] or self.send_conditions
+            mark = f"{c.status}:{c.reason}"
+            if c.status != "Unknown" and state["evented"].get(c.type) != mark:
+                state["evented"][c.type] = mark
+                if self.send_events:
+                    state["events"].append(transition_event(self.machine, entry))
+
+    # -- delivery ---------------------------------------------------------------------
+
+    def _deliver_soon(self) -> None:
+        now = self.clock.monotonic()
+        due = max(self._last_send + self.interval, self._not_before)
+        if now >= due:
+            self._try_deliver()
+        elif self._timer is None:
+            self._timer = threading.Timer(due - now, self._on_timer)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self.pending:
+                self._deliver_soon()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _deliver_final(self) -> None:
+        for attempt in range(self.final_attempts):
+            if not self.pending or self._try_deliver(permanent_stops=True):
+                return
+            if self._failures == 0:  # a permanent refusal: retrying will not help
+                break
+            if attempt < self.final_attempts - 1:
+                self.clock.sleep(max(0.0, self._not_before - self.clock.monotonic()))
+        if self.pending:
+            log.error("the final status could not be delivered to Machine %s; it is kept "
+                      "in the journal and sent by the next run", self.state["machine"])
+
+    def _try_deliver(self, permanent_stops: bool = False) -> bool:
+        """One attempt at everything pending (each request tried once); True if done."""
+        self._last_send = self.clock.monotonic()
+        try:
+            if self.state["dirty"]:
+                self._apply_status()
+                self.state["dirty"] = False
+            while self.state["events"]:
+                self._create_event(self.state["events"][0])
+                self.state["events"].pop(0)
+        except AgentError as err:
+            if err.temporary:
+                self._failures += 1
+                pause = self.backoff.delay(min(self._failures, 10))
+                if err.retry_after is not None:
+                    pause = max(pause, min(err.retry_after, self.backoff.cap))
+                self._not_before = self.clock.monotonic() + pause
+                log.warning("reporting to the management cluster failed (%s); kept in the "
+                            "journal, next try in %.1fs", err, pause)
+            else:
+                self._failures = 0
+                log.error("the management cluster refused the report: %s", err)
+            return False
+        self._failures = 0
+        self._not_before = float("-inf")
+        return True
+
+    def _create_event(self, event: dict[str, Any]) -> None:
+        try:
+            self.client.create(events_path(self.machine.facts.namespace), event, attempts=1)
+        except AlreadyExists:
+            pass  # sent before an interruption: the name says it is the same transition
+        except AgentError as err:
+            if err.temporary:
+                raise
+            # A refused Event must not hold back the ones after it (or the status).
+            log.error("the management cluster refused an Event (dropped): %s", err)
+
+    def _apply_status(self) -> None:
+        facts = self.machine.facts
+        conditions = sorted(self.state["conditions"].values(), key=lambda c: c["type"])
+        if self.machine.version == "v1beta1":
+            # v1beta1's own status.conditions has no list-map keys (an apply would replace
+            # it whole); the v1beta2-shaped conditions live under status.v1beta2.
+            status: dict[str, Any] = {"v1beta2": {"conditions": conditions}}
+        else:
+            status = {"conditions": conditions}
+        self.client.apply(self.machine.status_path, {
+            "apiVersion": f"{GROUP}/{self.machine.version}", "kind": "Machine",
+            "metadata": {"name": facts.name, "namespace": facts.namespace},
+            "status": status}, force=True, attempts=1)

@@ -1,0 +1,90 @@
+"""kubeadm join failures mapped to condition reasons, by kubeadm's own messages.
+
+Each pattern is kubeadm's wording, copied from its source (kubernetes/kubernetes,
+cmd/kubeadm/...; the file is named beside each pattern). Order matters: the first match
+wins, most specific first. What is temporary is retried with backoff; the rest stop.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent.errors import Reason
+
+
+@dataclass(frozen=True)
+class Classified:
+    reason: Reason
+    summary: str
+    temporary: bool
+    detail: str = ""
+    """kubeadm's own line that decided it (or the failing checks for preflight)."""
+
+
+_RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
+    # app/discovery/token/token.go, getClusterInfo: the cluster-info ConfigMap carries
+    # no JWS signature for the token ID: the token expired or was deleted.
+    (re.compile(r"could not find a JWS signature in the cluster-info ConfigMap for "
+                r"token ID \"[^\"]*\""),
+     Reason.TokenExpired, "the bootstrap token is expired or unknown to the cluster", False),
+    # app/discovery/token/token.go, validateClusterInfoToken.
+    (re.compile(r"token id \"[^\"]*\" is invalid for this cluster or it has expired"),
+     Reason.TokenExpired, "the bootstrap token is expired or unknown to the cluster", False),
+    # app/discovery/token/token.go, validateClusterInfoToken: the ID exists, the secret
+    # half does not verify the signature.
+    (re.compile(r"failed to verify JWS signature of received cluster info object, "
+                r"can't trust this API Server"),
+     Reason.TokenInvalid, "the bootstrap token was rejected (its secret does not match)",
+     False),
+    # app/util/pubkeypin/pubkeypin.go, CheckAny (wrapped in token.go validateClusterCA).
+    (re.compile(r"none of the public keys \"[^\"]*\" are pinned"),
+     Reason.CACertHashMismatch, "the cluster CA does not match the pinned caCertHashes",
+     False),
+    # app/discovery/token/token.go: pins that do not parse.
+    (re.compile(r"invalid discovery token CA certificate hash"),
+     Reason.CACertHashMismatch, "a caCertHashes entry is malformed", False),
+    # app/cmd/phases/join/kubelet.go, runKubeletStartJoinPhase.
+    (re.compile(r"a Node with name \"[^\"]*\" and status \"Ready\" already exists in the "
+                r"cluster"),
+     Reason.NodeNameConflict, "a Ready Node with this name already exists", False),
+    # app/preflight/checks.go, Error.Error: "[preflight] Some fatal errors occurred:".
+    (re.compile(r"\[preflight\] Some fatal errors occurred"),
+     Reason.PreflightFailed, "kubeadm's preflight failed", False),
+    # app/util/apiclient/wait.go, WaitForKubelet, and the kubeadmJoinFailMsg of
+    # app/cmd/phases/join/kubelet.go.
+    (re.compile(r"The kubelet is not healthy after|The HTTP call equal to 'curl -sSL "
+                r"http://127\.0\.0\.1:10248/healthz' returned error"),
+     Reason.KubeletNotHealthy, "the kubelet did not become healthy", True),
+    # app/discovery/token/token.go, getClusterInfo: the API server did not answer.
+    (re.compile(r"failed to request the cluster-info ConfigMap|dial tcp [^:]*:.*: "
+                r"(connect: connection refused|connect: no route to host|i/o timeout)"),
+     Reason.APIServerUnreachable, "the API server could not be reached", True),
+    # app/util/config/common.go (validateSupportedVersion), strict decoding, or an
+    # unregistered version: the JoinConfiguration itself is wrong.
+    (re.compile(r"your configuration file uses an old API spec|strict decoding error|"
+                r"no kind \"JoinConfiguration\" is registered"),
+     Reason.ConfigInvalid, "kubeadm refused the JoinConfiguration", False),
+    (re.compile(r"timed out waiting for the condition|context deadline exceeded"),
+     Reason.JoinTimeout, "kubeadm timed out", True),
+]
+
+_PREFLIGHT_LINE = re.compile(r"\[ERROR ([^\]]+)\]: (.*)")
+
+
+def classify_output(output: str) -> Classified:
+    """The reason for a failed `kubeadm join`, from its combined output."""
+    for pattern, reason, summary, temporary in _RULES:
+        match = pattern.search(output)
+        if match is None:
+            continue
+        if reason is Reason.PreflightFailed:
+            failing = [f"{m.group(1)}: {m.group(2).strip()}"
+                       for m in _PREFLIGHT_LINE.finditer(output)]
+            return Classified(reason, summary, temporary, "; ".join(failing))
+        line = next((ln for ln in output.splitlines() if match.group(0) in ln),
+                    match.group(0))
+        return Classified(reason, summary, temporary, line.strip())
+    last = next((ln for ln in reversed(output.splitlines()) if ln.strip()), "")
+    return Classified(Reason.CommandFailed, "kubeadm join failed", False, last.strip())
+

@@ -1,0 +1,259 @@
+"""CABPK bootstrap data (cloud-config) parsed into what the join phase applies.
+
+CABPK writes a `#cloud-config` document (cluster-api bootstrap/kubeadm/internal/cloudinit):
+`write_files` (the JoinConfiguration at /run/kubeadm/kubeadm-join-config.yaml, certificates,
+user files) and `runcmd` (preKubeadmCommands, then `kubeadm join --config ... && echo
+success > /run/cluster-api/bootstrap-success.complete`, then postKubeadmCommands). The
+agent applies the files itself and runs the commands in order, except the kubeadm join
+entry, which becomes the agent's managed join (classified, safe to repeat). Nothing else
+is ever run blindly: a join entry the agent does not understand is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import gzip
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from agent.config import checks
+from agent.errors import PermanentError, Reason
+
+SENTINEL = "/run/cluster-api/bootstrap-success.complete"
+"""CABPK's success sentinel (cluster-api: bootstrap/kubeadm/internal/cloudinit/cloudinit.go)."""
+
+# write_files encodings cloud-init accepts (cloudinit/config/cc_write_files.py).
+_B64 = {"b64", "base64"}
+_GZ = {"gz", "gzip"}
+_GZ_B64 = {"gz+base64", "gzip+base64", "gz+b64", "gzip+b64"}
+_PLAIN = {"text/plain", ""}
+
+# Instance-data variables CABPK puts in its jinja template header (`## template: jinja`);
+# they all name this node.
+_NODE_NAME_VARS = {"ds.meta_data.local_hostname", "ds.meta_data.hostname",
+                   "v1.local_hostname", "local_hostname"}
+_JINJA_VAR = re.compile(r"\{\{\s*([A-Za-z0-9_.]+)\s*\}\}")
+
+_SENTINEL_COMMAND = f"echo success > {SENTINEL}"
+
+
+class BootstrapDataError(PermanentError):
+    reason = Reason.ConfigInvalid
+
+
+@dataclass(frozen=True)
+class WriteFile:
+    path: str
+    content: bytes
+    mode: int
+    owner: tuple[str, str]
+    append: bool
+
+
+@dataclass(frozen=True)
+class Command:
+    """A runcmd entry run as given: a string through `sh -c` (as cloud-init does), a
+    list as the argument vector."""
+
+    argv: tuple[str, ...]
+    shown: str
+
+
+@dataclass(frozen=True)
+class KubeadmJoin:
+    """The runcmd entry that joins; executed by the agent's managed join."""
+
+    config_path: str
+    ignore_preflight_errors: tuple[str, ...]
+    sentinel: bool
+    shown: str
+
+
+Step = Command | KubeadmJoin
+
+
+@dataclass(frozen=True)
+class CloudConfig:
+    files: list[WriteFile]
+    steps: list[Step]
+    ignored: list[str]
+    """Top-level keys the agent does not apply (e.g. ntp, users), for the plan."""
+
+    @property
+    def join(self) -> KubeadmJoin:
+        found = [s for s in self.steps if isinstance(s, KubeadmJoin)]
+        if len(found) != 1:
+            raise BootstrapDataError(
+                f"the bootstrap data has {len(found)} `kubeadm join` commands in runcmd",
+                hint="the bootstrap data must run `kubeadm join --config FILE` exactly once")
+        return found[0]
+
+    def file(self, path: str) -> WriteFile | None:
+        return next((f for f in self.files if f.path == path), None)
+
+
+def parse_cloud_config(text: str, *, node_name: str | None) -> CloudConfig:
+    """Parse CABPK cloud-config; `{{ ds.meta_data.local_hostname }}` becomes `node_name`."""
+    import yaml
+
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "## template: jinja":
+        lines = lines[1:]
+        text = _render_instance_vars("\n".join(lines) + "\n", node_name)
+    if not lines or lines[0].strip() != "#cloud-config":
+        raise BootstrapDataError("the bootstrap data is not a cloud-config document "
+                                 "(its first line is not #cloud-config)",
+                                 hint="the Machine's bootstrap Secret must have format "
+                                      "cloud-config")
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise BootstrapDataError(f"the bootstrap data is not valid YAML: {err}") from err
+    if not isinstance(doc, dict):
+        raise BootstrapDataError("the bootstrap data is not a cloud-config mapping")
+    files = [_write_file(entry, i) for i, entry in enumerate(_list(doc, "write_files"))]
+    steps = [_step(entry, i) for i, entry in enumerate(_list(doc, "runcmd"))]
+    ignored = sorted(k for k in doc if k not in ("write_files", "runcmd"))
+    return CloudConfig(files, steps, ignored)
+
+
+def _render_instance_vars(text: str, node_name: str | None) -> str:
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(1) in _NODE_NAME_VARS:
+            if node_name is None:
+                raise BootstrapDataError(
+                    f"the bootstrap data names the node by {match.group(1)!r}, and no "
+                    "Machine was read to give the name",
+                    hint="set spec.join.nodeRegistration.name")
+            return node_name
+        raise BootstrapDataError(
+            f"the bootstrap data uses the template variable {match.group(1)!r}, which the "
+            "agent does not know", hint="use ds.meta_data.local_hostname for the node name")
+
+    return _JINJA_VAR.sub(substitute, text)
+
+
+def _list(doc: dict[str, Any], key: str) -> list[Any]:
+    value = doc.get(key) or []
+    if not isinstance(value, list):
+        raise BootstrapDataError(f"cloud-config {key} is not a list")
+    return value
+
+
+def _write_file(entry: Any, index: int) -> WriteFile:
+    where = f"write_files[{index}]"
+    if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+        raise BootstrapDataError(f"cloud-config {where} has no path")
+    path = entry["path"]
+    if problem := checks.absolute_path(path):
+        raise BootstrapDataError(f"cloud-config {where}.path: {problem}")
+    return WriteFile(path, _decode(entry.get("content", ""), entry.get("encoding", ""), where),
+                     _mode(entry.get("permissions", "0644"), where),
+                     _owner(entry.get("owner", "root:root"), where),
+                     bool(entry.get("append", False)))
+
+
+def _decode(content: Any, encoding: Any, where: str) -> bytes:
+    if not isinstance(content, str) or not isinstance(encoding, str):
+        raise BootstrapDataError(f"cloud-config {where}: content and encoding must be text")
+    encoding = encoding.strip().lower()
+    try:
+        if encoding in _PLAIN:
+            return content.encode()
+        # Whitespace is allowed (wrapped base64), anything else outside the alphabet not.
+        if encoding in _B64:
+            return base64.b64decode("".join(content.split()), validate=True)
+        if encoding in _GZ_B64:
+            return gzip.decompress(base64.b64decode("".join(content.split()), validate=True))
+        if encoding in _GZ:
+            return gzip.decompress(content.encode("latin-1"))
+    except (binascii.Error, OSError, EOFError, UnicodeEncodeError) as err:
+        raise BootstrapDataError(
+            f"cloud-config {where}: content does not decode as {encoding}: {err}") from err
+    raise BootstrapDataError(f"cloud-config {where}: unknown encoding {encoding!r}",
+                             hint="use b64, gz+b64 or plain text")
+
+
+def _mode(value: Any, where: str) -> int:
+    text = str(value) if not isinstance(value, int) else oct(value)
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        mode = -1
+    if not 0 <= mode <= 0o7777:
+        raise BootstrapDataError(f"cloud-config {where}.permissions: {value!r} is not an "
+                                 "octal mode such as '0640'")
+    return mode
+
+
+def _owner(value: Any, where: str) -> tuple[str, str]:
+    user, _, group = str(value).partition(":")
+    for name in (user, group or user):
+        if not re.match(r"^[a-z_][a-z0-9_-]*\$?$", name):
+            raise BootstrapDataError(f"cloud-config {where}.owner: {value!r} is not user:group")
+    return user, group or user
+
+
+def _step(entry: Any, index: int) -> Step:
+    where = f"runcmd[{index}]"
+    if isinstance(entry, list) and entry and all(isinstance(a, str) for a in entry):
+        argv = tuple(entry)
+        shown = shlex.join(argv)
+        if _is_kubeadm_join(argv):
+            return _kubeadm_join(argv, None, shown, where)
+        return Command(argv, shown)
+    if not isinstance(entry, str) or not entry.strip():
+        raise BootstrapDataError(f"cloud-config {where} is neither a string nor a list of "
+                                 "strings")
+    if re.search(r"\bkubeadm\s+join\b", entry):
+        first, _, rest = entry.partition("&&")
+        try:
+            argv = tuple(shlex.split(first))
+        except ValueError as err:
+            raise BootstrapDataError(f"cloud-config {where}: {err}") from err
+        if not _is_kubeadm_join(argv):
+            raise BootstrapDataError(
+                f"cloud-config {where} runs kubeadm join inside other shell commands",
+                hint="put `kubeadm join --config FILE` in an entry of its own")
+        return _kubeadm_join(argv, rest.strip() or None, entry.strip(), where)
+    return Command(("sh", "-c", entry), entry.strip())
+
+
+def _is_kubeadm_join(argv: tuple[str, ...]) -> bool:
+    return len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "kubeadm" and argv[1] == "join"
+
+
+def _kubeadm_join(argv: tuple[str, ...], after: str | None, shown: str,
+                  where: str) -> KubeadmJoin:
+    if after is not None and " ".join(after.split()) != _SENTINEL_COMMAND:
+        raise BootstrapDataError(f"cloud-config {where}: after kubeadm join it runs "
+                                 f"{after!r}; only the CABPK sentinel is understood",
+                                 hint="move other commands to entries of their own")
+    config: str | None = None
+    ignored: list[str] = []
+    args = list(argv[2:])
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition("=")
+        if name in ("--config", "--ignore-preflight-errors", "--v", "-v") and not eq:
+            if not args:
+                raise BootstrapDataError(f"cloud-config {where}: {name} needs a value")
+            value = args.pop(0)
+        if name == "--config":
+            config = value
+        elif name == "--ignore-preflight-errors":
+            ignored.extend(v for v in value.split(",") if v)
+        elif name not in ("--v", "-v"):
+            raise BootstrapDataError(
+                f"cloud-config {where}: kubeadm join option {name!r} is not supported by "
+                "the managed join", hint="put the settings in the JoinConfiguration file")
+    if config is None or checks.absolute_path(config):
+        raise BootstrapDataError(f"cloud-config {where}: kubeadm join needs --config "
+                                 "with an absolute path")
+    for check_name in ignored:
+        if problem := checks.preflight_check_name(check_name):
+            raise BootstrapDataError(f"cloud-config {where}: {problem}")
+    return KubeadmJoin(config, tuple(ignored), after is not None, shown)

@@ -1,0 +1,180 @@
+"""The kubeadm JoinConfiguration: rendered from `spec.join`, or read from bootstrap data.
+
+The API version follows the Kubernetes version the node joins: `kubeadm.k8s.io/v1beta3`
+below 1.31, `v1beta4` from 1.31 (kubeadm 1.31 writes only v1beta4; v1beta3 is deprecated
+there: cmd/kubeadm/app/util/config/common.go, validateSupportedVersion).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agent.config import checks
+from agent.config.join import DEFAULT_CRI_SOCKET, ControlPlaneJoin, JoinSpec, Taint
+from agent.errors import PermanentError, Reason
+from agent.logs import REDACTED
+
+V1BETA3 = "kubeadm.k8s.io/v1beta3"
+V1BETA4 = "kubeadm.k8s.io/v1beta4"
+KIND = "JoinConfiguration"
+
+
+class JoinConfigError(PermanentError):
+    reason = Reason.ConfigInvalid
+
+
+@dataclass(frozen=True)
+class Version:
+    major: int
+    minor: int
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> Version:
+        m = re.match(r"^v?(\d+)\.(\d+)", text.strip())
+        if m is None:
+            raise JoinConfigError(f"{text!r} is not a Kubernetes version",
+                                  hint="give e.g. v1.31.2")
+        return cls(int(m.group(1)), int(m.group(2)), text.strip())
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def api_version_for(version: Version) -> str:
+    return V1BETA4 if (version.major, version.minor) >= (1, 31) else V1BETA3
+
+
+def go_duration(seconds: float) -> str:
+    """Seconds as Go's time.Duration prints them (`2m0s`, `1h0m0s`), which kubeadm reads."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+@dataclass(frozen=True)
+class JoinParams:
+    """Everything a JoinConfiguration says, validated; the template only lays it out."""
+
+    node_name: str
+    cri_socket: str
+    discovery_timeout: str
+    token: str | None = None
+    api_server_endpoint: str | None = None
+    ca_cert_hashes: tuple[str, ...] = ()
+    kube_config_path: str | None = None
+    tls_bootstrap_token: str | None = None
+    kubelet_extra_args: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Taint, ...] = ()
+    ignore_preflight_errors: tuple[str, ...] = ()
+    control_plane: ControlPlaneJoin | None = None
+
+    @classmethod
+    def from_spec(cls, spec: JoinSpec, node_name: str) -> JoinParams:
+        if spec.discovery is None:
+            raise JoinConfigError("spec.join.discovery is not set",
+                                  hint="give spec.join.discovery, or join from bootstrap data")
+        if problem := checks.k8s_name(node_name):
+            raise JoinConfigError(f"node name: {problem}",
+                                  hint="set spec.join.nodeRegistration.name")
+        reg, disc = spec.node_registration, spec.discovery
+        token = disc.bootstrap_token
+        return cls(
+            node_name=node_name, cri_socket=reg.cri_socket,
+            discovery_timeout=go_duration(spec.discovery_timeout),
+            token=token.token if token else None,
+            api_server_endpoint=token.api_server_endpoint if token else None,
+            ca_cert_hashes=tuple(token.ca_cert_hashes) if token else (),
+            kube_config_path=disc.file.kube_config_path if disc.file else None,
+            tls_bootstrap_token=disc.file.tls_bootstrap_token if disc.file else None,
+            kubelet_extra_args=tuple(sorted(reg.kubelet_extra_args.items())),
+            taints=tuple(reg.taints), ignore_preflight_errors=tuple(reg.ignore_preflight_errors),
+            control_plane=spec.control_plane)
+
+    def masked(self) -> JoinParams:
+        """The same parameters with every secret replaced, for `plan` and logs."""
+        cp = self.control_plane
+        return replace(
+            self, token=REDACTED if self.token else None,
+            tls_bootstrap_token=REDACTED if self.tls_bootstrap_token else None,
+            control_plane=replace(cp, certificate_key=REDACTED)
+            if cp is not None and cp.certificate_key else cp)
+
+
+def render_join_configuration(params: JoinParams, version: Version) -> str:
+    """The JoinConfiguration YAML for `version` (pure)."""
+    from importlib import resources
+
+    import jinja2
+
+    api = api_version_for(version)
+    name = f"joinconfiguration-{api.rsplit('/', 1)[1]}.yaml.j2"
+    source = resources.files("agent").joinpath("templates", "join", name).read_text()
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    env.filters["q"] = json.dumps
+    return env.from_string(source).render(p=params) + "\n"
+
+
+@dataclass(frozen=True)
+class JoinFacts:
+    """What the agent needs to know from a JoinConfiguration it did not render."""
+
+    api_version: str
+    node_name: str | None
+    cri_socket: str
+    ignore_preflight_errors: tuple[str, ...]
+    token: str | None
+    api_server_endpoint: str | None
+    kube_config_path: str | None
+    control_plane: bool
+
+
+def read_join_configuration(text: str) -> JoinFacts:
+    """The JoinConfiguration document in a kubeadm config file (bootstrap data)."""
+    import yaml
+
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d]
+    except yaml.YAMLError as err:
+        raise JoinConfigError(f"the kubeadm config file is not valid YAML: {err}") from err
+    found = [d for d in docs if isinstance(d, dict) and d.get("kind") == KIND]
+    if len(found) != 1:
+        raise JoinConfigError(f"the kubeadm config file has {len(found)} {KIND} documents",
+                              hint="the bootstrap data must carry exactly one")
+    doc = found[0]
+    discovery = _mapping(doc.get("discovery"))
+    token = _mapping(discovery.get("bootstrapToken"))
+    reg = _mapping(doc.get("nodeRegistration"))
+    facts = JoinFacts(
+        api_version=str(doc.get("apiVersion", "")),
+        node_name=_str(reg.get("name")),
+        cri_socket=_str(reg.get("criSocket")) or DEFAULT_CRI_SOCKET,
+        ignore_preflight_errors=tuple(str(x) for x in reg.get("ignorePreflightErrors") or []),
+        token=_str(token.get("token")),
+        api_server_endpoint=_str(token.get("apiServerEndpoint")),
+        kube_config_path=_str(_mapping(discovery.get("file")).get("kubeConfigPath")),
+        control_plane=doc.get("controlPlane") is not None)
+    for what, value, check in (
+            ("nodeRegistration.criSocket", facts.cri_socket, checks.unix_socket_url),
+            ("discovery.bootstrapToken.apiServerEndpoint", facts.api_server_endpoint,
+             checks.host_port),
+            ("nodeRegistration.name", facts.node_name, checks.k8s_name)):
+        if value is not None and (problem := check(value)):
+            raise JoinConfigError(f"JoinConfiguration {what}: {problem}")
+    return facts
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,113 @@
+"""Where the join comes from: the Machine's bootstrap data, a local copy of it, or the
+agent's own `spec.join`, reduced to one `JoinSource` (pure: reads through the Host only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.config import AgentConfig
+from agent.errors import PermanentError, Reason
+from agent.host import Host
+from agent.kube.facts import MachineFacts
+from agent.logs import REDACT
+from agent.phases.join.cloudconfig import (
+    BootstrapDataError,
+    CloudConfig,
+    KubeadmJoin,
+    WriteFile,
+    parse_cloud_config,
+)
+from agent.phases.join.joinconfig import (
+    JoinFacts,
+    JoinParams,
+    Version,
+    read_join_configuration,
+    render_join_configuration,
+)
+from agent.phases.join.managed import JoinTarget, kubeconfig_server
+
+JOIN_CONFIG_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
+"""Where CABPK puts the JoinConfiguration; the agent renders its own there too."""
+
+
+@dataclass(frozen=True)
+class JoinSource:
+    origin: str
+    """Where the join came from, for the plan and the condition message."""
+    cloud: CloudConfig
+    facts: JoinFacts
+    version: Version
+    target: JoinTarget
+    masked_config: str
+    """The JoinConfiguration as `plan` shows it: every secret replaced."""
+
+
+def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> JoinSource:
+    spec = config.spec.join
+    node_name = spec.node_registration.name or (machine.name if machine else None)
+    version_text = (machine.kubernetes_version if machine else None) or spec.kubernetes_version
+    if version_text is None:
+        raise PermanentError("no Kubernetes version to join with: the Machine has no "
+                             "spec.version and spec.join.kubernetesVersion is not set",
+                             reason=Reason.ConfigInvalid,
+                             hint="set spec.join.kubernetesVersion, e.g. v1.31.2")
+    version = Version.parse(version_text)
+    if spec.source == "config":
+        if node_name is None:
+            raise PermanentError("no node name: no Machine was read and "
+                                 "spec.join.nodeRegistration.name is not set",
+                                 reason=Reason.ConfigInvalid,
+                                 hint="set spec.join.nodeRegistration.name")
+        params = JoinParams.from_spec(spec, node_name)
+        text = render_join_configuration(params, version)
+        masked = render_join_configuration(params.masked(), version)
+        cloud = CloudConfig(
+            [WriteFile(JOIN_CONFIG_PATH, text.encode(), 0o600, ("root", "root"), False)],
+            [KubeadmJoin(JOIN_CONFIG_PATH, (), True,
+                         f"kubeadm join --config {JOIN_CONFIG_PATH}")], [])
+        origin = "spec.join"
+    else:
+        data, origin = _bootstrap_data(spec.bootstrap_data_file, machine, host)
+        cloud = parse_cloud_config(data, node_name=node_name)
+        join = cloud.join
+        written = cloud.file(join.config_path)
+        text_or_none = written.content.decode() if written else host.read_text(join.config_path)
+        if text_or_none is None:
+            raise BootstrapDataError(f"the kubeadm config {join.config_path} is neither in "
+                                     "the bootstrap data's write_files nor on the node")
+        text = text_or_none
+        masked = REDACT(text)
+    facts = read_join_configuration(text)
+    REDACT.add(facts.token)
+    if facts.api_server_endpoint:
+        server: str | None = f"https://{facts.api_server_endpoint}"
+    else:
+        server = kubeconfig_server(host.read_text(facts.kube_config_path)
+                                   if facts.kube_config_path else None)
+    name = facts.node_name or node_name
+    if name is None:
+        raise PermanentError("no node name: the JoinConfiguration names none and no "
+                             "Machine was read", reason=Reason.ConfigInvalid,
+                             hint="set spec.join.nodeRegistration.name")
+    target = JoinTarget(cloud.join.config_path, tuple(cloud.files), facts.token, server, name,
+                        cloud.join.ignore_preflight_errors)
+    return JoinSource(origin, cloud, facts, version, target, REDACT(masked))
+
+
+def _bootstrap_data(path: str | None, machine: MachineFacts | None,
+                    host: Host) -> tuple[str, str]:
+    if machine is not None and machine.bootstrap_data:
+        if machine.bootstrap_format not in (None, "cloud-config"):
+            raise BootstrapDataError(
+                f"the bootstrap data format is {machine.bootstrap_format!r}; the agent "
+                "joins from cloud-config", hint="set the KubeadmConfig's format to "
+                                                "cloud-config, or use spec.join.source: config")
+        return machine.bootstrap_data, f"Machine {machine.namespace}/{machine.name}"
+    if path is not None:
+        text = host.read_text(path)
+        if text is None:
+            raise BootstrapDataError(f"spec.join.bootstrapDataFile {path} does not exist")
+        return text, path
+    raise BootstrapDataError(
+        "no bootstrap data: no Machine was read and spec.join.bootstrapDataFile is not set",
+        hint="give spec.join.bootstrapDataFile, or spec.join.source: config with discovery")

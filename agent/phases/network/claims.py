@@ -1,0 +1,54 @@
+"""The one place the network phase asks IPAM plugins for addresses.
+
+A plugin is loaded by the name in the configuration (`load_plugin_factory`) and built as
+`factory(config, host)`; it must have `claim(ClaimRequest) -> Allocation`. The claim key
+is Machine UID + interface + family, so a retry or a reboot gets the same address back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.config.network import NetworkSpec
+from agent.errors import PermanentError, Reason
+from agent.ipam.base import Allocation, ClaimRequest, load_plugin_factory, validate_allocation
+from agent.phases.base import PhaseContext
+from agent.phases.network.model import ipam_refs
+
+
+def machine_uid(ctx: PhaseContext) -> str:
+    """The Machine's UID; without a Machine, this host's /etc/machine-id."""
+    if ctx.machine is not None:
+        return ctx.machine.uid
+    machine_id = (ctx.host.read_text("/etc/machine-id") or "").strip()
+    if not machine_id:
+        raise PermanentError(
+            "cannot claim IPAM addresses: no Machine was read and /etc/machine-id is empty",
+            reason=Reason.MachineNotFound,
+            hint="configure spec.identity and the management cluster, or give the image a "
+                 "machine-id (systemd-machine-id-setup)")
+    return machine_id
+
+
+def claim_addresses(ctx: PhaseContext, spec: NetworkSpec) -> dict[tuple[str, int], Allocation]:
+    """Claim every `ipam:` address; keyed by (interface, index in its addresses)."""
+    refs = ipam_refs(spec)
+    if not refs:
+        return {}
+    uid = machine_uid(ctx)
+    plugins: dict[str, Any] = {}
+    out: dict[tuple[str, int], Allocation] = {}
+    for ref in refs:
+        name = ref.ref.plugin
+        if name not in plugins:
+            plugins[name] = load_plugin_factory(name)(ctx.config, ctx.host)  # type: ignore[operator]
+        request = ClaimRequest(
+            claim_key=f"{uid}/{ref.interface}/{ref.ref.family}", pool=ref.ref.pool,
+            family=ref.ref.family, interface=ref.interface,
+            machine_namespace=ctx.machine.namespace if ctx.machine else "",
+            machine_name=ctx.machine.name if ctx.machine else "")
+        ctx.progress(f"claiming an {ref.ref.family} address for {ref.interface} from "
+                     f"{name} pool {ref.ref.pool!r}")
+        out[(ref.interface, ref.index)] = validate_allocation(
+            plugins[name].claim(request), request)
+    return out

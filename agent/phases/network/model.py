@@ -1,0 +1,190 @@
+"""NetworkPlan: the neutral, resolved picture of the wanted network, built purely from
+`spec.network` and the IPAM allocations. Renderers and the live differ both read it."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agent.config.network import (
+    BondSpec,
+    InterfaceSpec,
+    InterfaceType,
+    IPAMRef,
+    IPInterface,
+    NetworkSpec,
+)
+from agent.ipam.base import Allocation
+
+RT_TABLE_MAIN = 254
+DEFAULT_METRIC = {4: 0, 6: 1024}
+"""What the kernel stores when a route is added without a metric."""
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    dst: str
+    """Network with prefix length; `0.0.0.0/0` or `::/0` for a default route."""
+    via: str | None
+    metric: int | None = None
+    table: int | None = None
+
+    @property
+    def family(self) -> int:
+        return ipaddress.ip_network(self.dst).version
+
+    @property
+    def is_default(self) -> bool:
+        return ipaddress.ip_network(self.dst).prefixlen == 0
+
+    @property
+    def key(self) -> tuple[str, str | None, int, int]:
+        """What identifies the route in the kernel (per link)."""
+        metric = self.metric if self.metric is not None else DEFAULT_METRIC[self.family]
+        return (self.dst, self.via, self.table or RT_TABLE_MAIN, metric)
+
+
+@dataclass(frozen=True)
+class PlannedClaim:
+    """An address the phase would claim from an IPAM pool, not yet claimed."""
+
+    interface: str
+    index: int
+    """Position in the interface's `addresses`."""
+    ref: IPAMRef
+
+    def __str__(self) -> str:
+        return (f"claim an {self.ref.family} address for {self.interface} from pool "
+                f"{self.ref.pool!r} (IPAM plugin {self.ref.plugin})")
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    name: str
+    kind: InterfaceType
+    match_name: str | None = None
+    match_mac: str | None = None
+    match_driver: str | None = None
+    mtu: int | None = None
+    parent: str | None = None
+    vlan_id: int | None = None
+    bond: BondSpec | None = None
+    stp: bool = False
+    macvlan_mode: str | None = None
+    master: str | None = None
+    """The bond or bridge this link is enslaved to."""
+    addresses: tuple[IPInterface, ...] = ()
+    dhcp4: bool = False
+    dhcp6: bool = False
+    routes: tuple[RoutePlan, ...] = ()
+    children: tuple[str, ...] = ()
+    """VLANs and macvlans riding on this link (networkd names them in its .network)."""
+
+    @property
+    def virtual(self) -> bool:
+        """Created by the agent (bridge, bond, VLAN, macvlan), not found on the host."""
+        return self.kind != "ethernet"
+
+    @property
+    def managed_families(self) -> frozenset[int]:
+        """Address families whose addresses and routes the agent owns on this link."""
+        return frozenset(f for f, dhcp in ((4, self.dhcp4), (6, self.dhcp6)) if not dhcp)
+
+
+@dataclass(frozen=True)
+class NetworkPlan:
+    links: tuple[LinkPlan, ...] = ()
+    """In creation order: a parent or member comes before the link that needs it."""
+    pending: tuple[PlannedClaim, ...] = ()
+    nameservers: tuple[str, ...] = ()
+    search: tuple[str, ...] = ()
+    hostname: str | None = None
+    primary_address: str | None = None
+    """The address /etc/hosts gives the host name: the first static or claimed one."""
+
+    def link(self, name: str) -> LinkPlan:
+        return next(link for link in self.links if link.name == name)
+
+    @property
+    def gateways(self) -> list[tuple[str, str]]:
+        """(link, gateway) of every default route, for the gateway check."""
+        return [(link.name, r.via) for link in self.links for r in link.routes
+                if r.is_default and r.via is not None]
+
+
+def ipam_refs(spec: NetworkSpec) -> list[PlannedClaim]:
+    """Every address the configuration takes from an IPAM pool."""
+    return [PlannedClaim(iface.name, i, a.ipam) for iface in spec.interfaces
+            for i, a in enumerate(iface.addresses) if a.ipam is not None]
+
+
+def build_plan(spec: NetworkSpec,
+               allocations: Mapping[tuple[str, int], Allocation] | None = None) -> NetworkPlan:
+    """The plan for `spec`, with claimed addresses from `allocations` keyed by
+    (interface, index); IPAM addresses without one are listed as pending claims."""
+    allocations = allocations or {}
+    masters = {m: iface.name for iface in spec.interfaces for m in iface.members}
+    children: dict[str, list[str]] = {}
+    for iface in spec.interfaces:
+        if iface.parent is not None:
+            children.setdefault(iface.parent, []).append(iface.name)
+    links = [_link(iface, allocations, masters.get(iface.name),
+                   tuple(children.get(iface.name, ()))) for iface in spec.interfaces]
+    nameservers = list(spec.dns.nameservers)
+    for alloc in allocations.values():
+        nameservers += [s for s in alloc.dns_servers if s not in nameservers]
+    pending = tuple(c for c in ipam_refs(spec) if (c.interface, c.index) not in allocations)
+    primary = next((str(a.ip) for link in links for a in link.addresses), None)
+    return NetworkPlan(tuple(_ordered(links)), pending, tuple(nameservers),
+                       tuple(spec.dns.search), spec.hostname, primary)
+
+
+def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation],
+          master: str | None, children: tuple[str, ...]) -> LinkPlan:
+    addresses: list[IPInterface] = []
+    gateways: dict[int, str] = {}
+    for i, spec in enumerate(iface.addresses):
+        if spec.interface is not None:
+            addresses.append(spec.interface)
+        elif (alloc := allocations.get((iface.name, i))) is not None:
+            addresses.append(alloc.interface)
+            if alloc.gateway is not None:
+                gateways.setdefault(alloc.interface.version, alloc.gateway)
+    for gw in (iface.gateway, iface.gateway6):
+        if gw is not None:
+            gateways[ipaddress.ip_address(gw).version] = gw
+    routes = [RoutePlan("0.0.0.0/0" if family == 4 else "::/0", gw)
+              for family, gw in sorted(gateways.items())]
+    for r in iface.routes:
+        dst = r.to if r.to != "default" else ("0.0.0.0/0" if r.family == 4 else "::/0")
+        routes.append(RoutePlan(dst, r.via, r.metric, r.table))
+    match = iface.match
+    return LinkPlan(
+        name=iface.name, kind=iface.type,
+        match_name=match.name if match else None,
+        match_mac=match.mac_address.lower() if match and match.mac_address else None,
+        match_driver=match.driver if match else None,
+        mtu=iface.mtu, parent=iface.parent,
+        vlan_id=iface.vlan.id if iface.vlan else None, bond=iface.bond,
+        stp=iface.bridge.stp if iface.bridge else False,
+        macvlan_mode=iface.macvlan.mode if iface.macvlan else None,
+        master=master, addresses=tuple(addresses),
+        dhcp4=any(a.dhcp == "ipv4" for a in iface.addresses),
+        dhcp6=any(a.dhcp == "ipv6" for a in iface.addresses),
+        routes=tuple(routes), children=children)
+
+
+def _ordered(links: list[LinkPlan]) -> list[LinkPlan]:
+    """Parents before the VLANs and macvlans riding on them (a bounded number of passes
+    settles any configuration; what a cycle leaves over keeps its place at the end)."""
+    needs = {link.name: {link.parent} if link.parent else set() for link in links}
+    done: list[LinkPlan] = []
+    names: set[str] = set()
+    for _ in range(len(links)):
+        for link in links:
+            if link.name not in names and needs[link.name] <= names:
+                done.append(link)
+                names.add(link.name)
+    done += [link for link in links if link.name not in names]
+    return done

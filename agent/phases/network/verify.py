@@ -1,0 +1,83 @@
+"""Proof on the wire that the new configuration works: each gateway answers neighbour
+resolution, and the management endpoint accepts a TCP connection. Both bounded."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from agent.config import AgentConfig
+from agent.errors import Reason, TemporaryError
+
+if TYPE_CHECKING:
+    from pyroute2 import IPRoute
+
+    from agent.host import Host
+
+NUD_RESOLVED = 0x02 | 0x04 | 0x08 | 0x10 | 0x40 | 0x80
+"""REACHABLE, STALE, DELAY, PROBE, NOARP, PERMANENT: the neighbour answered once."""
+DISCARD_PORT = 9
+
+
+def management_endpoint(config: AgentConfig) -> tuple[str, int] | None:
+    """spec.network.verify.managementEndpoint, else the host and port of
+    spec.management.server (port 443 when the URL has none); None when neither is set."""
+    endpoint = config.spec.network.verify.management_endpoint
+    if endpoint is not None:
+        host, _, port = endpoint.rpartition(":")
+        return host.strip("[]"), int(port)
+    if config.spec.management.server:
+        url = urlsplit(config.spec.management.server)
+        if url.hostname:
+            return url.hostname, url.port or 443
+    return None
+
+
+def gateway_resolves(host: Host, ipr: IPRoute, gateway: str, timeout: float,
+                     monotonic: Callable[[], float], sleep: Callable[[float], None]) -> bool:
+    """Whether `gateway` answers ARP or neighbour discovery within `timeout`. A datagram
+    to its discard port makes the kernel resolve it; the neighbour table tells."""
+    family = socket.AF_INET6 if ":" in gateway else socket.AF_INET
+    deadline = monotonic() + timeout
+    with host.socket(family, socket.SOCK_DGRAM) as sock:
+        while True:
+            # no route yet or unreachable: the neighbour table is the answer either way
+            with contextlib.suppress(OSError):
+                sock.sendto(b"", (gateway, DISCARD_PORT))
+            for msg in ipr.get_neighbours(family=family):
+                if msg.get("NDA_DST") == gateway and msg["state"] & NUD_RESOLVED:
+                    return True
+            if monotonic() >= deadline:
+                return False
+            sleep(0.2)
+
+
+def management_accepts(host: Host, endpoint: tuple[str, int], timeout: float,
+                       monotonic: Callable[[], float], sleep: Callable[[float], None]) -> str:
+    """Connect to the endpoint until it accepts or `timeout` passes; the error says why
+    not. Returns the address that accepted."""
+    name, port = endpoint
+    deadline = monotonic() + timeout
+    last = "no attempt"
+    while True:
+        try:
+            infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as err:
+            infos, last = [], f"cannot resolve {name}: {err.strerror}"
+        for family, kind, proto, _, address in infos:
+            with host.socket(family, kind, proto) as sock:
+                sock.settimeout(max(0.1, min(2.0, deadline - monotonic())))
+                try:
+                    sock.connect(address)
+                except OSError as err:
+                    last = f"{address[0]} port {port}: {err.strerror or err}"
+                    continue
+                return str(address[0])
+        if monotonic() >= deadline:
+            raise TemporaryError(f"the management endpoint {name}:{port} did not accept a "
+                                 f"connection within {timeout:g}s ({last})",
+                                 reason=Reason.ManagementUnreachable)
+        sleep(0.2)

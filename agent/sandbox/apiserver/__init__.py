@@ -1,0 +1,35 @@
+"""A local stand-in for the Kubernetes management API server — an emulator for tests and
+the `machine-agent demo` sandbox, not a Kubernetes implementation.
+
+It serves, over HTTPS with a generated CA and bearer tokens, the real Cluster API and
+in-cluster IPAM CRDs (schemas validated, status subresource, generation, finalizers,
+managedFields and server-side apply, watches with bookmarks and compaction) and the
+built-in kinds a node bootstrap or a CNI manifest touches, with RBAC, fault injection,
+request counters and the in-cluster IPAM provider's claim controller.
+
+    with ApiServer(tmp_path) as api:
+        token = api.make_token("system:serviceaccount:default:agent")
+        requests.get(f"{api.url}/api/v1/namespaces", verify=api.ca_path,
+                     headers={"Authorization": f"Bearer {api.admin_token}"})
+
+Run as a process: `python -m agent.sandbox.apiserver --port N --state-dir D`.
+
+Simplified relative to kube-apiserver (details in each module's docstring): no
+conversion between served versions (apiVersion is relabelled; Machine status.conditions
+differ between v1beta1 and v1beta2, so use v1beta2); no CEL validation rules; no dryRun,
+deletecollection, pagination (`limit` returns everything) or strategic merge patch (415
+for every kind); Foreground deletion acts as Background; RBAC without aggregation or
+default roles, non-resource URLs open to all; token expiry not enforced; JSON only (no
+protobuf, no Table output); managedFields not converted between versions.
+
+Note for clients built on `requests`: REQUESTS_CA_BUNDLE (set on these machines)
+silently overrides `Session.verify`; pass `verify=` per request or set
+`session.trust_env = False` to trust the stand-in's CA.
+"""
+
+from .apiserver import ApiServer
+from .auth import ADMIN_USER, MASTERS, User
+from .faults import KINDS as FAULT_KINDS
+from .faults import Fault
+
+__all__ = ["ADMIN_USER", "FAULT_KINDS", "MASTERS", "ApiServer", "Fault", "User"]

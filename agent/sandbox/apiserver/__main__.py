@@ -1,0 +1,42 @@
+"""`python -m agent.sandbox.apiserver --port N --state-dir D`: run the stand-in until
+interrupted. Prints its URL; writes ca.crt and admin.kubeconfig into D."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from .apiserver import ApiServer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agent.sandbox.apiserver",
+                                     description=__doc__)
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--extra-ip", action="append", default=[],
+                        help="another IP for the serving certificate (repeatable)")
+    parser.add_argument("--no-ipam", action="store_true",
+                        help="do not run the in-cluster IPAM pool controller")
+    parser.add_argument("--no-ipam-conditions", action="store_true",
+                        help="the pool controller sets no Ready condition (as the released "
+                             "provider)")
+    args = parser.parse_args(argv)
+    server = ApiServer(args.state_dir, host=args.host, port=args.port,
+                       extra_ips=args.extra_ip, ipam=not args.no_ipam,
+                       ipam_conditions=not args.no_ipam_conditions).start()
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    print(server.url, flush=True)
+    print(f"kubeconfig: {server.state_dir / 'admin.kubeconfig'}", file=sys.stderr, flush=True)
+    done.wait()
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""`ApiServer`: the stand-in assembled — store, verbs, HTTPS server thread, garbage
+collector and (optionally) the in-cluster IPAM pool controller."""
+
+from __future__ import annotations
+
+import base64
+import ssl
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .auth import ADMIN_USER, MASTERS, Tokens, generate_tls, service_account_user
+from .faults import Counters, Faults
+from .gc import GarbageCollector
+from .ipampool import PoolController
+from .objects import Call, Objects
+from .rbac import Authorizer
+from .resources import Registry
+from .server import Context, Server
+from .store import Store
+
+Obj = dict[str, Any]
+
+_SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class ApiServer:
+    """A local Kubernetes API server stand-in for tests and `machine-agent demo`.
+
+    `state_dir` receives ca.crt, apiserver.crt/.key and admin.kubeconfig. Listens on
+    `host:port` (0: any free port). `ipam=True` runs the in-cluster IPAM pool controller;
+    `ipam_conditions` makes it report a `Ready` condition on claims it cannot fulfil
+    (the released provider does not; see ipampool.py).
+    """
+
+    def __init__(self, state_dir: str | Path, host: str = "127.0.0.1", port: int = 0,
+                 extra_ips: Iterable[str] = (), history_size: int = 1000,
+                 bookmark_interval: float = 1.0, ipam: bool = True,
+                 ipam_conditions: bool = True) -> None:
+        self.state_dir = Path(state_dir)
+        self._host, self._port = host, port
+        self._extra_ips = [*extra_ips] + ([host] if host not in ("0.0.0.0", "::") else [])
+        self.registry = Registry()
+        self.registry.load_bundled_crds()
+        self.store = Store(history_size)
+        self.objects = Objects(self.store, self.registry)
+        self.tokens = Tokens()
+        self.faults = Faults()
+        self._counters = Counters()
+        self.admin_token = self.tokens.issue(ADMIN_USER, [MASTERS])
+        self._ctx = Context(self.objects, self.tokens, Authorizer(self.store), self.faults,
+                            self._counters, bookmark_interval)
+        self._gc = GarbageCollector(self.objects)
+        self._pools = PoolController(self.objects, ipam_conditions) if ipam else None
+        self._httpd: Server | None = None
+        self._thread: threading.Thread | None = None
+        self.ca_cert_pem = ""
+        self.ca_path = self.state_dir / "ca.crt"
+        for ns in _SYSTEM_NAMESPACES:
+            self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> ApiServer:
+        tls = generate_tls(self.state_dir, self._extra_ips)
+        self.ca_cert_pem, self.ca_path = tls.ca_pem, tls.ca_path
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls.cert_path, tls.key_path)
+        httpd = Server((self._host, self._port), self._ctx)
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True,
+                                           do_handshake_on_connect=False)
+        self._httpd = httpd
+        self._ctx.address = f"{self._host}:{self.port}"
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                        name="sandbox-apiserver", daemon=True)
+        self._thread.start()
+        self._gc.start()
+        if self._pools is not None:
+            self._pools.start()
+        (self.state_dir / "admin.kubeconfig").write_text(self.kubeconfig())
+        return self
+
+    def stop(self) -> None:
+        self._ctx.stop.set()
+        if self._pools is not None:
+            self._pools.stop()
+        self._gc.stop()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd.close_connections()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> ApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "start() the server first"
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"https://{host}:{self.port}"
+
+    # --- identities --------------------------------------------------------------------
+
+    def make_token(self, user: str, groups: Iterable[str] = ()) -> str:
+        """A bearer token for `user` (system:authenticated is always added)."""
+        return self.tokens.issue(user, list(groups))
+
+    def make_service_account_token(self, namespace: str, name: str) -> str:
+        return self.tokens.issue_for(service_account_user(namespace, name))
+
+    def kubeconfig(self, user: str = ADMIN_USER, groups: Iterable[str] = (),
+                   namespace: str = "default", token: str | None = None) -> str:
+        """Kubeconfig text for `user`: the admin's token for the admin, else a new one."""
+        if token is None:
+            token = self.admin_token if user == ADMIN_USER else self.make_token(user, groups)
+        ca = base64.b64encode(self.ca_cert_pem.encode()).decode()
+        doc = {"apiVersion": "v1", "kind": "Config", "current-context": "sandbox",
+               "clusters": [{"name": "sandbox", "cluster": {
+                   "server": self.url, "certificate-authority-data": ca}}],
+               "users": [{"name": user, "user": {"token": token}}],
+               "contexts": [{"name": "sandbox", "context": {
+                   "cluster": "sandbox", "user": user, "namespace": namespace}}]}
+        return yaml.safe_dump(doc, sort_keys=False)
+
+    # --- test hooks ----------------------------------------------------------------------
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        """Requests seen so far, by (verb, resource): ("patch", "machines/status")."""
+        return self._counters.snapshot()
+
+    def reset_counters(self) -> None:
+        self._counters.reset()
+
+    def compact(self) -> int:
+        """Drop the watch history now; returns the oldest resourceVersion still served."""
+        return self.store.compact()
+
+    def create(self, obj: Obj) -> Obj:
+        """Create any object in-process as the admin (seeding a scenario)."""
+        group, _, version = obj["apiVersion"].rpartition("/")
+        res = self.registry.by_kind(group, obj["kind"])
+        if res is None:
+            raise KeyError(f"no resource serves {obj['apiVersion']} {obj['kind']}")
+        namespace = (obj.get("metadata") or {}).get("namespace", "") if res.namespaced else ""
+        if res.namespaced and not namespace:
+            namespace = "default"
+        call = Call("create", res, version, namespace, user_agent="sandbox-seed")
+        return self.objects.create(call, obj).body

@@ -1,0 +1,91 @@
+"""A small garbage collector, in the background as the real one is.
+
+When an object is gone, dependents whose ownerReferences name its uid are deleted
+(background propagation; finalizers are honoured, so a dependent with finalizers only
+gets its deletionTimestamp). A dependent that still has another existing owner only
+loses the dangling reference. Terminating namespaces are emptied, then removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+
+from . import meta as mt
+from .objects import Call, Objects
+from .status import ApiError
+from .store import Subscription
+
+
+class GarbageCollector:
+    def __init__(self, objects: Objects, poll: float = 0.05) -> None:
+        self._objects = objects
+        self._poll = poll
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        sub, _, _ = self._objects.store.subscribe(None, None, None)
+        self._thread = threading.Thread(target=self._run, args=(sub,), name="sandbox-gc",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self, sub: Subscription) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    ev = sub.events.get(timeout=self._poll)
+                except queue.Empty:
+                    ev = None
+                if ev is not None and ev.type == "DELETED":
+                    self._collect(ev.obj["metadata"].get("uid", ""))
+                self._empty_namespaces()
+        finally:
+            self._objects.store.unsubscribe(sub)
+
+    def _delete(self, res_id: str, namespace: str, name: str) -> None:
+        res = self._objects.registry.by_id(res_id)
+        # already gone, or raced with another writer: the next event retries
+        with contextlib.suppress(ApiError):
+            self._objects.delete(Call("delete", res, res.storage_version, namespace, name,
+                                      user_agent="kube-controller-manager"), None)
+
+    def _collect(self, uid: str) -> None:
+        if not uid:
+            return
+        store = self._objects.store
+        with store.lock:
+            everything = store.all_objects()
+            alive = {o["metadata"].get("uid") for _, o in everything}
+            for res_id, obj in everything:
+                refs = obj["metadata"].get("ownerReferences") or []
+                if not any(r.get("uid") == uid for r in refs):
+                    continue
+                remaining = [r for r in refs if r.get("uid") in alive]
+                meta = obj["metadata"]
+                if remaining:
+                    meta["ownerReferences"] = remaining
+                    store.put(res_id, obj)
+                elif not mt.deleting(obj):
+                    self._delete(res_id, meta.get("namespace", ""), meta["name"])
+
+    def _empty_namespaces(self) -> None:
+        store = self._objects.store
+        namespaces, _ = store.list("/namespaces")
+        for ns in namespaces:
+            if not mt.deleting(ns):
+                continue
+            name = ns["metadata"]["name"]
+            content = [(r, o) for r, o in store.all_objects()
+                       if o["metadata"].get("namespace") == name]
+            for res_id, obj in content:
+                if not mt.deleting(obj):
+                    self._delete(res_id, name, obj["metadata"]["name"])
+            if not content:
+                store.delete("/namespaces", "", name)

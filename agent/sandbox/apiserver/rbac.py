@@ -1,0 +1,125 @@
+"""RBAC from the Role/ClusterRole/RoleBinding/ClusterRoleBinding objects in the store.
+
+Rules match on verbs, apiGroups, resources (with subresources: `machines/status`,
+`*/status`) and resourceNames, as the real authorizer does. Members of system:masters
+bypass RBAC. Simplified: no aggregated ClusterRoles; non-resource URLs (discovery,
+/version, /healthz) are allowed to every caller; the default ClusterRoles that every real
+cluster has are not created (bind what a test needs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .auth import User
+from .store import Store
+
+Obj = dict[str, Any]
+
+RBAC = "rbac.authorization.k8s.io"
+
+
+@dataclass(frozen=True)
+class Attributes:
+    verb: str
+    group: str
+    resource: str
+    subresource: str
+    namespace: str  # "" for cluster scope
+    name: str
+
+    def combined(self) -> str:
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str = ""
+
+
+def _matches(values: list[str], wanted: str) -> bool:
+    return "*" in values or wanted in values
+
+
+def _resource_matches(rule_resources: list[str], attrs: Attributes) -> bool:
+    combined = attrs.combined()
+    for r in rule_resources:
+        if r in ("*", combined):
+            return True
+        if attrs.subresource and r == f"*/{attrs.subresource}":
+            return True
+    return False
+
+
+def rule_allows(rule: Obj, attrs: Attributes) -> bool:
+    if not _matches(rule.get("verbs") or [], attrs.verb):
+        return False
+    if not _matches(rule.get("apiGroups") or [], attrs.group):
+        return False
+    if not _resource_matches(rule.get("resources") or [], attrs):
+        return False
+    names = rule.get("resourceNames") or []
+    return not names or attrs.name in names
+
+
+def _subject_matches(subject: Obj, user: User, binding_ns: str) -> bool:
+    kind = subject.get("kind")
+    if kind == "User":
+        return bool(subject.get("name") == user.name)
+    if kind == "Group":
+        return subject.get("name") in user.groups
+    if kind == "ServiceAccount":
+        ns = subject.get("namespace") or binding_ns
+        return user.name == f"system:serviceaccount:{ns}:{subject.get('name')}"
+    return False
+
+
+class Authorizer:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def _rules(self, role_ref: Obj, namespace: str) -> list[Obj]:
+        kind = role_ref.get("kind")
+        if kind == "ClusterRole":
+            role = self._store.get(f"{RBAC}/clusterroles", "", role_ref.get("name", ""))
+        elif kind == "Role":
+            role = self._store.get(f"{RBAC}/roles", namespace, role_ref.get("name", ""))
+        else:
+            role = None
+        return list((role or {}).get("rules") or [])
+
+    def authorize(self, user: User, attrs: Attributes) -> Decision:
+        if user.is_admin:
+            return Decision(True, "system:masters")
+        bindings, _ = self._store.list(f"{RBAC}/clusterrolebindings")
+        for b in bindings:
+            if any(_subject_matches(s, user, "") for s in b.get("subjects") or []) and any(
+                    rule_allows(r, attrs) for r in self._rules(b.get("roleRef") or {}, "")):
+                return Decision(True, _allowed_by("ClusterRoleBinding", b, user))
+        if attrs.namespace:
+            bindings, _ = self._store.list(f"{RBAC}/rolebindings", attrs.namespace)
+            for b in bindings:
+                if any(_subject_matches(s, user, attrs.namespace)
+                       for s in b.get("subjects") or []) and any(
+                        rule_allows(r, attrs)
+                        for r in self._rules(b.get("roleRef") or {}, attrs.namespace)):
+                    return Decision(True, _allowed_by("RoleBinding", b, user))
+        return Decision(False)
+
+
+def _allowed_by(kind: str, binding: Obj, user: User) -> str:
+    meta = binding.get("metadata", {})
+    where = f"/{meta['namespace']}" if meta.get("namespace") else ""
+    ref = binding.get("roleRef") or {}
+    return (f'RBAC: allowed by {kind} "{meta.get("name")}{where}" of {ref.get("kind")} '
+            f'"{ref.get("name")}" to User "{user.name}"')
+
+
+def denial(user: User, attrs: Attributes) -> str:
+    """The real authorizer's wording after `... is forbidden: `."""
+    scope = (f'in the namespace "{attrs.namespace}"' if attrs.namespace
+             else "at the cluster scope")
+    return (f'User "{user.name}" cannot {attrs.verb} resource "{attrs.combined()}" '
+            f'in API group "{attrs.group}" {scope}')

@@ -1,0 +1,300 @@
+"""HTTPS handling: decode a request, count it, inject faults, authenticate, authorize,
+dispatch to the verbs, and write JSON (or a chunked watch stream) back."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from . import reviews, routes, sandboxapi, watch
+from . import status as st
+from .auth import ANONYMOUS_USER, Tokens, User
+from .faults import Counters, Fault, Faults
+from .objects import Call, Objects, Reply
+from .rbac import Attributes, Authorizer, denial
+
+Obj = dict[str, Any]
+log = logging.getLogger(__name__)
+
+SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+_OPEN_PATHS = {"/healthz", "/livez", "/readyz"}
+
+
+@dataclass
+class Context:
+    objects: Objects
+    tokens: Tokens
+    authorizer: Authorizer
+    faults: Faults
+    counters: Counters
+    bookmark_interval: float
+    address: str = ""
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], ctx: Context) -> None:
+        super().__init__(address, Handler)
+        self.ctx = ctx
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """End every open connection (idle keep-alives and watches) at stop()."""
+        with self._open_lock:
+            conns = list(self._open)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 300  # idle keep-alive connections are closed, as servers do
+    server_version = "machine-agent-sandbox-apiserver"
+    server: Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    # --- plumbing --------------------------------------------------------------------
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _json_body(self, raw: bytes) -> Any:
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise st.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+
+    def _reply(self, code: int, body: Obj, headers: dict[str, str] | None = None,
+               warnings: list[str] | None = None) -> None:
+        data = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        for w in warnings or []:
+            self.send_header("Warning", f'299 - {json.dumps(w)}')
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _user(self) -> User:
+        header = self.headers.get("Authorization", "")
+        if not header:
+            return ANONYMOUS_USER
+        scheme, _, token = header.partition(" ")
+        user = self.server.ctx.tokens.user(token.strip()) if scheme.lower() == "bearer" else None
+        if user is None:
+            raise st.unauthorized()
+        return user
+
+    # --- the request -------------------------------------------------------------------
+
+    def _serve(self, method: str) -> None:
+        ctx = self.server.ctx
+        url = urlsplit(self.path)
+        path = url.path.rstrip("/") or "/"
+        query = dict(parse_qsl(url.query, keep_blank_values=True))
+        raw = self._body()
+        parts = [p for p in path.split("/") if p]
+        try:
+            special = path in _OPEN_PATHS or parts[:1] == ["sandbox"] or path == SSAR_PATH
+            target = None
+            if not special and parts:
+                watching = query.get("watch", "").lower() in ("1", "true")
+                try:
+                    target = routes.resolve(ctx.objects.registry, method, parts, watching)
+                except st.ApiError:
+                    ctx.counters.count(method.lower(), path)
+                    raise
+            ctx.counters.count(target.verb if target else method.lower(),
+                               target.counted if target else path)
+            if self._faulted(method, path):
+                return
+            user = self._user()
+            if path in _OPEN_PATHS:
+                self._send_text("ok")
+                return
+            if parts[:1] == ["sandbox"]:
+                code, body = sandboxapi.handle(ctx, user, method, parts, self._json_body(raw))
+                self._reply(code, body)
+                return
+            if path == SSAR_PATH:
+                if method != "POST":
+                    raise st.method_not_allowed()
+                self._reply(201, reviews.self_subject_access_review(
+                    ctx.authorizer, user, self._json_body(raw)))
+                return
+            if target is None:
+                if method != "GET":
+                    raise st.method_not_allowed()
+                doc = routes.discovery(ctx.objects.registry, parts, ctx.address)
+                if doc is None:
+                    raise routes.not_found()
+                self._reply(200, doc)
+                return
+            self._resource(target, user, query, raw)
+        except st.ApiError as err:
+            self._reply(err.code, err.body(), err.headers)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:  # a bug here must still answer like a server would
+            log.exception("sandbox apiserver: %s %s failed", method, self.path)
+            failure = st.internal(f"{type(exc).__name__}: {exc}")
+            self._reply(failure.code, failure.body())
+
+    def _send_text(self, text: str) -> None:
+        data = text.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _faulted(self, method: str, path: str) -> bool:
+        faults = self.server.ctx.faults
+        fault = faults.take(method, path, ("latency",))
+        if fault is not None:
+            time.sleep(fault.seconds)
+        fault = faults.take(method, path, ("drop", "429", "500"))
+        if fault is None:
+            return False
+        if fault.kind == "drop":
+            self._drop()
+        elif fault.kind == "429":
+            raise st.too_many_requests(fault.retry_after)
+        else:
+            raise st.internal("injected fault")
+        return True
+
+    def _resource(self, t: routes.Target, user: User, query: dict[str, str],
+                  raw: bytes) -> None:
+        ctx = self.server.ctx
+        # kube-apiserver takes a list/watch's name from an exact `metadata.name` field
+        # selector (k8s.io/apiserver handlers/get.go: "the value of that field is
+        # propagated to requestInfo as the name parameter"), so resourceNames rules can
+        # allow watching one object.
+        name = t.name
+        if not name and t.verb in ("list", "watch"):
+            terms = [term.split("=", 1) for term in query.get("fieldSelector", "").split(",")]
+            if len(terms) == 1 and len(terms[0]) == 2 and \
+                    terms[0][0] == "metadata.name":
+                name = terms[0][1]
+        attrs = Attributes(t.verb, t.res.group, t.res.plural, t.subresource, t.namespace,
+                           name)
+        if not ctx.authorizer.authorize(user, attrs).allowed:
+            raise st.forbidden(t.res.gr, t.res.group, t.res.plural, t.name or None,
+                               denial(user, attrs))
+        call = Call(t.verb, t.res, t.version, t.namespace, t.name, t.subresource, query, user,
+                    self.headers.get("User-Agent", ""))
+        if t.version in t.res.deprecation:
+            call.warnings.append(t.res.deprecation[t.version])
+        objects = ctx.objects
+        reply: Reply
+        if t.verb == "watch":
+            self._watch(call)
+            return
+        if t.verb == "get":
+            reply = objects.get(call)
+        elif t.verb == "list":
+            if ctx.faults.take("GET", self.path.split("?")[0], ("410",)):
+                raise st.expired("The resourceVersion for the provided list is too old.")
+            reply = objects.list(call)
+        elif t.verb == "create" and t.subresource == "token":
+            reply = Reply(201, reviews.token_request(objects.store, ctx.tokens, t.namespace,
+                                                     t.name, self._json_body(raw)))
+        elif t.verb == "create" and not t.name:
+            reply = objects.create(call, self._json_body(raw))
+        elif t.verb == "update":
+            reply = objects.update(call, self._json_body(raw))
+        elif t.verb == "patch":
+            reply = objects.patch(call, raw, self.headers.get("Content-Type", ""))
+        elif t.verb == "delete":
+            options = self._json_body(raw)
+            reply = objects.delete(call, options if isinstance(options, dict) else None)
+        else:
+            raise st.method_not_allowed()
+        self._reply(reply.code, reply.body, warnings=call.warnings)
+
+    def _watch(self, call: Call) -> None:
+        ctx = self.server.ctx
+        path = self.path.split("?")[0]
+        closing: Fault | None = ctx.faults.take("GET", path, ("close_watch",))
+        gone = ctx.faults.take("GET", path, ("410",)) is not None
+        if "resourceVersion" in call.query and call.query["resourceVersion"] not in ("", "0"):
+            from .meta import parse_rv
+            parse_rv(call.query["resourceVersion"])  # 500 before the stream starts
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        for w in call.warnings:
+            self.send_header("Warning", f'299 - {json.dumps(w)}')
+        self.end_headers()
+        self.wfile.flush()
+
+        def send(frame: Obj) -> bool:
+            data = watch.encode(frame)
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+                return True
+            except OSError:
+                return False
+
+        opts = watch.WatchOptions(ctx.bookmark_interval, ctx.stop,
+                                  closing.after_events if closing else None, gone)
+        watch.run(ctx.objects, call, send, opts)
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True

@@ -1,0 +1,162 @@
+"""Objects, the global resourceVersion, a bounded event history and watch fan-out.
+
+One lock guards everything; writers hold it across read-modify-write. resourceVersion is
+a single increasing integer for the whole server (as etcd's revision is). The history
+keeps the last `history_size` events; a watch may start from any version not older than
+the oldest kept event ("compaction" drops the rest, and `compact()` drops all now).
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import queue
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+ObjKey = tuple[str, str]  # (namespace or "", name)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # ADDED | MODIFIED | DELETED
+    rv: int
+    res_id: str
+    obj: Obj
+    old: Obj | None = None
+
+
+class TooOld(Exception):
+    """The requested resourceVersion is older than the kept history."""
+
+    def __init__(self, requested: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({oldest})")
+        self.requested = requested
+        self.oldest = oldest
+
+
+@dataclass
+class Subscription:
+    res_id: str | None  # None: every resource (controllers)
+    namespace: str | None
+    events: queue.SimpleQueue[Event] = field(default_factory=queue.SimpleQueue)
+
+    def wants(self, ev: Event) -> bool:
+        if self.res_id is not None and ev.res_id != self.res_id:
+            return False
+        ns = ev.obj.get("metadata", {}).get("namespace", "")
+        return self.namespace is None or ns == self.namespace
+
+
+class Store:
+    def __init__(self, history_size: int = 1000) -> None:
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self._objects: dict[str, dict[ObjKey, Obj]] = {}
+        self._rv = 0
+        self._floor = 0  # watches from below this version are too old
+        self._history: deque[Event] = deque()
+        self._history_size = history_size
+        self._subs: list[Subscription] = []
+
+    @property
+    def rv(self) -> int:
+        with self.lock:
+            return self._rv
+
+    @property
+    def floor(self) -> int:
+        with self.lock:
+            return self._floor
+
+    def get(self, res_id: str, namespace: str, name: str) -> Obj | None:
+        with self.lock:
+            obj = self._objects.get(res_id, {}).get((namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, res_id: str, namespace: str | None = None) -> tuple[list[Obj], int]:
+        with self.lock:
+            objs = [copy.deepcopy(o) for (ns, _), o in
+                    sorted(self._objects.get(res_id, {}).items())
+                    if namespace is None or ns == namespace]
+            return objs, self._rv
+
+    def all_objects(self) -> builtins.list[tuple[str, Obj]]:
+        with self.lock:
+            return [(res_id, copy.deepcopy(o)) for res_id, objs in self._objects.items()
+                    for o in objs.values()]
+
+    def put(self, res_id: str, obj: Obj) -> Obj:
+        """Create or replace; assigns the next resourceVersion and emits the event."""
+        with self.lock:
+            meta = obj["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            bucket = self._objects.setdefault(res_id, {})
+            old = bucket.get(key)
+            self._rv += 1
+            stored = copy.deepcopy(obj)
+            stored["metadata"]["resourceVersion"] = str(self._rv)
+            bucket[key] = stored
+            self._emit(Event("MODIFIED" if old is not None else "ADDED", self._rv, res_id,
+                             copy.deepcopy(stored), old))
+            return copy.deepcopy(stored)
+
+    def delete(self, res_id: str, namespace: str, name: str) -> Obj | None:
+        with self.lock:
+            old = self._objects.get(res_id, {}).pop((namespace, name), None)
+            if old is None:
+                return None
+            self._rv += 1
+            gone = copy.deepcopy(old)
+            gone["metadata"]["resourceVersion"] = str(self._rv)
+            self._emit(Event("DELETED", self._rv, res_id, copy.deepcopy(gone), old))
+            return gone
+
+    def _emit(self, ev: Event) -> None:
+        self._history.append(ev)
+        while len(self._history) > self._history_size:
+            self._floor = self._history.popleft().rv
+        for sub in self._subs:
+            if sub.wants(ev):
+                sub.events.put(ev)
+        self.changed.notify_all()
+
+    def subscribe(self, res_id: str | None, namespace: str | None, since: int | None,
+                  snapshot: bool = False) -> tuple[Subscription, builtins.list[Event], int]:
+        """Register a watcher; returns it, the events to send first, and the version they
+        bring the watcher to. With `since`: the kept events after it (TooOld if some are
+        gone); with `snapshot`: every current object as ADDED. The caller sends those,
+        then what arrives on the subscription's queue."""
+        with self.lock:
+            sub = Subscription(res_id, namespace)
+            first: builtins.list[Event] = []
+            if since is not None:
+                if since < self._floor:
+                    raise TooOld(since, self._floor)
+                first = [ev for ev in self._history if ev.rv > since and sub.wants(ev)]
+            elif snapshot and res_id is not None:
+                for (ns, _), obj in sorted(self._objects.get(res_id, {}).items()):
+                    if namespace is None or ns == namespace:
+                        first.append(Event("ADDED", int(obj["metadata"]["resourceVersion"]),
+                                           res_id, copy.deepcopy(obj)))
+            self._subs.append(sub)
+            return sub, first, max(self._rv, since or 0)
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self.lock:
+            if sub in self._subs:
+                self._subs.remove(sub)
+
+    def compact(self) -> int:
+        """Forget the whole history now; returns the new floor (the current version)."""
+        with self.lock:
+            self._history.clear()
+            self._floor = self._rv
+            return self._floor
+
+    def wait_for(self, rv: int, timeout: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self._rv >= rv, timeout)

@@ -1,0 +1,320 @@
+"""A faithful stand-in for `kubeadm` (and `kubelet --version`), for tests and the demo.
+
+kubeadm cannot be installed here. This program behaves like it where the agent can see:
+`join --config FILE` reads the JoinConfiguration strictly per the real schema
+(kubeadm.k8s.io/v1beta3 and v1beta4), runs the join preflight, discovery, kubelet-start
+in kubeadm's order, writes what kubeadm writes under $KUBEADM_STANDIN_ROOT, and fails with
+kubeadm's own words (copied from kubernetes/kubernetes cmd/kubeadm, file named at each);
+`reset -f` removes what join wrote; `version -o short` prints the version.
+
+The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
+  version             kubeadm/kubelet version, default v1.31.2
+  tokens              {token id: secret} the cluster knows (absent: any token works)
+  caCertHash          the cluster CA's pin (absent: any pin works)
+  apiReachable        false: discovery cannot connect
+  readyNodes          names of Nodes already Ready in the cluster
+  failNext            failures for the next joins, one consumed per join:
+                      "kubelet-unhealthy", "preflight:<Check>:<message>", "hang:<seconds>"
+  joins               (written) the names that joined, in order
+Run as `python -m agent.sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
+`kubeadm` and `kubelet` wrappers into a bin directory with the root and world baked in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+STACK_HINT = "To see the stack trace of this error execute with --v=5 or higher"
+KUBELET_CONF = "etc/kubernetes/kubelet.conf"
+BOOTSTRAP_CONF = "etc/kubernetes/bootstrap-kubelet.conf"
+CA_CERT = "etc/kubernetes/pki/ca.crt"
+KUBELET_CONFIG = "var/lib/kubelet/config.yaml"
+KUBELET_FLAGS = "var/lib/kubelet/kubeadm-flags.env"
+WRITTEN = (KUBELET_CONF, BOOTSTRAP_CONF, CA_CERT, KUBELET_CONFIG, KUBELET_FLAGS)
+
+# The JoinConfiguration schema: field -> type, per apis/kubeadm/v1beta3/types.go and
+# v1beta4/types.go. A dict is a nested object; [x] a list of x; "str:str" a string map.
+_TAINT = {"key": str, "value": str, "effect": str, "timeAdded": str}
+_BOOTSTRAP_TOKEN = {"token": str, "apiServerEndpoint": str, "caCertHashes": [str],
+                    "unsafeSkipCAVerification": bool}
+_CONTROL_PLANE = {"localAPIEndpoint": {"advertiseAddress": str, "bindPort": int},
+                  "certificateKey": str}
+_COMMON_REG = {"name": str, "criSocket": str, "taints": [_TAINT],
+               "ignorePreflightErrors": [str], "imagePullPolicy": str}
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "kubeadm.k8s.io/v1beta3": {
+        "apiVersion": str, "kind": str, "caCertPath": str, "skipPhases": [str],
+        "patches": {"directory": str}, "controlPlane": _CONTROL_PLANE,
+        "nodeRegistration": {**_COMMON_REG, "kubeletExtraArgs": "str:str"},
+        "discovery": {"bootstrapToken": _BOOTSTRAP_TOKEN,
+                      "file": {"kubeConfigPath": str}, "tlsBootstrapToken": str,
+                      "timeout": str},
+    },
+    "kubeadm.k8s.io/v1beta4": {
+        "apiVersion": str, "kind": str, "dryRun": bool, "caCertPath": str,
+        "skipPhases": [str], "patches": {"directory": str}, "controlPlane": _CONTROL_PLANE,
+        "nodeRegistration": {**_COMMON_REG, "imagePullSerial": bool,
+                             "kubeletExtraArgs": [{"name": str, "value": str}]},
+        "discovery": {"bootstrapToken": _BOOTSTRAP_TOKEN,
+                      "file": {"kubeConfigPath": str}, "tlsBootstrapToken": str},
+        "timeouts": {k: str for k in ("controlPlaneComponentHealthCheck",
+                                      "kubeletHealthCheck", "kubernetesAPICall",
+                                      "etcdAPICall", "tlsBootstrap", "discovery",
+                                      "upgradeManifests")},
+    },
+}
+# app/util/config/common.go, validateSupportedVersion: versions kubeadm names a release for.
+OLD_API_VERSIONS = {"kubeadm.k8s.io/v1alpha1": "v1.11", "kubeadm.k8s.io/v1alpha2": "v1.12",
+                    "kubeadm.k8s.io/v1alpha3": "v1.14", "kubeadm.k8s.io/v1beta1": "v1.15",
+                    "kubeadm.k8s.io/v1beta2": "v1.22"}
+
+
+class Failed(Exception):
+    """kubeadm's error: printed to stderr as kubeadm prints it; exit status 1."""
+
+
+def main(argv: list[str]) -> int:
+    root = Path(os.environ.get("KUBEADM_STANDIN_ROOT", "/"))
+    world_path = os.environ.get("KUBEADM_STANDIN_WORLD")
+    world: dict[str, Any] = json.loads(Path(world_path).read_text()) if world_path else {}
+    version = world.get("version", "v1.31.2")
+    try:
+        if argv[:1] == ["kubelet"]:
+            if argv[1:] == ["--version"]:
+                print(f"Kubernetes {version}")
+                return 0
+            raise Failed("the kubelet stand-in only answers --version")
+        if argv[:3] == ["version", "-o", "short"]:
+            print(version)
+            return 0
+        if argv[:1] == ["reset"]:
+            return reset(root, argv[1:])
+        if argv[:1] == ["join"]:
+            try:
+                return join(root, world, argv[1:])
+            finally:
+                if world_path:
+                    Path(world_path).write_text(json.dumps(world, indent=1))
+        raise Failed(f"unknown command {' '.join(argv[:1])!r} for \"kubeadm\"")
+    except Failed as err:
+        print(f"{err}\n{STACK_HINT}", file=sys.stderr)
+        return 1
+
+
+def reset(root: Path, args: list[str]) -> int:
+    if not {"-f", "--force"} & set(args):
+        raise Failed("won't proceed; the user didn't answer (Y|n) in order to continue")
+    print("[reset] Stopping the kubelet service")
+    for rel in WRITTEN:
+        if (root / rel).exists():
+            (root / rel).unlink()
+            print(f"[reset] Deleted /{rel}")
+    return 0
+
+
+def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
+    config_path, ignored = _join_args(args)
+    cfg = load_join_configuration(root / config_path.lstrip("/"))
+    reg = cfg.get("nodeRegistration") or {}
+    ignored |= {str(x).lower() for x in reg.get("ignorePreflightErrors") or []}
+    name = reg.get("name") or os.uname().nodename
+    failure = (world.get("failNext") or [None])[0]
+    if failure is not None:
+        world["failNext"] = world["failNext"][1:]
+
+    print("[preflight] Running pre-flight checks")
+    errors = []  # app/preflight/checks.go: FileAvailableCheck for each file join writes
+    for rel in (KUBELET_CONF, BOOTSTRAP_CONF, CA_CERT):
+        if (root / rel).exists():
+            errors.append((f"FileAvailable--{rel.replace('/', '-')}",
+                           f"/{rel} already exists"))
+    if failure and failure.startswith("preflight:"):
+        _, check, message = failure.split(":", 2)
+        errors.append((check, message))
+    fatal = [(c, m) for c, m in errors if "all" not in ignored and c.lower() not in ignored]
+    if fatal:
+        # app/preflight/checks.go, Error.Error
+        lines = "".join(f"\t[ERROR {c}]: {m}\n" for c, m in fatal)
+        raise Failed("error execution phase preflight: [preflight] Some fatal errors "
+                     f"occurred:\n{lines}[preflight] If you know what you are doing, you "
+                     "can make a check non-fatal with `--ignore-preflight-errors=...`")
+
+    endpoint = _discover(cfg, world)
+
+    # app/cmd/phases/join/kubelet.go, runKubeletStartJoinPhase
+    _write(root / BOOTSTRAP_CONF, _kubeconfig(endpoint, "tls-bootstrap-token-user"))
+    _write(root / CA_CERT, "-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n")
+    try:
+        if name in (world.get("readyNodes") or []):
+            raise Failed(f"error execution phase kubelet-start: a Node with name "
+                         f"{json.dumps(name)} and status \"Ready\" already exists in the "
+                         "cluster. You must delete the existing Node or change the name of "
+                         "this new joining Node")
+        _write(root / KUBELET_CONFIG, "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+                                      "kind: KubeletConfiguration\n")
+        _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
+        print("[kubelet-start] Starting the kubelet")
+        if failure and failure.startswith("hang:"):
+            time.sleep(min(float(failure.split(":", 1)[1]), 60))
+        if failure == "kubelet-unhealthy":
+            # app/util/apiclient/wait.go WaitForKubelet; app/cmd/phases/join/kubelet.go
+            print("[kubelet-check] The kubelet is not healthy after 4m0.000580205s\n\n"
+                  "Unfortunately, an error has occurred:\n\tThe HTTP call equal to 'curl "
+                  "-sSL http://127.0.0.1:10248/healthz' returned error: Get "
+                  "\"http://127.0.0.1:10248/healthz\": context deadline exceeded\n\n"
+                  "This error is likely caused by:\n\t- The kubelet is not running\n")
+            raise Failed("error execution phase kubelet-start: The HTTP call equal to "
+                         "'curl -sSL http://127.0.0.1:10248/healthz' returned error: Get "
+                         "\"http://127.0.0.1:10248/healthz\": context deadline exceeded")
+        print("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap")
+        _write(root / KUBELET_CONF, _kubeconfig(endpoint, "default-auth"))
+    finally:
+        (root / BOOTSTRAP_CONF).unlink(missing_ok=True)
+    world.setdefault("joins", []).append(name)
+    world.setdefault("readyNodes", []).append(name)
+    print("\nThis node has joined the cluster:\n* Certificate signing request was sent to "
+          "apiserver and a response was received.\n* The Kubelet was informed of the new "
+          "secure connection details.")
+    return 0
+
+
+def load_join_configuration(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise Failed(f"unable to read config from {str(path)!r} : {err}") from err
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    found = [d for d in docs if isinstance(d, dict) and d.get("kind") == "JoinConfiguration"]
+    if not found:
+        raise Failed("no JoinConfiguration found in the supplied config")
+    doc = found[0]
+    api = str(doc.get("apiVersion", ""))
+    if api in OLD_API_VERSIONS:  # app/util/config/common.go, validateSupportedVersion
+        raise Failed(f"your configuration file uses an old API spec: {json.dumps(api)} (kind: "
+                     f"\"JoinConfiguration\"). Please use kubeadm {OLD_API_VERSIONS[api]} "
+                     "instead and run 'kubeadm config migrate --old-config old.yaml "
+                     "--new-config new.yaml', which will write the new, similar spec using "
+                     "a newer API version.")
+    if api not in SCHEMAS:  # apimachinery's runtime.Scheme on an unregistered version
+        raise Failed(f"no kind \"JoinConfiguration\" is registered for version \"{api}\" in "
+                     "scheme \"k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm/scheme/"
+                     "scheme.go:31\"")
+    problems = list(_strict(doc, SCHEMAS[api], ""))
+    if problems:
+        # app/util/config/strict/strict.go, VerifyUnmarshalStrict (kubeadm itself only
+        # warns here unless validating; the stand-in is strict so that every config the
+        # agent renders is proven schema-clean).
+        group, version = api.split("/")
+        raise Failed(f"error unmarshaling configuration schema.GroupVersionKind{{Group:"
+                     f"\"{group}\", Version:\"{version}\", Kind:\"JoinConfiguration\"}}: "
+                     f"strict decoding error: {', '.join(problems)}")
+    discovery = doc.get("discovery") or {}
+    if bool(discovery.get("bootstrapToken")) == bool(discovery.get("file")):
+        raise Failed("discovery: Invalid value: \"\": bootstrapToken or file must be set")
+    return doc
+
+
+def _strict(value: Any, schema: Any, where: str) -> list[str]:
+    if isinstance(schema, dict):
+        if not isinstance(value, dict):
+            return [f"{where or 'JoinConfiguration'}: expected an object"]
+        out: list[str] = []
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if key not in schema:
+                out.append(f"unknown field \"{path}\"")
+            elif item is not None:
+                out.extend(_strict(item, schema[key], path))
+        return out
+    if isinstance(schema, list):
+        if not isinstance(value, list):
+            return [f"{where}: expected a list"]
+        return [p for i, v in enumerate(value) for p in _strict(v, schema[0], f"{where}[{i}]")]
+    if schema == "str:str":
+        ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+        return [] if ok else [f"{where}: expected a map of strings"]
+    if schema is int and isinstance(value, bool):
+        return [f"{where}: expected an integer"]
+    return [] if isinstance(value, schema) else [f"{where}: expected {schema.__name__}"]
+
+
+def _discover(cfg: dict[str, Any], world: dict[str, Any]) -> str:
+    # app/discovery/discovery.go wraps every discovery error like this.
+    prefix = "error execution phase preflight: couldn't validate the identity of the API Server: "
+    token_cfg = (cfg.get("discovery") or {}).get("bootstrapToken")
+    if not token_cfg:
+        return "https://file-discovery.invalid:6443"
+    endpoint = token_cfg.get("apiServerEndpoint", "")
+    if world.get("apiReachable") is False:  # app/discovery/token/token.go, getClusterInfo
+        raise Failed(f"{prefix}failed to request the cluster-info ConfigMap: Get \"https://"
+                     f"{endpoint}/api/v1/namespaces/kube-public/configmaps/cluster-info?"
+                     f"timeout=10s\": dial tcp {endpoint}: connect: connection refused")
+    token_id, _, secret = str(token_cfg.get("token", "")).partition(".")
+    tokens = world.get("tokens")
+    if tokens is not None and token_id not in tokens:  # token.go, getClusterInfo
+        raise Failed(f"{prefix}could not find a JWS signature in the cluster-info ConfigMap "
+                     f"for token ID \"{token_id}\"")
+    if tokens is not None and tokens[token_id] != secret:  # validateClusterInfoToken
+        raise Failed(f"{prefix}failed to verify JWS signature of received cluster info "
+                     "object, can't trust this API Server")
+    pin = world.get("caCertHash")
+    if pin and pin not in (token_cfg.get("caCertHashes") or []):
+        # app/util/pubkeypin/pubkeypin.go CheckAny, wrapped in token.go validateClusterCA
+        raise Failed(f"{prefix}cluster CA found in cluster-info ConfigMap is invalid: none "
+                     f"of the public keys \"{pin}\" are pinned")
+    return f"https://{endpoint}"
+
+
+def _join_args(args: list[str]) -> tuple[str, set[str]]:
+    config: str | None = None
+    ignored: set[str] = set()
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition("=")
+        if name in ("--config", "--ignore-preflight-errors") and not eq:
+            value = args.pop(0) if args else ""
+        if name == "--config":
+            config = value
+        elif name == "--ignore-preflight-errors":
+            ignored |= {v.lower() for v in value.split(",") if v}
+        elif name not in ("--v", "-v"):
+            raise Failed(f"unknown flag: {name}")
+    if not config:
+        raise Failed("the stand-in joins only with --config")
+    return config, ignored
+
+
+def _kubeconfig(server: str, user: str) -> str:
+    return yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "default-context",
+        "clusters": [{"name": "default-cluster", "cluster": {"server": server}}],
+        "contexts": [{"name": "default-context",
+                      "context": {"cluster": "default-cluster", "user": user}}],
+        "users": [{"name": user, "user": {}}]})
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def install(bin_dir: Path, root: Path, world: Path) -> None:
+    """Write `kubeadm` and `kubelet` wrappers into bin_dir, bound to root and world."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    env = f"KUBEADM_STANDIN_ROOT='{root}' KUBEADM_STANDIN_WORLD='{world}'"
+    for name, extra in (("kubeadm", ""), ("kubelet", " kubelet")):
+        script = bin_dir / name
+        script.write_text(f"#!/bin/sh\n{env} exec '{sys.executable}' -m "
+                          f"agent.sandbox.kubeadm_standin{extra} \"$@\"\n")
+        script.chmod(0o755)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

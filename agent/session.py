@@ -1,0 +1,81 @@
+"""What a command runs with: the configuration chain, the Machine (when
+`spec.management` is set) and the reporters — composed here so the CLI stays thin.
+
+With a management cluster, the local sources are read first (they say how to reach it
+and which Machine this is), then the Machine and what it points at, and the
+configuration is loaded again with the Machine's ConfigMap or Secret on top.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agent.config import LoadedConfig, default_sources, load_config
+from agent.host import Host
+from agent.kube.client import Client
+from agent.kube.kubeconfig import load_credentials
+from agent.kube.machine import MachineReader, MachineView
+from agent.kube.reporter import MachineReporter
+from agent.orchestrator import Orchestrator
+from agent.phases.base import Phase
+from agent.report import LocalStatus, Sentinel
+from agent.retry import Backoff, retry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Session:
+    loaded: LoadedConfig
+    machine: MachineView | None = None
+    client: Client | None = None
+
+    def orchestrator(self, host: Host, *, reporting: bool = True,
+                     phases: list[Phase] | None = None) -> Orchestrator:
+        """The orchestrator for this configuration and Machine (and `phases`, default
+        all); with `reporting`, its reporters: the local status file, CABPK's sentinel,
+        the Machine's status."""
+        facts = self.machine.facts if self.machine else None
+        orchestrator = Orchestrator(self.loaded, host, machine=facts, phases=phases)
+        if not reporting:
+            return orchestrator
+        spec = self.loaded.config.spec.reporting
+        orchestrator.reporters.append(LocalStatus(host))
+        if spec.sentinel:
+            orchestrator.reporters.append(Sentinel(host))
+        if self.machine is not None and self.client is not None and (
+                spec.conditions or spec.events):
+            # The reporter keeps undelivered reports in the orchestrator's own journal
+            # (one journal object, one writer of the file).
+            orchestrator.reporters.append(MachineReporter(
+                self.client, self.machine, orchestrator.journal, clock=host.clock,
+                conditions=spec.conditions, events=spec.events))
+        return orchestrator
+
+
+def open_session(host: Host, files: Iterable[str] = (), *,
+                 wait_for_bootstrap: bool = True) -> Session:
+    """Load the configuration; with spec.management, read the Machine and add its
+    configuration. `wait_for_bootstrap=False` (plan, config show) does not wait for the
+    bootstrap data to appear."""
+    sources = default_sources(files)
+    local = load_config(host, sources)
+    spec = local.config.spec
+    if not spec.management.configured:
+        return Session(local)
+    client = Client(load_credentials(spec.management, host),
+                    timeout=float(spec.management.request_timeout), sleep=host.clock.sleep)
+    reader = MachineReader(client, host,
+                           wait=float(spec.management.bootstrap_wait)
+                           if wait_for_bootstrap else 0.0,
+                           progress=lambda message: log.info("%s", message),
+                           monotonic=host.clock.monotonic)
+    backoff = Backoff(spec.retry.initial_delay, spec.retry.max_delay, spec.retry.attempts)
+    machine = retry(lambda: reader.read(spec.identity), backoff, sleep=host.clock.sleep,
+                    on_retry=lambda err, n, pause: log.warning(
+                        "reading the Machine failed (%s); retrying in %.1fs", err, pause))
+    if machine.config is not None:
+        sources = [*sources, machine.config]
+    return Session(load_config(host, sources), machine, client)

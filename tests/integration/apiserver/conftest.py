@@ -1,0 +1,94 @@
+"""Fixtures for the management API tests: the in-process stand-in, or a real API server
+when MACHINE_AGENT_TEST_KUBECONFIG names a kubeconfig (admin rights, CAPI and in-cluster
+IPAM CRDs installed). Every test gets its own namespace."""
+
+from __future__ import annotations
+
+import base64
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.sandbox.apiserver import ApiServer
+from tests.integration.apiserver.kubeclient import Kube
+
+REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Iterator[ApiServer | None]:
+    """The running stand-in; None against a real server."""
+    if REAL_KUBECONFIG:
+        yield None
+        return
+    server = ApiServer(tmp_path / "apiserver", bookmark_interval=0.2).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def only_standin(standin: ApiServer | None) -> ApiServer:
+    """For tests of stand-in hooks (faults, compaction, the pool controller)."""
+    if standin is None:
+        pytest.skip("exercises a stand-in-only hook; skipped against a real API server")
+    return standin
+
+
+def _real_admin(tmp_path: Path) -> Kube:
+    config = yaml.safe_load(Path(REAL_KUBECONFIG).read_text())
+    ctx_name = config.get("current-context")
+    ctx = next(c["context"] for c in config["contexts"] if c["name"] == ctx_name)
+    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == ctx["cluster"])
+    user = next(u["user"] for u in config["users"] if u["name"] == ctx["user"])
+    verify: str | bool = True
+    if cluster.get("certificate-authority-data"):
+        ca = tmp_path / "real-ca.crt"
+        ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+        verify = str(ca)
+    elif cluster.get("certificate-authority"):
+        verify = cluster["certificate-authority"]
+    cert: tuple[str, str] | None = None
+    if user.get("client-certificate-data"):
+        crt, key = tmp_path / "real-client.crt", tmp_path / "real-client.key"
+        crt.write_bytes(base64.b64decode(user["client-certificate-data"]))
+        key.write_bytes(base64.b64decode(user["client-key-data"]))
+        cert = (str(crt), str(key))
+    return Kube(cluster["server"], verify, token=user.get("token"), cert=cert)
+
+
+@pytest.fixture
+def admin(standin: ApiServer | None, tmp_path: Path) -> Kube:
+    if standin is None:
+        return _real_admin(tmp_path)
+    return Kube(standin.url, str(standin.ca_path), token=standin.admin_token)
+
+
+@pytest.fixture
+def ns(admin: Kube) -> Iterator[str]:
+    name = "t-" + secrets.token_hex(4)
+    admin.check(admin.post("/api/v1/namespaces", json={
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}), 201)
+    admin.ns = name
+    yield name
+    admin.delete(f"/api/v1/namespaces/{name}")
+
+
+@pytest.fixture
+def service_account(admin: Kube, ns: str) -> tuple[str, Kube]:
+    """A ServiceAccount `agent` in the test namespace and a client with its token
+    (from the TokenRequest API, so this works against a real server too)."""
+    admin.check(admin.post(f"/api/v1/namespaces/{ns}/serviceaccounts", json={
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "agent"}}), 201)
+    reply = admin.check(admin.post(
+        f"/api/v1/namespaces/{ns}/serviceaccounts/agent/token",
+        json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+              "spec": {"expirationSeconds": 3600}}), 201)
+    user = f"system:serviceaccount:{ns}:agent"
+    return user, admin.with_token(reply["status"]["token"])
+

@@ -1,0 +1,96 @@
+"""RBAC: 403 bodies in the real wording, roles with subresources and names, and
+SelfSubjectAccessReview."""
+
+from __future__ import annotations
+
+from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+def _grant(admin: Kube, ns: str, user: str, rules: list[dict[str, list[str]]]) -> None:
+    admin.check(admin.post(f"{RBAC}/namespaces/{ns}/roles", json={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "agent"}, "rules": rules}), 201)
+    admin.check(admin.post(f"{RBAC}/namespaces/{ns}/rolebindings", json={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "agent"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "agent"},
+        "subjects": [{"kind": "ServiceAccount", "name": "agent", "namespace": ns}]}), 201)
+
+
+def test_a_missing_permission_is_403_in_the_real_wording(
+        admin: Kube, ns: str, service_account: tuple[str, Kube]) -> None:
+    user, agent = service_account
+    admin.check(admin.post(f"{CAPI}/namespaces/{ns}/machines", json=machine()), 201)
+    reply = agent.check(agent.get(f"{CAPI}/namespaces/{ns}/machines/worker-0"), 403)
+    assert reply["reason"] == "Forbidden"
+    assert reply["message"] == (
+        f'machines.cluster.x-k8s.io "worker-0" is forbidden: User "{user}" cannot get '
+        f'resource "machines" in API group "cluster.x-k8s.io" in the namespace "{ns}"')
+    assert reply["details"] == {"name": "worker-0", "group": "cluster.x-k8s.io",
+                                "kind": "machines"}
+    listing = agent.check(agent.get(f"{CAPI}/namespaces/{ns}/machines"), 403)
+    assert listing["message"].startswith("machines.cluster.x-k8s.io is forbidden: ")
+
+
+def test_roles_grant_verbs_on_subresources_and_named_objects(
+        admin: Kube, ns: str, service_account: tuple[str, Kube]) -> None:
+    user, agent = service_account
+    for name in ("worker-0", "worker-1"):
+        admin.check(admin.post(f"{CAPI}/namespaces/{ns}/machines", json=machine(name)), 201)
+    _grant(admin, ns, user, [
+        {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["get"],
+         "resourceNames": ["worker-0"]},
+        {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines/status"],
+         "verbs": ["patch"]}])
+    agent.check(agent.get(f"{CAPI}/namespaces/{ns}/machines/worker-0"), 200)
+    agent.check(agent.get(f"{CAPI}/namespaces/{ns}/machines/worker-1"), 403)
+    agent.check(agent.patch(f"{CAPI}/namespaces/{ns}/machines/worker-0/status",
+                            {"status": {"phase": "Running"}}), 200)
+    denied = agent.check(agent.patch(f"{CAPI}/namespaces/{ns}/machines/worker-0",
+                                     {"metadata": {"labels": {"a": "b"}}}), 403)
+    assert 'cannot patch resource "machines" in API group' in denied["message"]
+
+
+def test_self_subject_access_review_answers_by_the_same_rules(
+        admin: Kube, ns: str, service_account: tuple[str, Kube]) -> None:
+    user, agent = service_account
+    _grant(admin, ns, user, [{"apiGroups": ["cluster.x-k8s.io"],
+                              "resources": ["machines/status"], "verbs": ["patch"]}])
+
+    def allowed(verb: str, subresource: str = "") -> bool:
+        review = agent.check(agent.post(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", json={
+                "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": {
+                    "namespace": ns, "verb": verb, "group": "cluster.x-k8s.io",
+                    "resource": "machines", "subresource": subresource}}}), 201)
+        return bool(review["status"]["allowed"])
+
+    assert allowed("patch", "status")
+    assert not allowed("patch")
+    assert not allowed("delete", "status")
+
+
+def test_cluster_role_bindings_grant_across_namespaces(
+        admin: Kube, ns: str, service_account: tuple[str, Kube]) -> None:
+    user, agent = service_account
+    name = f"{ns}-reader"
+    admin.check(admin.post(f"{RBAC}/clusterroles", json={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]}]}), 201)
+    admin.check(admin.post(f"{RBAC}/clusterrolebindings", json={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": name},
+        "subjects": [{"kind": "User", "name": user}]}), 201)
+    try:
+        agent.check(agent.get("/api/v1/nodes"), 200)
+        reply = agent.check(agent.get("/api/v1/nodes/n1"), 403)
+        assert reply["message"].endswith('in API group "" at the cluster scope')
+    finally:
+        admin.delete(f"{RBAC}/clusterrolebindings/{name}")
+        admin.delete(f"{RBAC}/clusterroles/{name}")

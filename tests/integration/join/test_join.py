@@ -1,0 +1,250 @@
+"""Joining from CABPK bootstrap data, as a user sees it: conditions, files, the journal."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from agent.errors import AgentError, Reason
+from agent.kube.facts import MachineFacts
+from agent.phases.base import PhaseContext
+from agent.phases.join import JoinPhase
+from agent.state import Journal
+from tests.integration.join.conftest import Node, machine_facts
+from tests.joinable import FRESH_TOKEN, TOKEN, cloud_config
+
+
+def journal_text(node: Node) -> str:
+    return node.file("/var/lib/machine-agent/journal.json").read_text()
+
+
+def test_cabpk_bootstrap_data_is_written_run_and_joined(node: Node) -> None:
+    data = cloud_config(node.endpoint, pre=("echo pre-kubeadm",), post=("echo post-kubeadm",))
+    result, machine = node.run(node.configure({}), machine_facts(data))
+    joined = machine.conditions["NodeJoined"]
+    assert result.ok, result.outcomes
+    assert (joined.status, joined.reason) == ("True", "Joined")
+    assert joined.message == (f"Node worker-0 joined https://{node.endpoint} "
+                              "(Kubernetes v1.31.2)")
+    assert node.joined() and node.world["joins"] == ["worker-0"]
+    config = node.file("/run/kubeadm/kubeadm-join-config.yaml")
+    assert config.stat().st_mode & 0o777 == 0o640
+    assert "name: 'worker-0'" in config.read_text()  # the jinja node name, filled in
+    assert node.file("/run/cluster-api/bootstrap-success.complete").read_text() == "success\n"
+    commands = json.loads(journal_text(node))["extra"]["join"]["commands"]
+    assert [(c["command"], c["exitStatus"], c["outputTail"]) for c in commands] == [
+        ("echo pre-kubeadm", 0, "pre-kubeadm"), ("echo post-kubeadm", 0, "post-kubeadm")]
+    for text in (journal_text(node),
+                 node.file("/var/lib/machine-agent/status.json").read_text()
+                 if node.file("/var/lib/machine-agent/status.json").exists() else "",
+                 json.dumps([c.message for c in machine.conditions.values()])):
+        assert TOKEN not in text
+
+
+def test_run_after_a_successful_join_does_nothing(node: Node) -> None:
+    loaded, facts = node.configure({}), machine_facts(cloud_config(node.endpoint))
+    assert node.run(loaded, facts)[0].ok
+    effects = node.host.effects.count
+    again, machine = node.run(loaded, facts)
+    assert again.outcomes[0].outcome == "up-to-date"
+    assert node.host.effects.count == effects
+    assert machine.conditions["NodeJoined"].reason == "Joined"
+
+
+def test_a_joined_node_is_not_joined_again_even_without_the_journal(node: Node) -> None:
+    loaded, facts = node.configure({}), machine_facts(cloud_config(node.endpoint))
+    assert node.run(loaded, facts)[0].ok
+    node.file("/var/lib/machine-agent/journal.json").unlink()
+    result, machine = node.run(loaded, facts)
+    assert result.ok and machine.conditions["NodeJoined"].reason == "Joined"
+    assert node.world["joins"] == ["worker-0"]  # kubeadm join ran once, not twice
+
+
+@pytest.mark.parametrize(("world", "reason", "attempts"), [
+    ({"tokens": {"zzzzzz": "0123456789abcdef"}}, Reason.TokenExpired, 1),
+    ({"tokens": {"abcdef": "ffffffffffffffff"}}, Reason.TokenInvalid, 1),
+    ({"caCertHash": "sha256:" + "00" * 32}, Reason.CACertHashMismatch, 1),
+    ({"readyNodes": ["worker-0"]}, Reason.NodeNameConflict, 1),
+    ({"apiReachable": False}, Reason.APIServerUnreachable, 3),
+    ({"failNext": ["preflight:SystemVerification:missing required cgroups: memory"]},
+     Reason.PreflightFailed, 1),
+    ({"failNext": ["kubelet-unhealthy"] * 3}, Reason.KubeletNotHealthy, 3),
+    ({"failNext": ["hang:5"] * 3}, Reason.JoinTimeout, 3),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_every_failure_ends_with_its_reason_and_a_clean_node(
+        node: Node, world: dict[str, object], reason: Reason, attempts: int) -> None:
+    node.set_world(**world)
+    loaded = node.configure({"timeout": "1s"})
+    result, machine = node.run(loaded, machine_facts(cloud_config(node.endpoint)))
+    joined = machine.conditions["NodeJoined"]
+    assert not result.ok
+    assert (joined.status, joined.reason) == ("False", str(reason)), joined.message
+    assert node.clean(), "a failed join must leave the node clean, never half-joined"
+    assert not node.file("/run/cluster-api/bootstrap-success.complete").exists()
+    record = json.loads(journal_text(node))["extra"]["join"]["attempts"]
+    assert [a["reason"] for a in record] == [str(reason)] * attempts
+    assert TOKEN not in journal_text(node) and TOKEN not in joined.message
+    if reason is Reason.PreflightFailed:
+        assert "SystemVerification: missing required cgroups: memory" in joined.message
+    if attempts > 1:
+        assert len(node.clock.slept) == attempts - 1
+
+
+def test_a_failed_run_then_run_resets_and_retries_within_the_limit(node: Node) -> None:
+    node.set_world(failNext=["kubelet-unhealthy"] * 3)
+    loaded = node.configure({"maxAttempts": 2})
+    facts = machine_facts(cloud_config(node.endpoint))
+    _, machine = node.run(loaded, facts)
+    assert machine.conditions["NodeJoined"].reason == "KubeletNotHealthy"
+    assert "failed 2 time(s)" in machine.conditions["NodeJoined"].message
+    # a crash of an earlier attempt left kubeadm's files behind
+    node.file("/etc/kubernetes/pki").mkdir(parents=True, exist_ok=True)
+    node.file("/etc/kubernetes/pki/ca.crt").write_text("left over\n")
+    second, machine = node.run(loaded, facts)
+    assert second.ok and machine.conditions["NodeJoined"].reason == "Joined"
+    attempts = json.loads(journal_text(node))["extra"]["join"]["attempts"]
+    assert [(a["outcome"], a["resetBefore"]) for a in attempts] == [
+        ("failed", False), ("failed", False), ("failed", True), ("joined", False)]
+
+
+def _context(node: Node, facts_token: str, reload_token: str) -> PhaseContext:
+    loaded = node.configure({})
+    reloads: list[str] = []
+
+    def reload() -> MachineFacts:
+        reloads.append(reload_token)
+        return machine_facts(cloud_config(node.endpoint, token=reload_token))
+
+    ctx = PhaseContext(loaded.config, node.host, Journal.load(node.host), {},
+                       lambda message: None, logging.getLogger("test"),
+                       machine_facts(cloud_config(node.endpoint, token=facts_token)),
+                       reload_machine=reload)
+    ctx.journal.start("join", "sha256:test")
+    return ctx
+
+
+def test_expired_token_is_replaced_by_a_fresh_one_from_the_bootstrap_data(node: Node) -> None:
+    node.set_world(tokens={"ghijkl": "0123456789ghijkl"})  # the first token has expired
+    ctx = _context(node, TOKEN, FRESH_TOKEN)
+    phase = JoinPhase()
+    phase.apply(ctx, phase.plan(ctx))
+    result = phase.verify(ctx, phase.plan(ctx))
+    assert result["node"] == "worker-0" and node.joined()
+    attempts = ctx.journal.extra["join"]["attempts"]
+    assert [(a["outcome"], a.get("reason")) for a in attempts] == [
+        ("failed", "TokenExpired"), ("joined", None)]
+    assert FRESH_TOKEN in node.file("/run/kubeadm/kubeadm-join-config.yaml").read_text()
+
+
+def test_a_dead_token_is_never_retried(node: Node) -> None:
+    node.set_world(tokens={})
+    ctx = _context(node, TOKEN, TOKEN)  # the bootstrap data still has the same token
+    phase = JoinPhase()
+    with pytest.raises(AgentError) as info:
+        phase.apply(ctx, phase.plan(ctx))
+    assert info.value.reason is Reason.TokenExpired and not info.value.temporary
+    assert "still has the same token" in info.value.message
+    assert len(ctx.journal.extra["join"]["attempts"]) == 1 and node.clean()
+
+
+def test_agent_preflight_lists_every_failing_check_and_does_not_run_kubeadm(
+        node: Node) -> None:
+    node.file("/proc/swaps").write_text("Filename\tType\tSize\tUsed\tPriority\n"
+                                        "/swap.img\tfile\t1024\t0\t-2\n")
+    node.file("/proc/sys/net/ipv4/ip_forward").write_text("0\n")
+    node.file("/proc/net/tcp6").write_text("  sl  local_address rem_address   st\n"
+                                           "   0: 00000000000000000000000000000000:280A "
+                                           "00000000000000000000000000000000:0000 0A\n")
+    node.file("/var/run/containerd/containerd.sock").unlink()
+    node.set_world(version="v1.27.3")
+    loaded = node.configure({}, skipPhases=[])  # and the time phase never ran
+    _, machine = node.run(loaded, machine_facts(cloud_config(node.endpoint)))
+    message = machine.conditions["NodeJoined"].message
+    assert machine.conditions["NodeJoined"].reason == "PreflightFailed"
+    for expected in ("[CRI] container runtime socket /var/run/containerd/containerd.sock "
+                     "does not exist", "[KubeadmVersion] kubeadm vv1.27.3",
+                     "[KubeletVersion]", "[Swap] swap is on (/swap.img)",
+                     "[FileContent--proc-sys-net-ipv4-ip_forward] /proc/sys/net/ipv4/"
+                     "ip_forward contents are not set to 1",
+                     "[Port-10250] Port 10250 is in use", "[TimeSynchronized]"):
+        assert expected.replace("vv", "v") in message, message
+    assert "fix: run `swapoff -a`" in message
+    assert "joins" not in node.world and node.clean()
+
+
+def test_ignored_preflight_checks_only_warn(node: Node) -> None:
+    node.file("/proc/sys/net/ipv4/ip_forward").write_text("0\n")
+    loaded = node.configure({"nodeRegistration": {
+        "ignorePreflightErrors": ["FileContent--proc-sys-net-ipv4-ip_forward"]}})
+    result, _ = node.run(loaded, machine_facts(cloud_config(node.endpoint)))
+    assert result.ok and node.joined()
+
+
+def test_run_only_join_from_a_local_bootstrap_data_file_via_the_cli(
+        node: Node, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agent.cli import main
+
+    monkeypatch.setenv("PATH", node.host.env["PATH"])
+    node.host.write_file("/etc/machine-agent/bootstrap-data",
+                         cloud_config(node.endpoint, version="v1beta3"))
+    node.configure({"bootstrapDataFile": "/etc/machine-agent/bootstrap-data",
+                    "kubernetesVersion": "v1.30.4",
+                    "nodeRegistration": {"name": "worker-7"}})
+    node.set_world(version="v1.30.4")
+    assert main(["--root", str(node.root), "run", "--only", "join"]) == 0
+    assert "join     applied" in capsys.readouterr().out
+    assert node.joined() and node.world["joins"] == ["worker-7"]
+    assert main(["--root", str(node.root), "run", "--only", "join"]) == 0
+    assert "up to date" in capsys.readouterr().out
+
+
+def test_plan_shows_the_join_configuration_with_the_token_masked(
+        node: Node, capsys: pytest.CaptureFixture[str]) -> None:
+    from agent.cli import main
+
+    node.configure({"source": "config", "kubernetesVersion": "v1.31.0",
+                    "discovery": {"bootstrapToken": {
+                        "token": TOKEN, "apiServerEndpoint": node.endpoint,
+                        "caCertHashes": ["sha256:" + "5e" * 32]}},
+                    "nodeRegistration": {"name": "worker-3",
+                                         "kubeletExtraArgs": {"node-ip": "192.0.2.30"}}})
+    assert main(["--root", str(node.root), "plan", "--only", "join"]) == 0
+    out = capsys.readouterr().out
+    assert "kubeadm.k8s.io/v1beta4 JoinConfiguration from spec.join" in out
+    assert "apiVersion: kubeadm.k8s.io/v1beta4" in out
+    assert 'token: "***"' in out and "- name: \"node-ip\"" in out
+    assert TOKEN not in out and "0123456789abcdef" not in out
+    assert not node.file("/run/kubeadm").exists()  # plan changed nothing
+
+
+def test_a_newline_in_a_taint_or_kubelet_arg_is_refused(node: Node) -> None:
+    from agent.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        node.configure({"nodeRegistration": {
+            "kubeletExtraArgs": {"node-labels": "a=b\n--evil=1"},
+            "taints": [{"key": "dedicated", "value": "gpu\nx", "effect": "NoSchedule"}]}})
+    shown = str(info.value)
+    assert "spec.join.nodeRegistration.kubeletExtraArgs" in shown
+    assert "spec.join.nodeRegistration.taints[0].value" in shown
+
+
+
+
+def test_kubeadm_refuses_a_second_join_with_its_preflight_message(node: Node) -> None:
+    import yaml
+
+    data = yaml.safe_load(cloud_config(node.endpoint).split("\n", 1)[1])
+    text = data["write_files"][0]["content"].replace("{{ ds.meta_data.local_hostname }}",
+                                                     "worker-0")
+    node.host.write_file("/run/kubeadm/join.yaml", text)
+    argv = ["kubeadm", "join", "--config", "/run/kubeadm/join.yaml"]
+    assert node.host.run(argv, check=False).ok
+    again = node.host.run(argv, check=False)
+    assert not again.ok
+    assert ("[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf "
+            "already exists") in again.stderr
+    assert node.host.run(["kubeadm", "reset", "-f"]).ok and node.clean()

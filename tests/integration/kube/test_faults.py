@@ -1,0 +1,165 @@
+"""Faults of the management cluster, injected by the stand-in: each run must end with
+the correct final status on the Machine and no report lost."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from agent.host import Host
+from agent.kube.reporter import JOURNAL_KEY
+from agent.orchestrator import RunResult
+from agent.phases import all_phases
+from agent.phases.base import Phase, PhaseContext, PhasePlan
+from agent.sandbox.apiserver import ApiServer
+from agent.session import open_session
+from agent.state import Journal
+from tests.integration.kube.conftest import (
+    SECRET,
+    Admin,
+    FastClock,
+    Node,
+    World,
+    bootstrap_secret,
+    make_node,
+    node_token,
+    seed,
+)
+from tests.integration.kube.test_machine_reporting import assert_bootstrapped
+
+ALL_EVENTS = sorted(["NetworkConfigured", "TimeSynchronized", "Joined", "CNIInstalled",
+                     "Bootstrapped"])
+
+
+def hooked(hooks: dict[str, Callable[[], None]]) -> list[Phase]:
+    """The real phases; `hooks[name]` runs as that phase starts applying."""
+    phases = []
+    for phase in all_phases():
+        if phase.name in hooks:
+            hook = hooks[phase.name]
+
+            class Hooked(type(phase)):  # type: ignore[misc]
+                def apply(self, ctx: PhaseContext, plan: PhasePlan,
+                          hook: Callable[[], None] = hook) -> None:
+                    hook()
+                    super().apply(ctx, plan)
+
+            phase = Hooked()
+        phases.append(phase)
+    return phases
+
+
+def run(node: Node, clock: FastClock, hooks: dict[str, Callable[[], None]] | None = None
+        ) -> RunResult:
+    host = Host(node.root, clock=clock)
+    session = open_session(host)
+    return session.orchestrator(host, phases=hooked(hooks or {})).run()
+
+
+def undelivered(node: Node) -> dict[str, object]:
+    state = Journal.load(Host(node.root)).extra[JOURNAL_KEY]
+    return {"dirty": state["dirty"], "events": len(state["events"])}
+
+
+def test_api_down_at_start_is_waited_out(node: Node, admin: Admin,
+                                         only_standin: ApiServer) -> None:
+    only_standin.faults.add("drop", count=8)  # more than one request's retries
+    assert run(node, FastClock()).ok
+    assert_bootstrapped(admin)
+    assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
+
+
+def test_api_down_mid_run_keeps_reports_in_the_journal_and_flushes_them(
+        node: Node, admin: Admin, only_standin: ApiServer) -> None:
+    seen: dict[str, object] = {}
+
+    def down() -> None:
+        only_standin.faults.add("drop")
+
+    def up() -> None:
+        seen.update(undelivered(node))
+        only_standin.faults.clear()
+
+    assert run(node, FastClock(), {"time": down, "cni": up}).ok
+    assert seen["events"] == 3  # network, time, join completed while the API was down
+    assert_bootstrapped(admin)
+    assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
+    assert undelivered(node) == {"dirty": False, "events": 0}
+
+
+def test_api_down_during_the_final_report_is_retried(node: Node, admin: Admin,
+                                                     only_standin: ApiServer) -> None:
+    def flaky_status() -> None:
+        only_standin.faults.add("500", path=r"/machines/[^/]+/status$", count=4)
+        only_standin.faults.add("drop", path=r"/events$", count=3)
+
+    assert run(node, FastClock(), {"cni": flaky_status}).ok
+    assert_bootstrapped(admin)
+    assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
+
+
+def test_reports_survive_an_agent_restart(node: Node, admin: Admin,
+                                          only_standin: ApiServer) -> None:
+    def down() -> None:
+        only_standin.faults.add("drop")
+
+    assert run(node, FastClock(), {"network": down}).ok  # the node is fine; no report
+    assert undelivered(node) == {"dirty": True, "events": 5}
+    only_standin.faults.clear()
+    assert admin.conditions()["NodeBootstrapped"]["status"] == "Unknown"  # the last sent
+    assert run(node, FastClock()).ok  # the next start (systemd restarts the unit)
+    assert_bootstrapped(admin)
+    assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
+
+
+def test_a_429_storm_is_ridden_out_honouring_retry_after(node: Node, admin: Admin,
+                                                         only_standin: ApiServer) -> None:
+    clock = FastClock()
+    only_standin.faults.add("429", count=10, retry_after=3)
+    assert run(node, clock).ok
+    assert sum(1 for s in clock.slept if s >= 3) >= 5
+    assert_bootstrapped(admin)
+    assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
+
+
+def _secret_appears_later(admin: Admin, world: World, delay: float) -> threading.Timer:
+    timer = threading.Timer(delay, lambda: admin.create(
+        f"/api/v1/namespaces/{admin.ns}/secrets", bootstrap_secret(admin.ns, world.endpoint)))
+    timer.start()
+    return timer
+
+
+def test_the_bootstrap_secret_is_awaited_through_closed_watches(
+        world: World, admin: Admin, only_standin: ApiServer) -> None:
+    seed(admin, world, secret_name=None)
+    admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/worker-0",
+                {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                 "metadata": {"name": "worker-0", "namespace": admin.ns},
+                 "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
+    node = make_node(world, admin, node_token(admin, only_standin))
+    only_standin.faults.add("close_watch", path=r"/secrets$", count=3, after_events=0)
+    timer = _secret_appears_later(admin, world, 1.0)
+    try:
+        assert run(node, FastClock()).ok
+    finally:
+        timer.join()
+    assert only_standin.counters()[("watch", "secrets")] >= 3
+    assert_bootstrapped(admin)
+
+
+def test_410_gone_on_the_list_lists_again(world: World, admin: Admin,
+                                          only_standin: ApiServer) -> None:
+    seed(admin, world, secret_name=None)
+    admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/worker-0",
+                {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                 "metadata": {"name": "worker-0", "namespace": admin.ns},
+                 "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
+    node = make_node(world, admin, node_token(admin, only_standin))
+    only_standin.faults.add("410", path=r"/secrets$", count=1)
+    timer = _secret_appears_later(admin, world, 0.5)
+    try:
+        assert run(node, FastClock()).ok
+    finally:
+        timer.join()
+    assert only_standin.counters()[("list", "secrets")] == 2
+    assert_bootstrapped(admin)

@@ -1,0 +1,205 @@
+"""The network phase against real namespaces: applied over netlink, proved on the wire,
+rolled back to the exact previous state when the proof fails."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.errors import AgentError, Reason
+from tests.integration.network.segment import (
+    GATEWAY,
+    GATEWAY6,
+    Segment,
+    config,
+    run_phase,
+    segment,
+)
+
+pytestmark = pytest.mark.allow_processes
+
+
+@pytest.fixture
+def seg() -> Iterator[Segment]:
+    with segment() as s:
+        yield s
+
+
+def static(*addresses: str) -> list[dict[str, str]]:
+    return [{"static": a} for a in addresses]
+
+
+def test_single_static_address_is_applied_checked_and_persisted(seg: Segment,
+                                                                tmp_path: Path) -> None:
+    seg.listen()
+    cfg = config({"hostname": "node-1.example.net", "dns": {"nameservers": [GATEWAY]},
+                  "interfaces": [{"name": "n0", "gateway": GATEWAY,
+                                  "addresses": static("192.0.2.10/24")}]})
+    run = run_phase(tmp_path, seg, cfg)
+    assert "inet 192.0.2.10/24" in seg.node_ip("addr", "show", "n0")
+    assert f"default via {GATEWAY} dev n0" in seg.node_ip("route", "show")
+    assert run.result["gateways"] == [GATEWAY]
+    assert run.result["management"] == f"{GATEWAY}:6443"
+    network = (tmp_path / "etc/systemd/network/10-machine-agent-n0.network").read_text()
+    assert "Address=192.0.2.10/24" in network and f"Gateway={GATEWAY}" in network
+    assert (tmp_path / "etc/hostname").read_text() == "node-1.example.net\n"
+    assert "192.0.2.10\tnode-1.example.net node-1" in (tmp_path / "etc/hosts").read_text()
+    assert (tmp_path / "etc/systemd/resolved.conf.d/machine-agent.conf").exists()
+    assert (tmp_path / "etc/cloud/cloud.cfg.d/99-machine-agent-network.cfg").exists()
+
+
+def test_second_run_on_a_configured_node_changes_nothing(seg: Segment, tmp_path: Path) -> None:
+    seg.listen()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY, "mtu": 1400,
+                                  "addresses": static("192.0.2.10/24", "192.0.2.11/24")}]})
+    first = run_phase(tmp_path, seg, cfg)
+    assert first.result["netlinkChanges"] == 5  # MTU, up, two addresses, default route
+    state = seg.state()
+    again = run_phase(tmp_path, seg, cfg)
+    assert again.result["netlinkChanges"] == 0
+    assert again.effects == 0  # no netlink change and no file written
+    assert seg.state() == state
+
+
+def test_dual_stack_waits_for_dad_and_routes_both_families(seg: Segment,
+                                                          tmp_path: Path) -> None:
+    seg.listen()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY, "gateway6": GATEWAY6,
+                                  "addresses": static("192.0.2.10/24", "2001:db8::10/64")}]})
+    run = run_phase(tmp_path, seg, cfg)
+    (line,) = [line for line in seg.node_ip("-6", "addr", "show", "n0").splitlines()
+               if "2001:db8::10/64" in line]
+    assert "scope global" in line and "tentative" not in line and "dadfailed" not in line
+    assert f"default via {GATEWAY6} dev n0" in seg.node_ip("-6", "route", "show")
+    assert run.result["gateways"] == [GATEWAY, GATEWAY6]
+
+
+def test_bridge_with_the_nic_as_member_holds_the_address(seg: Segment, tmp_path: Path) -> None:
+    seg.listen()
+    cfg = config({"interfaces": [
+        {"name": "n0"},
+        {"name": "br0", "type": "bridge", "bridge": {"members": ["n0"]}, "gateway": GATEWAY,
+         "addresses": static("192.0.2.10/24")}]})
+    run_phase(tmp_path, seg, cfg)
+    assert "master br0" in seg.node_ip("link", "show", "n0")
+    assert "inet 192.0.2.10/24" in seg.node_ip("addr", "show", "br0")
+    assert "Bridge=br0" in (tmp_path / "etc/systemd/network/10-machine-agent-n0.network"
+                            ).read_text()
+
+
+def test_macvlan_on_the_nic_holds_the_address(seg: Segment, tmp_path: Path) -> None:
+    seg.listen()
+    cfg = config({"interfaces": [
+        {"name": "n0"},
+        {"name": "mv0", "type": "macvlan", "macvlan": {"parent": "n0"}, "gateway": GATEWAY,
+         "addresses": static("192.0.2.10/24")}]})
+    run = run_phase(tmp_path, seg, cfg)
+    assert "inet 192.0.2.10/24" in seg.node_ip("addr", "show", "mv0")
+    assert run.result["management"] == f"{GATEWAY}:6443"
+
+
+def test_route_in_its_own_table_with_metric(seg: Segment, tmp_path: Path) -> None:
+    seg.listen()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY,
+                                  "addresses": static("192.0.2.10/24"),
+                                  "routes": [{"to": "198.51.100.0/24", "via": GATEWAY,
+                                              "table": 100, "metric": 10}]}]})
+    run_phase(tmp_path, seg, cfg)
+    assert (f"198.51.100.0/24 via {GATEWAY} dev n0 proto static metric 10"
+            in seg.node_ip("route", "show", "table", "100"))
+
+
+def test_address_in_use_on_the_segment_is_reported_and_not_kept(seg: Segment,
+                                                                 tmp_path: Path) -> None:
+    seg.listen()
+    seg.router_ip("addr", "add", "192.0.2.10/24", "dev", "r0")  # another host holds it
+    before = seg.state()
+    with pytest.raises(AgentError) as info:
+        run_phase(tmp_path, seg, config({"interfaces": [{
+            "name": "n0", "gateway": GATEWAY, "addresses": static("192.0.2.10/24")}]}))
+    assert info.value.reason == Reason.AddressConflict
+    assert "192.0.2.10" in info.value.message
+    assert seg.state() == before
+    assert not (tmp_path / "etc/systemd/network").exists()
+
+
+def test_ipv6_address_failing_dad_is_a_conflict(seg: Segment, tmp_path: Path) -> None:
+    seg.router_ip("addr", "add", "2001:db8::10/64", "dev", "r0", "nodad")
+    seg.up_and_settled("n0")
+    before = seg.state()
+    with pytest.raises(AgentError) as info:
+        run_phase(tmp_path, seg, config({"interfaces": [{
+            "name": "n0", "addresses": static("2001:db8::10/64")}]}, endpoint=None))
+    assert info.value.reason == Reason.AddressConflict
+    assert "duplicate address detection" in info.value.message
+    assert seg.state() == before
+
+
+def test_gateway_absent_rolls_back_to_the_exact_previous_state(seg: Segment,
+                                                               tmp_path: Path) -> None:
+    seg.listen()
+    # the node as it was: up, an old address and a route the agent would replace
+    seg.up_and_settled("n0")
+    seg.node_ip("addr", "add", "192.0.2.99/24", "dev", "n0")
+    seg.node_ip("route", "add", "203.0.113.0/24", "via", GATEWAY, "dev", "n0")
+    before = seg.state()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": "192.0.2.254", "mtu": 1400,
+                                  "addresses": static("192.0.2.10/24")}]}, timeout="1s")
+    with pytest.raises(AgentError) as info:
+        run_phase(tmp_path, seg, cfg)
+    assert info.value.reason == Reason.GatewayUnreachable
+    assert info.value.temporary
+    assert seg.state() == before
+    assert not (tmp_path / "etc/systemd/network").exists()
+
+
+def test_management_api_closed_rolls_back(seg: Segment, tmp_path: Path) -> None:
+    seg.up_and_settled("n0")
+    seg.node_ip("addr", "add", "192.0.2.99/24", "dev", "n0")
+    before = seg.state()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY,
+                                  "addresses": static("192.0.2.10/24")}]}, timeout="1s")
+    with pytest.raises(AgentError) as info:
+        run_phase(tmp_path, seg, cfg)  # nothing listens on 192.0.2.1:6443
+    assert info.value.reason == Reason.ManagementUnreachable
+    assert "rolled back" in info.value.message
+    assert seg.state() == before
+    assert not (tmp_path / "etc/systemd/network").exists()
+
+
+def test_vlan_without_kernel_support_names_the_module_and_leaves_nothing(
+        seg: Segment, tmp_path: Path) -> None:
+    before = seg.state()
+    cfg = config({"interfaces": [
+        {"name": "n0"},
+        {"name": "n0.100", "type": "vlan", "vlan": {"id": 100, "parent": "n0"},
+         "addresses": static("198.51.100.10/24")}]}, endpoint=None)
+    with pytest.raises(AgentError) as info:
+        run_phase(tmp_path, seg, cfg)
+    assert info.value.reason == Reason.KernelFeatureMissing
+    assert "8021q" in info.value.message
+    assert seg.state() == before
+
+
+def test_unknown_interface_is_reported_without_any_change(seg: Segment,
+                                                          tmp_path: Path) -> None:
+    before = seg.state()
+    with pytest.raises(AgentError) as info:
+        run_phase(tmp_path, seg, config({"interfaces": [
+            {"name": "eth7", "match": {"macAddress": "02:00:00:00:00:99"}}]}, endpoint=None))
+    assert info.value.reason == Reason.InterfaceNotFound
+    assert "eth7: no link matches MAC address 02:00:00:00:00:99" in info.value.message
+    assert seg.state() == before
+
+
+def test_interface_found_by_driver_is_configured_under_its_kernel_name(
+        seg: Segment, tmp_path: Path) -> None:
+    seg.listen()
+    run_phase(tmp_path, seg, config({"interfaces": [
+        {"name": "uplink", "match": {"driver": "veth"}, "gateway": GATEWAY,
+         "addresses": static("192.0.2.10/24")}]}))
+    assert "inet 192.0.2.10/24" in seg.node_ip("addr", "show", "n0")
+    assert "Driver=veth" in (tmp_path / "etc/systemd/network/10-machine-agent-uplink.network"
+                             ).read_text()

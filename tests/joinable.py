@@ -1,0 +1,95 @@
+"""A node root ready to join, and the workload cluster it joins — shared by the suites.
+
+The root shows what a healthy node shows: /proc files, a container runtime socket that
+answers, `kubeadm` and `kubelet` on PATH. The cluster is an API endpoint listening on
+127.0.0.1 and the world file of the kubeadm on PATH (which tokens it knows, its CA pin,
+which Nodes exist). Tests only put kubeadm on PATH; what answers is the stand-in
+(agent/sandbox/kubeadm_standin.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from agent.sandbox.kubeadm_standin import install
+
+TOKEN = "abcdef.0123456789abcdef"
+FRESH_TOKEN = "ghijkl.0123456789ghijkl"
+CA_HASH = "sha256:" + "5e" * 32
+
+HEALTHY_PROC = {
+    "/proc/swaps": "Filename\tType\tSize\tUsed\tPriority\n",
+    "/proc/sys/net/ipv4/ip_forward": "1\n",
+    "/proc/sys/net/ipv6/conf/default/forwarding": "1\n",
+    "/proc/sys/net/bridge/bridge-nf-call-iptables": "1\n",
+    "/proc/net/tcp": "  sl  local_address rem_address   st\n"
+                     "   0: 0100007F:0CEA 00000000:0000 0A\n",
+    "/proc/net/tcp6": "  sl  local_address rem_address   st\n",
+}
+
+
+@dataclass
+class JoinWorld:
+    path: Path
+    """PATH with the stand-in kubeadm and kubelet first."""
+    world_path: Path
+    endpoint: str
+    """host:port of the workload cluster's API endpoint."""
+
+
+@contextlib.contextmanager
+def joinable(root: Path, tools: Path) -> Iterator[JoinWorld]:
+    """Prepare `root` as a healthy node and `tools` with the stand-in; sockets close after.
+
+    Keep `root` short: the runtime socket path must fit in sun_path (108 bytes)."""
+    for path, text in HEALTHY_PROC.items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    (root / "var/run/containerd").mkdir(parents=True)
+    runtime = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    api = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        runtime.bind(str(root / "var/run/containerd/containerd.sock"))
+        runtime.listen(8)
+        api.bind(("127.0.0.1", 0))
+        api.listen(8)
+        world = tools / "world.json"
+        world.write_text(json.dumps({"version": "v1.31.2",
+                                     "tokens": {"abcdef": "0123456789abcdef"},
+                                     "caCertHash": CA_HASH}))
+        install(tools / "bin", root, world)
+        yield JoinWorld(tools / "bin", world, f"127.0.0.1:{api.getsockname()[1]}")
+    finally:
+        runtime.close()
+        api.close()
+
+
+def cloud_config(endpoint: str, token: str = TOKEN, version: str = "v1beta4",
+                 pre: tuple[str, ...] = (), post: tuple[str, ...] = ()) -> str:
+    """Bootstrap data shaped as CABPK writes it (bootstrap/kubeadm/internal/cloudinit)."""
+    args = ("  kubeletExtraArgs:\n  - name: node-ip\n    value: 192.0.2.20\n"
+            if version == "v1beta4" else "  kubeletExtraArgs:\n    node-ip: 192.0.2.20\n")
+    join = (f"---\napiVersion: kubeadm.k8s.io/{version}\ndiscovery:\n  bootstrapToken:\n"
+            f"    apiServerEndpoint: {endpoint}\n    caCertHashes:\n    - {CA_HASH}\n"
+            f"    token: {token}\nkind: JoinConfiguration\nnodeRegistration:\n"
+            f"{args}  name: '{{{{ ds.meta_data.local_hostname }}}}'\n")
+    doc = {
+        "write_files": [
+            {"path": "/run/kubeadm/kubeadm-join-config.yaml", "owner": "root:root",
+             "permissions": "0640", "content": join},
+            {"path": "/run/cluster-api/placeholder", "owner": "root:root",
+             "permissions": "0640", "content": "This placeholder file is used to create "
+                                               "the /run/cluster-api sub directory"},
+        ],
+        "runcmd": [*pre, "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && "
+                         "echo success > /run/cluster-api/bootstrap-success.complete", *post],
+    }
+    body = yaml.safe_dump(doc, sort_keys=False, width=10000)
+    return "## template: jinja\n#cloud-config\n\n" + body

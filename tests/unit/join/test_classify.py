@@ -1,0 +1,52 @@
+"""kubeadm's own failure messages (as printed by kubeadm, seen in the field) map to reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.errors import Reason
+from agent.phases.join.classify import classify_output
+
+PREFIX = ("error execution phase preflight: couldn't validate the identity of the API "
+          "Server: ")
+
+
+@pytest.mark.parametrize(("output", "reason", "temporary"), [
+    (PREFIX + 'could not find a JWS signature in the cluster-info ConfigMap for token ID '
+              '"7l7l2c"', Reason.TokenExpired, False),
+    (PREFIX + 'token id "7l7l2c" is invalid for this cluster or it has expired. Use '
+              '"kubeadm token create" on the control-plane node to create a new valid token',
+     Reason.TokenExpired, False),
+    (PREFIX + "failed to verify JWS signature of received cluster info object, can't trust "
+              "this API Server", Reason.TokenInvalid, False),
+    (PREFIX + 'cluster CA found in cluster-info ConfigMap is invalid: none of the public keys '
+              '"sha256:0a1b" are pinned', Reason.CACertHashMismatch, False),
+    ('error execution phase kubelet-start: a Node with name "worker-0" and status "Ready" '
+     'already exists in the cluster. You must delete the existing Node or change the name '
+     'of this new joining Node', Reason.NodeNameConflict, False),
+    ("[kubelet-check] The kubelet is not healthy after 4m0.000580205s",
+     Reason.KubeletNotHealthy, True),
+    (PREFIX + 'failed to request the cluster-info ConfigMap: Get "https://192.0.2.1:6443/api/'
+              'v1/namespaces/kube-public/configmaps/cluster-info?timeout=10s": dial tcp '
+              '192.0.2.1:6443: connect: no route to host', Reason.APIServerUnreachable, True),
+    ("error execution phase kubelet-start: timed out waiting for the condition",
+     Reason.JoinTimeout, True),
+    ("something kubeadm never said", Reason.CommandFailed, False),
+])
+def test_kubeadm_messages_map_to_reasons(output: str, reason: Reason, temporary: bool) -> None:
+    found = classify_output(output)
+    assert (found.reason, found.temporary) == (reason, temporary)
+
+
+def test_preflight_failure_names_every_failing_check() -> None:
+    output = ("error execution phase preflight: [preflight] Some fatal errors occurred:\n"
+              "\t[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/"
+              "kubelet.conf already exists\n"
+              "\t[ERROR Swap]: running with swap on is not supported. Please disable swap\n"
+              "[preflight] If you know what you are doing, you can make a check non-fatal "
+              "with `--ignore-preflight-errors=...`")
+    found = classify_output(output)
+    assert found.reason is Reason.PreflightFailed
+    assert found.detail == ("FileAvailable--etc-kubernetes-kubelet.conf: /etc/kubernetes/"
+                            "kubelet.conf already exists; Swap: running with swap on is not "
+                            "supported. Please disable swap")

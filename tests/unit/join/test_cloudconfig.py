@@ -1,0 +1,100 @@
+"""CABPK cloud-config parsing: files with their encodings and modes, commands in order,
+the kubeadm join entry taken over by the managed join; checked by cloud-init's own schema."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.errors import AgentError
+from agent.phases.join.cloudconfig import Command, KubeadmJoin, parse_cloud_config
+from tests.joinable import cloud_config
+
+SECRET = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def doc(files: list[dict[str, object]], runcmd: list[object]) -> str:
+    return "#cloud-config\n" + yaml.safe_dump({"write_files": files, "runcmd": runcmd})
+
+
+JOIN = "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml"
+
+
+def test_files_decode_each_encoding_with_mode_owner_and_append() -> None:
+    parsed = parse_cloud_config(doc([
+        {"path": "/etc/a.pem", "encoding": "b64", "content": base64.b64encode(SECRET).decode(),
+         "permissions": "0600", "owner": "root:root"},
+        {"path": "/etc/b.pem", "encoding": "gz+b64",
+         "content": base64.b64encode(gzip.compress(SECRET)).decode(), "permissions": "0640"},
+        {"path": "/etc/c.txt", "content": "plain\n", "append": True, "owner": "kube:adm"},
+    ], [JOIN]), node_name="n")
+    a, b, c = parsed.files
+    assert a.content == SECRET and b.content == SECRET and c.content == b"plain\n"
+    assert (a.mode, b.mode, c.mode) == (0o600, 0o640, 0o644)
+    assert (a.owner, c.owner, c.append, a.append) == (("root", "root"), ("kube", "adm"),
+                                                     True, False)
+
+
+def test_runcmd_keeps_its_order_and_the_join_is_managed() -> None:
+    parsed = parse_cloud_config(doc([], [
+        "echo pre", ["systemctl", "restart", "containerd"],
+        f"{JOIN} && echo success > /run/cluster-api/bootstrap-success.complete",
+        "echo post"]), node_name="n")
+    assert parsed.steps == [
+        Command(("sh", "-c", "echo pre"), "echo pre"),
+        Command(("systemctl", "restart", "containerd"), "systemctl restart containerd"),
+        KubeadmJoin("/run/kubeadm/kubeadm-join-config.yaml", (), True,
+                    f"{JOIN} && echo success > /run/cluster-api/bootstrap-success.complete"),
+        Command(("sh", "-c", "echo post"), "echo post")]
+
+
+@pytest.mark.parametrize("entry", [
+    f"{JOIN} --token abcdef.0123456789abcdef",  # flags the managed join does not take
+    f"{JOIN} && rm -rf /",  # anything but the sentinel after the join
+    f"echo hi; {JOIN}",  # the join hidden inside other shell commands
+    "kubeadm join 192.0.2.1:6443",  # no --config
+])
+def test_a_join_entry_the_agent_does_not_understand_is_refused(entry: str) -> None:
+    with pytest.raises(AgentError) as info:
+        parse_cloud_config(doc([], [entry]), node_name="n")
+    assert info.value.reason == "ConfigInvalid"
+
+
+def test_bad_files_are_refused_with_their_index() -> None:
+    for files, what in (([{"path": "../etc/x", "content": ""}], "write_files[0].path"),
+                        ([{"path": "/x", "content": "!!", "encoding": "b64"}], "write_files[0]"),
+                        ([{"path": "/x", "permissions": "rw"}], "permissions"),
+                        ([{"path": "/x", "encoding": "zstd"}], "unknown encoding")):
+        with pytest.raises(AgentError) as info:
+            parse_cloud_config(doc(files, [JOIN]), node_name="n")
+        assert what in info.value.message
+
+
+def test_unknown_template_variables_are_refused() -> None:
+    text = "## template: jinja\n#cloud-config\nruncmd: ['echo {{ ds.meta_data.region }}']\n"
+    with pytest.raises(AgentError, match=r"ds\.meta_data\.region"):
+        parse_cloud_config(text, node_name="n")
+
+
+@pytest.mark.allow_processes
+def test_the_cabpk_shaped_bootstrap_data_passes_cloud_inits_own_schema(tmp_path: Path) -> None:
+    # cloud-init's schema tool does not render jinja: give it the rendered document,
+    # as cloud-init itself would see it after rendering.
+    text = cloud_config("192.0.2.1:6443").replace("## template: jinja\n", "").replace(
+        "{{ ds.meta_data.local_hostname }}", "worker-0")
+    path = tmp_path / "user-data"
+    path.write_text(text)
+    done = subprocess.run(["cloud-init", "schema", "--config-file", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Valid" in done.stdout + done.stderr
+    bad = tmp_path / "bad"
+    bad.write_text("#cloud-config\nwrite_files: [{content: x}]\n")
+    refused = subprocess.run(["cloud-init", "schema", "--config-file", str(bad)],
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert refused.returncode != 0  # the tool does reject what is wrong

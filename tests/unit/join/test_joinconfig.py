@@ -1,0 +1,72 @@
+"""JoinConfiguration rendering: v1beta3 below 1.31, v1beta4 from 1.31, compared with
+golden files; every rendering is accepted by the strict kubeadm schema of its version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config.join import (
+    BootstrapTokenDiscovery,
+    ControlPlaneJoin,
+    Discovery,
+    JoinSpec,
+    NodeRegistration,
+    Taint,
+)
+from agent.phases.join.joinconfig import JoinParams, Version, render_join_configuration
+from agent.sandbox.kubeadm_standin import Failed, load_join_configuration
+
+GOLDEN = Path(__file__).parent / "golden"
+SPEC = JoinSpec(
+    source="config",
+    discovery=Discovery(bootstrap_token=BootstrapTokenDiscovery(
+        "abcdef.0123456789abcdef", "192.0.2.10:6443", ["sha256:" + "5e" * 32])),
+    node_registration=NodeRegistration(
+        kubelet_extra_args={"node-ip": "192.0.2.20", "cgroup-driver": "systemd"},
+        taints=[Taint("dedicated", "NoSchedule", "gpu")], ignore_preflight_errors=["Swap"]),
+    control_plane=ControlPlaneJoin("192.0.2.20", 6443, "ab" * 32))
+
+
+@pytest.mark.parametrize(("version", "golden"), [
+    ("v1.30.4", "joinconfiguration-v1beta3.yaml"),
+    ("v1.31.0", "joinconfiguration-v1beta4.yaml"),
+    ("1.33", "joinconfiguration-v1beta4.yaml"),
+])
+def test_rendering_matches_the_golden_file_of_its_api_version(
+        version: str, golden: str, tmp_path: Path) -> None:
+    text = render_join_configuration(JoinParams.from_spec(SPEC, "worker-0"),
+                                     Version.parse(version))
+    assert text == (GOLDEN / golden).read_text()
+    path = tmp_path / "join.yaml"
+    path.write_text(text)
+    assert load_join_configuration(path)["kind"] == "JoinConfiguration"
+
+
+def test_masked_rendering_hides_every_secret() -> None:
+    text = render_join_configuration(JoinParams.from_spec(SPEC, "worker-0").masked(),
+                                     Version.parse("v1.31.0"))
+    assert "0123456789abcdef" not in text and "ab" * 32 not in text
+    assert 'token: "***"' in text and 'certificateKey: "***"' in text
+
+
+@pytest.mark.parametrize(("change", "wording"), [
+    (lambda t: t.replace("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta2"),
+     "your configuration file uses an old API spec: \"kubeadm.k8s.io/v1beta2\""),
+    (lambda t: t.replace("kubeadm.k8s.io/v1beta4", "kubeadm.k8s.io/v1beta9"),
+     "no kind \"JoinConfiguration\" is registered for version \"kubeadm.k8s.io/v1beta9\""),
+    (lambda t: t.replace("nodeRegistration:", "nodeRegistration:\n  nodeIP: x"),
+     "strict decoding error: unknown field \"nodeRegistration.nodeIP\""),
+    # v1beta4 moved discovery.timeout to timeouts.discovery
+    (lambda t: t.replace("discovery:\n", "discovery:\n  timeout: 5m0s\n", 1),
+     "unknown field \"discovery.timeout\""),
+])
+def test_the_kubeadm_on_path_refuses_what_kubeadm_refuses(
+        change: object, wording: str, tmp_path: Path) -> None:
+    text = render_join_configuration(JoinParams.from_spec(SPEC, "worker-0"),
+                                     Version.parse("v1.31.0"))
+    path = tmp_path / "join.yaml"
+    path.write_text(change(text))  # type: ignore[operator]
+    with pytest.raises(Failed, match=wording.replace("(", r"\(").replace(".", r"\.")):
+        load_join_configuration(path)

@@ -1,0 +1,158 @@
+"""The Machine reporter and reader against a scripted API: coalescing, limits, shapes,
+and the identity errors a user can meet."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.config.identity import DiscoverySpec, IdentitySpec, MachineRef
+from agent.errors import FieldError, PermanentError, Reason
+from agent.host import Clock, Host
+from agent.kube.client import Client
+from agent.kube.facts import MachineFacts
+from agent.kube.kubeconfig import Credentials
+from agent.kube.machine import MachineReader, MachineView, ManagementSource
+from agent.kube.reporter import JOURNAL_KEY, MachineReporter
+from agent.report import Condition
+from agent.retry import Backoff
+from agent.state import Journal
+from tests.unit.kube.fake_session import FakeSession, response, status
+
+FACTS = MachineFacts("default", "worker-0", "uid-1", "c1")
+
+
+def client(session: FakeSession) -> Client:
+    return Client(Credentials("https://mgmt:6443"), backoff=Backoff(0.01, 0.01, 2),
+                  sleep=lambda s: None, session=session)  # type: ignore[arg-type]
+
+
+def cond(kind: str, status: str = "True", reason: str = "NetworkConfigured",
+         message: str = "ok") -> Condition:
+    return Condition(kind, status, reason, message, "2026-01-01T00:00:00Z")  # type: ignore[arg-type]
+
+
+def reporter(tmp_path: Path, session: FakeSession, version: str = "v1beta2"
+             ) -> tuple[MachineReporter, Journal]:
+    journal = Journal(Host(tmp_path))
+    view = MachineView(FACTS, version, 3, None)
+    return MachineReporter(client(session), view, journal, clock=Clock(), interval=0,
+                           final_attempts=1), journal
+
+
+def test_status_is_applied_with_observed_generation_and_messages_clipped_in_bytes(
+        tmp_path: Path) -> None:
+    session = FakeSession([response(200), response(201)])
+    rep, _ = reporter(tmp_path, session)
+    rep.publish([cond("NetworkReady", message="é" * 8000)], final=True)
+    applied = session.sent[0]
+    assert applied.url.endswith("/apis/cluster.x-k8s.io/v1beta2/namespaces/default/"
+                                "machines/worker-0/status")
+    (entry,) = applied.body["status"]["conditions"]
+    assert entry["observedGeneration"] == 3
+    assert len(entry["message"].encode()) <= 10240
+    assert session.sent[1].body["regarding"]["uid"] == "uid-1"
+
+
+def test_v1beta1_machines_get_the_conditions_under_status_v1beta2(tmp_path: Path) -> None:
+    session = FakeSession([response(200), response(201)])
+    rep, _ = reporter(tmp_path, session, version="v1beta1")
+    rep.publish([cond("NetworkReady")], final=True)
+    assert "conditions" in session.sent[0].body["status"]["v1beta2"]
+
+
+def test_unreachable_reports_are_coalesced_in_the_journal(tmp_path: Path) -> None:
+    import requests
+
+    session = FakeSession([requests.ConnectionError("refused")])
+    rep, journal = reporter(tmp_path, session)
+    rep.publish([cond("NetworkReady", "Unknown", "InProgress", "running")], final=False)
+    rep.publish([cond("NetworkReady", "Unknown", "InProgress", "still running")],
+                final=False)  # within the backoff: not even tried
+    rep.close()
+    assert len(session.sent) == 1
+    saved = Journal.load(Host(tmp_path)).extra[JOURNAL_KEY]
+    assert saved["dirty"] and saved["conditions"]["NetworkReady"]["message"] == \
+        "still running"
+    assert saved["events"] == []  # Unknown is not a transition worth an Event
+    assert journal is rep.journal
+
+
+def test_an_event_is_sent_once_per_transition_and_a_refused_one_is_dropped(
+        tmp_path: Path) -> None:
+    session = FakeSession([response(200),
+                           response(403, status(403, "Forbidden", "cannot create events"))])
+    rep, _ = reporter(tmp_path, session)
+    rep.publish([cond("NetworkReady")], final=True)
+    assert not rep.pending
+    rep.publish([cond("NetworkReady")], final=True)  # same state: no request at all
+    assert len(session.sent) == 2
+
+
+def machine(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "uid": "u", "generation": 1},
+            "spec": {"clusterName": "c1", **spec}}
+
+
+def reader(tmp_path: Path, *answers: Any) -> MachineReader:
+    return MachineReader(client(FakeSession(list(answers))), Host(tmp_path), wait=0)
+
+
+def test_two_machines_with_this_uuid_are_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "sys/class/dmi/id").mkdir(parents=True)
+    (tmp_path / "sys/class/dmi/id/product_uuid").write_text("ABC-1\n")
+    r = reader(tmp_path, response(200, {"items": [machine("a"), machine("b")]}))
+    with pytest.raises(PermanentError) as err:
+        r.read(IdentitySpec(discovery=DiscoverySpec(namespace="default")))
+    assert err.value.reason == Reason.MachineNotFound
+    assert "label machine-agent.io/host-uuid=abc-1" in str(err.value)
+    assert "2 match (default/a, default/b)" in str(err.value)
+
+
+def test_a_cluster_serving_only_v1beta1_is_read_with_it(tmp_path: Path) -> None:
+    r = reader(tmp_path, response(404, status(404, "NotFound", "the server could not find "
+                                              "the requested resource")),
+               response(200, machine("worker-0")),
+               response(200, {"spec": {"controlPlaneEndpoint": {"host": "2001:db8::1",
+                                                                "port": 6443}}}))
+    view = r.read(IdentitySpec(machine=MachineRef("worker-0")))
+    assert view.version == "v1beta1"
+    assert view.facts.control_plane_endpoint == "[2001:db8::1]:6443"
+    assert view.status_path.endswith("/v1beta1/namespaces/default/machines/worker-0/status")
+
+
+def test_a_named_machine_that_does_not_exist_is_machine_not_found(tmp_path: Path) -> None:
+    gone = response(404, status(404, "NotFound",
+                                'machines.cluster.x-k8s.io "worker-9" not found'))
+    r = reader(tmp_path, gone, response(404, status(404, "NotFound", "not found")))
+    with pytest.raises(PermanentError, match='"worker-9" not found') as err:
+        r.read(IdentitySpec(machine=MachineRef("worker-9")))
+    assert err.value.reason == Reason.MachineNotFound
+
+
+def test_a_secret_config_is_decoded_and_may_not_set_local_only_sections(
+        tmp_path: Path) -> None:
+    text = ("apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
+            "spec:\n  management: {server: 'https://evil:6443'}\n")
+    r = reader(tmp_path, response(200, {"metadata": {
+        "name": "w", "namespace": "default", "annotations": {
+            "machine-agent.io/config": "secret/w-agent"}}, "spec": {}}),
+        response(200, {"data": {"config.yaml": base64.b64encode(text.encode()).decode()}}))
+    view = r.read(IdentitySpec(machine=MachineRef("w")))
+    assert view.config is not None and view.config.origin == "secret default/w-agent"
+    errors: list[FieldError] = []
+    view.config.fragments(Host(tmp_path), errors)
+    assert [str(e) for e in errors] == [
+        "secret default/w-agent: spec.management: cannot come from the management cluster "
+        "(set it in /etc/machine-agent/config.yaml on the node)"]
+
+
+def test_a_malformed_config_annotation_is_a_config_error() -> None:
+    errors: list[FieldError] = []
+    ManagementSource("machine default/w annotation machine-agent.io/config",
+                     problem="'cm/x' is not configmap/NAME or secret/NAME").fragments(
+        Host("/", read_only=True), errors)
+    assert "is not configmap/NAME or secret/NAME" in str(errors[0])
