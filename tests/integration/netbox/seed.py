@@ -13,7 +13,7 @@ import sys
 
 os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'netbox.settings')
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

@@ -11,14 +11,14 @@ import json
 import os
 import sys
 import threading
-import uuid
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nbapi import request, reset  # noqa: E402
+from nbapi import request, reset
 
 ENV_FILE = os.path.join(os.environ.get('NETBOX_HOME', '/var/tmp/machine-agent-netbox'), 'env')
 env = dict(
-    line.split('=', 1) for line in open(ENV_FILE).read().splitlines() if line and not line.startswith('#')
+    line.split('=', 1) for line in Path(ENV_FILE).read_text().splitlines() if line and not line.startswith('#')
 )
 URL, TOKEN = env['NETBOX_URL'], env['NETBOX_TOKEN']
 CF = env['NETBOX_CLAIM_KEY_FIELD']
@@ -75,9 +75,9 @@ def main():
     s, dupl = call('POST', f'/api/ipam/prefixes/{v4}/available-ips/', [{'custom_fields': {CF: 'claim-a'}}])
     expect('posted as a list: 400, the same error in a list',
            s == 400 and dupl == [{'__all__': [f"Custom field '{CF}' must have a unique value."]}])
-    s, dup2 = call('POST', f'/api/ipam/prefixes/{v6}/available-ips/', {'custom_fields': {CF: 'claim-a'}})
+    s, _dup2 = call('POST', f'/api/ipam/prefixes/{v6}/available-ips/', {'custom_fields': {CF: 'claim-a'}})
     expect('400 on another prefix too (uniqueness is global, per object type)', s == 400)
-    s, dup3 = call('POST', '/api/ipam/ip-addresses/', {'address': '192.0.2.200/24', 'custom_fields': {CF: 'claim-a'}})
+    s, _dup3 = call('POST', '/api/ipam/ip-addresses/', {'address': '192.0.2.200/24', 'custom_fields': {CF: 'claim-a'}})
     expect('plain create: 400', s == 400)
     s, winner = call('GET', f'/api/ipam/ip-addresses/?cf_{CF}=claim-a')
     expect('the winner is found by ?cf_<field>=<key>: exactly one result',
@@ -102,11 +102,11 @@ def main():
     s, full = call('POST', f'/api/ipam/prefixes/{small}/available-ips/', {'custom_fields': {CF: 'exhaust-x'}})
     expect('full prefix: 409 Conflict', s == 409)
     expect('409 body', full == {'detail': 'Insufficient resources are available to satisfy the request'})
-    s, full_dup = call('POST', f'/api/ipam/prefixes/{small}/available-ips/', {'custom_fields': {CF: 'exhaust-0'}})
+    s, _full_dup = call('POST', f'/api/ipam/prefixes/{small}/available-ips/', {'custom_fields': {CF: 'exhaust-0'}})
     expect('full prefix and an already used key: 409 wins (checked first)', s == 409)
 
     print('\n== 4. IPv6 and the IP range')
-    s, r6 = call('POST', f'/api/ipam/prefixes/{v6}/available-ips/', {'custom_fields': {CF: 'claim-v6'}})
+    s, _r6 = call('POST', f'/api/ipam/prefixes/{v6}/available-ips/', {'custom_fields': {CF: 'claim-v6'}})
     expect('IPv6: 201', s == 201)
     s, rr = call('POST', f'/api/ipam/ip-ranges/{rng}/available-ips/', {'custom_fields': {CF: 'claim-range'}})
     expect('range: 201, first address 203.0.113.10/24', s == 201 and rr['address'] == '203.0.113.10/24')
@@ -150,7 +150,7 @@ def main():
     expect('403 for a bad v2 secret', s == 403)
 
     reset(URL, TOKEN)
-    s, r = call('GET', f'/api/ipam/ip-addresses/?limit=0', show=False)
+    s, r = call('GET', '/api/ipam/ip-addresses/?limit=0', show=False)
     expect('after reset only the seed gateway address is left',
            [ip['id'] for ip in r['results']] == [int(env['NETBOX_PREFIX_V4_SMALL_GATEWAY_IP_ID'])])
     if failures:
