@@ -30,6 +30,8 @@ class ClaimRequest:
     interface: str
     machine_namespace: str = ""
     machine_name: str = ""
+    hostname: str = ""
+    """The node's host name, for backends that record one (NetBox's dns_name)."""
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,20 @@
 """The `netbox` IPAM plugin: addresses from NetBox's REST API.
 
-Idempotency does not rest on "search, then create" (racy: parallel agents got duplicates,
-see shared/netbox-setup.md). Each address carries the claim key in the custom field
-`machine_agent_claim_key`, which NetBox keeps unique; a claim first looks for its key,
-then allocates with the key set, and a create refused for a duplicate key reads the
-winner. NetBox serialises allocations from a prefix with a lock, so distinct keys never
-get one address twice.
+What it relies on was measured against NetBox 4.7.3 (tests/integration/netbox/README.md):
+- Idempotency does not rest on "search, then create" (racy: parallel agents got
+  duplicates). Each address carries the claim key in the custom field
+  `machine_agent_claim_key`, which must be `unique` with `filter_logic=exact`. A claim
+  looks its key up, else allocates with `available-ips` and the key set; a create refused
+  with 400 (duplicate key) or 409 (NetBox checks space before uniqueness, so a retry in a
+  pool that has since filled answers 409) looks the key up again and takes the winner.
+  NetBox runs every available-ips POST and address create under one advisory lock, so
+  distinct keys never get one address and one key never gets two.
+- NetBox ignores filters it does not know (answering with everything), so every look-up
+  checks its results itself.
+- NetBox does not know the gateway: `available-ips` hands it out like any address. Before
+  allocating from a pool whose gateway lies inside it, the plugin makes sure an address
+  exists for the gateway, creating a `reserved` one whose claim key names the gateway
+  (unique, so parallel agents create it once).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from agent.errors import AgentError
 from agent.ipam.base import (
     Allocation,
     ClaimRequest,
+    InvalidAllocation,
     IPAMUnauthorized,
     IPAMUnavailable,
     PluginEnv,
@@ -74,11 +84,32 @@ class NetBoxOptions:
         factory=dict)
 
 
+IP = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A NetBox prefix or IP range, as found in NetBox."""
+
+    kind: str
+    """`prefixes` or `ip-ranges` (the API path)."""
+    id: int
+    first: IP
+    last: IP
+    label: str
+
+    def holds(self, address: IP) -> bool:
+        return (address.version == self.first.version
+                and int(self.first) <= int(address) <= int(self.last))
+
+
 class NetBoxPlugin:
     name = "netbox"
     OPTIONS = NetBoxOptions
 
     def __init__(self, options: NetBoxOptions, env: PluginEnv) -> None:
+        import requests
+
         self.options = options
         self.base = options.url.rstrip("/")
         token = (env.host.read_text(options.token_file) or "").strip()
@@ -89,51 +120,90 @@ class NetBoxPlugin:
         self._headers = {"Authorization": f"{scheme} {token}", "Accept": "application/json"}
         self._verify: str | bool = (str(env.host.path(options.ca_file))
                                     if options.ca_file else True)
-        self._session: requests.Session | None = None
+        self._session = requests.Session()
+        self._session.trust_env = False  # no proxy or CA bundle from the environment
 
     # -- the interface ----------------------------------------------------------------
 
     def claim(self, request: ClaimRequest) -> Allocation:
-        existing = self._find(request.claim_key)
-        if existing is None:
-            existing = self._allocate(request)
-        return validate_allocation(self._to_allocation(existing, request), request)
+        pool = self._pool(request)
+        row = self._find(request.claim_key)
+        if row is None:
+            row = self._allocate(request, pool)
+        address = ipaddress.ip_interface(row["address"])
+        if not pool.holds(address.ip):
+            raise InvalidAllocation(
+                f"netbox: claim key {request.claim_key!r} already holds {address}, which is "
+                f"outside pool {request.pool!r} ({pool.label})",
+                hint="release it first (machine-agent reset) or delete that address in NetBox")
+        return validate_allocation(self._to_allocation(row, request), request)
 
     def release(self, allocation: Allocation) -> None:
-        self._call("DELETE", f"/api/ipam/ip-addresses/{allocation.handle}/", ok=(204, 404))
+        self._call("DELETE", f"/api/ipam/ip-addresses/{int(allocation.handle)}/",
+                   ok=(204, 404))
 
     # -- NetBox ------------------------------------------------------------------------
 
     def _find(self, key: str) -> dict[str, Any] | None:
-        found = self._call("GET", "/api/ipam/ip-addresses/",
-                           params={f"cf_{CLAIM_FIELD}": key}).json()["results"]
-        return found[0] if found else None
+        rows = self._results("/api/ipam/ip-addresses/", {f"cf_{CLAIM_FIELD}": key})
+        # exact only because the custom field's filter logic is `exact`; check anyway
+        mine = [r for r in rows if (r.get("custom_fields") or {}).get(CLAIM_FIELD) == key]
+        return mine[0] if mine else None
 
-    def _allocate(self, request: ClaimRequest) -> dict[str, Any]:
-        kind, pool_id, network = self._pool(request)
-        body = {
+    def _allocate(self, request: ClaimRequest, pool: Pool) -> dict[str, Any]:
+        gateway = self._gateway_of(pool.first)
+        if gateway is not None and pool.holds(gateway):
+            self._reserve_gateway(gateway, pool)
+        body: dict[str, Any] = {
             "status": "active",
             "description": f"machine-agent {request.machine_namespace}/{request.machine_name} "
                            f"{request.interface}"[:200],
             "custom_fields": {CLAIM_FIELD: request.claim_key},
         }
-        response = self._call("POST", f"/api/ipam/{kind}/{pool_id}/available-ips/",
+        if request.hostname:
+            body["dns_name"] = request.hostname
+        response = self._call("POST", f"/api/ipam/{pool.kind}/{pool.id}/available-ips/",
                               json=body, ok=(201, 400, 409))
         if response.status_code == 201:
             created = response.json()
             row: dict[str, Any] = created[0] if isinstance(created, list) else created
             return row
-        if response.status_code == 409:
-            raise PoolExhausted(f"netbox: pool {request.pool!r} ({network}) has no free "
-                                f"address: {_detail(response)}")
-        # 400: another agent created the address for this key first; take the winner's.
+        # 400: another agent stored this key first (NetBox: "must have a unique value");
+        # 409: no space, which NetBox checks before uniqueness -- the key may be stored.
         winner = self._find(request.claim_key)
-        if winner is None:
-            raise AgentError(f"netbox refused the allocation: {_detail(response)}")
-        return winner
+        if winner is not None:
+            return winner
+        if response.status_code == 409:
+            raise PoolExhausted(f"netbox: pool {request.pool!r} ({pool.label}) has no free "
+                                f"address: {_detail(response)}")
+        raise AgentError(f"netbox refused the allocation from {pool.label}: "
+                         f"{_detail(response)}")
 
-    def _pool(self, request: ClaimRequest) -> tuple[str, int, str]:
-        """(`prefixes` or `ip-ranges`, its id, its network) for the claim's pool."""
+    def _reserve_gateway(self, gateway: IP, pool: Pool) -> None:
+        """Make sure `available-ips` will not hand out the gateway: an address must exist
+        for it. Created `reserved` under a claim key of its own, so parallel agents
+        create it once and the losers' 400 is expected."""
+        if self._address_exists(gateway):
+            return
+        prefix = self._prefix_containing(gateway)
+        length = ipaddress.ip_network(prefix["prefix"]).prefixlen if prefix else (
+            32 if gateway.version == 4 else 128)
+        response = self._call("POST", "/api/ipam/ip-addresses/", ok=(201, 400), json={
+            "address": f"{gateway}/{length}", "status": "reserved",
+            "description": "gateway, reserved by machine-agent",
+            "custom_fields": {CLAIM_FIELD: f"machine-agent/gateway/{gateway}"}})
+        if response.status_code == 400 and not self._address_exists(gateway):
+            raise AgentError(f"netbox: could not reserve the gateway {gateway} of "
+                             f"{pool.label}: {_detail(response)}",
+                             hint="create the gateway's IP address in NetBox (tag it "
+                                  f"{GATEWAY_TAG!r}) so it is never handed out")
+
+    def _address_exists(self, address: IP) -> bool:
+        rows = self._results("/api/ipam/ip-addresses/", {"address": str(address)})
+        return any(ipaddress.ip_interface(r["address"]).ip == address for r in rows)
+
+    def _pool(self, request: ClaimRequest) -> Pool:
+        """The NetBox prefix or IP range of the claim's pool."""
         pool = self.options.pools.get(request.pool)
         if pool is None and checks.ip_network(request.pool) is None:
             pool = NetBoxPool(prefix=request.pool)
@@ -141,51 +211,72 @@ class NetBoxPlugin:
             known = ", ".join(sorted(self.options.pools)) or "none"
             raise PoolNotFound(f"netbox: no pool named {request.pool!r} (pools: {known})")
         if pool.prefix is not None:
-            rows = self._call("GET", "/api/ipam/prefixes/",
-                              params={"prefix": pool.prefix}).json()["results"]
-            kind, what = "prefixes", pool.prefix
+            want = ipaddress.ip_network(pool.prefix)
+            rows = [r for r in self._results("/api/ipam/prefixes/", {"prefix": str(want)})
+                    if ipaddress.ip_network(r["prefix"]) == want]
+            kind, label = "prefixes", f"prefix {want}"
         else:
-            rows = self._call("GET", "/api/ipam/ip-ranges/",
-                              params={"start_address": pool.ip_range}).json()["results"]
-            kind, what = "ip-ranges", str(pool.ip_range)
+            start = ipaddress.ip_address(str(pool.ip_range))
+            rows = [r for r in self._results("/api/ipam/ip-ranges/",
+                                             {"start_address": str(start)})
+                    if ipaddress.ip_interface(r["start_address"]).ip == start]
+            kind, label = "ip-ranges", f"IP range starting at {start}"
         if not rows:
-            raise PoolNotFound(f"netbox: {kind[:-1].replace('-', ' ')} {what} of pool "
-                               f"{request.pool!r} does not exist in NetBox")
+            raise PoolNotFound(f"netbox: the {label} of pool {request.pool!r} does not "
+                               f"exist in {self.base}")
         row = rows[0]
-        network = row.get("prefix") or row["start_address"]
-        if ipaddress.ip_interface(network).version != (4 if request.family == "ipv4" else 6):
-            raise PoolNotFound(f"netbox: pool {request.pool!r} ({network}) is not "
+        if kind == "prefixes":
+            net = ipaddress.ip_network(row["prefix"])
+            first, last = net.network_address, net.broadcast_address
+        else:
+            first = ipaddress.ip_interface(row["start_address"]).ip
+            last = ipaddress.ip_interface(row["end_address"]).ip
+            label = f"IP range {first}-{last}"
+        if first.version != (4 if request.family == "ipv4" else 6):
+            raise PoolNotFound(f"netbox: pool {request.pool!r} ({label}) is not "
                                f"{request.family}")
-        return kind, int(row["id"]), str(network)
+        return Pool(kind, int(row["id"]), first, last, label)
 
     def _to_allocation(self, row: dict[str, Any], request: ClaimRequest) -> Allocation:
         iface = ipaddress.ip_interface(row["address"])
+        gateway = self._gateway_of(iface.ip)
         return Allocation(address=str(iface.ip), prefix=iface.network.prefixlen,
-                          gateway=self._gateway(iface.network), family=request.family,
-                          handle=str(row["id"]), backend=f"netbox {self.base}")
+                          gateway=str(gateway) if gateway is not None else None,
+                          family=request.family, handle=str(row["id"]),
+                          backend=f"netbox {self.base}")
 
-    def _gateway(self, network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> str | None:
-        """NetBox has no gateway field: a custom field on the prefix, else an address in
-        the prefix tagged `gateway`."""
-        rows = self._call("GET", "/api/ipam/prefixes/",
-                          params={"contains": str(network.network_address)}).json()["results"]
-        for row in sorted(rows, key=lambda r: -ipaddress.ip_network(r["prefix"]).prefixlen):
-            value = (row.get("custom_fields") or {}).get(GATEWAY_FIELD)
-            if value:
-                return str(ipaddress.ip_address(str(value).split("/")[0]))
-        tagged = self._call("GET", "/api/ipam/ip-addresses/",
-                            params={"parent": str(network), "tag": GATEWAY_TAG}).json()
-        for row in tagged["results"]:
-            return str(ipaddress.ip_interface(row["address"]).ip)
+    def _prefix_containing(self, address: IP) -> dict[str, Any] | None:
+        """The most specific prefix that holds `address`."""
+        rows = [r for r in self._results("/api/ipam/prefixes/", {"contains": str(address)})
+                if address in ipaddress.ip_network(r["prefix"])]
+        rows.sort(key=lambda r: -ipaddress.ip_network(r["prefix"]).prefixlen)
+        return rows[0] if rows else None
+
+    def _gateway_of(self, address: IP) -> IP | None:
+        """NetBox has no gateway field: the custom field `gateway` of the most specific
+        prefix holding `address`, else an address in that prefix tagged `gateway`."""
+        prefix = self._prefix_containing(address)
+        if prefix is None:
+            return None
+        value = (prefix.get("custom_fields") or {}).get(GATEWAY_FIELD)
+        if value:
+            return ipaddress.ip_interface(str(value)).ip
+        net = ipaddress.ip_network(prefix["prefix"])
+        for row in self._results("/api/ipam/ip-addresses/",
+                                 {"parent": str(net), "tag": GATEWAY_TAG}):
+            ip = ipaddress.ip_interface(row["address"]).ip
+            if ip in net and any(t.get("slug") == GATEWAY_TAG for t in row.get("tags") or []):
+                return ip
         return None
+
+    def _results(self, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
+        body = self._call("GET", path, params={**params, "limit": "1000"}).json()
+        return list(body.get("results") or [])
 
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
               **kwargs: Any) -> requests.Response:
         import requests
 
-        if self._session is None:
-            self._session = requests.Session()
-            self._session.trust_env = False  # no proxy or CA from the environment
         try:
             response = self._session.request(method, self.base + path, headers=self._headers,
                                              verify=self._verify,
@@ -200,7 +291,9 @@ class NetBoxPlugin:
             return response
         if response.status_code in (401, 403):
             raise IPAMUnauthorized(f"netbox refused the token ({response.status_code}): "
-                                   f"{_detail(response)}")
+                                   f"{_detail(response)}",
+                                   hint="check spec.ipam.plugins.netbox.tokenFile and the "
+                                        "token's permissions in NetBox")
         if response.status_code >= 500 or response.status_code == 429:
             raise IPAMUnavailable(f"netbox answered {response.status_code} on {method} {path}")
         raise AgentError(f"netbox answered {response.status_code} on {method} {path}: "
