@@ -1,0 +1,72 @@
+"""The capi plugin's claims as Cluster API sees them: owned by the Machine (so they go
+with it), labelled with the cluster, named from the Machine, interface and family."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.host import Host
+from agent.ipam.base import ClaimRequest, IPAMPlugin, PluginEnv, PoolNotFound, open_plugin
+from agent.ipam.capi import claim_name
+from tests.integration.ipam.conftest import MACHINE, Management
+
+
+def request(key: str, interface: str = "eth0", pool: str = "v4") -> ClaimRequest:
+    return ClaimRequest(claim_key=key, pool=pool, family="ipv4", interface=interface,
+                        machine_namespace="", machine_name=MACHINE)
+
+
+def plugin_for(tmp_path: Path, management: Management, pools: dict[str, object]) -> IPAMPlugin:
+    return open_plugin("capi", {"capi": {"timeout": "10s", "pools": pools}},
+                       PluginEnv(Host(tmp_path), management.machine, management.client))
+
+
+def test_the_claim_is_owned_by_the_machine_labelled_and_names_the_pool(
+        tmp_path: Path, management: Management) -> None:
+    pool = management.pool("workers", ["192.0.2.10-192.0.2.20"], 24, gateway="192.0.2.1")
+    plugin = plugin_for(tmp_path, management, {"v4": {"name": pool}})
+    key = f"{management.machine.uid}/eth0/ipv4"
+    alloc = plugin.claim(request(key))
+    assert (alloc.address, alloc.prefix, alloc.gateway) == ("192.0.2.10", 24, "192.0.2.1")
+    (claim,) = management.claims()
+    meta = claim["metadata"]
+    assert meta["name"] == alloc.handle == claim_name(MACHINE, "eth0", "ipv4", key)  # type: ignore[index]
+    assert meta["name"].startswith(f"{MACHINE}-eth0-v4-")  # type: ignore[index]
+    assert meta["labels"] == {"cluster.x-k8s.io/cluster-name": "c1"}  # type: ignore[index]
+    (owner,) = meta["ownerReferences"]  # type: ignore[index]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Machine", MACHINE,
+                                                            management.machine.uid)
+    assert claim["spec"] == {"clusterName": "c1", "poolRef": {  # type: ignore[index]
+        "apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": pool}}
+
+
+def test_a_missing_pool_is_pool_not_found_and_leaves_no_claim(
+        tmp_path: Path, management: Management) -> None:
+    plugin = plugin_for(tmp_path, management, {})
+    with pytest.raises(PoolNotFound) as info:
+        plugin.claim(request("uid/eth0/ipv4", pool="no-such-pool"))
+    assert "PoolNotReady" in info.value.message and "no-such-pool" in info.value.message
+    assert management.claims() == []
+
+
+def test_deleting_the_machine_deletes_its_claims_and_frees_the_addresses(
+        tmp_path: Path, management: Management) -> None:
+    pool = management.pool("workers", ["192.0.2.10-192.0.2.20"], 24)
+    plugin = plugin_for(tmp_path, management, {"v4": {"name": pool}})
+    plugin.claim(request("uid/eth0/ipv4"))
+    plugin.claim(request("uid/eth1/ipv4", interface="eth1"))
+    assert len(management.claims()) == 2
+    admin = management.admin
+    admin.call("DELETE", f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/"
+                         f"{MACHINE}")
+    deadline = time.monotonic() + 20
+    while (management.claims() or admin.call(
+            "GET", f"/apis/ipam.cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/ipaddresses"
+    )["items"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert management.claims() == []
+    assert admin.call("GET", f"/apis/ipam.cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}"
+                             "/ipaddresses")["items"] == []
