@@ -11,7 +11,9 @@ import pytest
 from agent.host import Host
 from agent.ipam.base import ClaimRequest, IPAMPlugin, PluginEnv, PoolNotFound, open_plugin
 from agent.ipam.capi import claim_name
-from tests.integration.ipam.conftest import MACHINE, Management
+from agent.sandbox.apiserver import ApiServer
+from tests.integration.ipam.conftest import MACHINE, Admin, Management
+from tests.integration.ipam.provider import TestProvider
 
 
 def request(key: str, interface: str = "eth0", pool: str = "v4") -> ClaimRequest:
@@ -70,3 +72,39 @@ def test_deleting_the_machine_deletes_its_claims_and_frees_the_addresses(
     assert management.claims() == []
     assert admin.call("GET", f"/apis/ipam.cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}"
                              "/ipaddresses")["items"] == []
+
+
+def test_the_provider_the_test_plays_on_a_real_server_fulfils_claims(tmp_path: Path) -> None:
+    """Against MACHINE_AGENT_TEST_KUBECONFIG no provider runs and the test plays it;
+    checked here on the stand-in with its own pool controller turned off."""
+    server = ApiServer(tmp_path / "api", ipam=False).start()
+    try:
+        admin = Admin(server.url, str(server.ca_path),
+                      {"Authorization": f"Bearer {server.admin_token}"}, ns="default")
+        ipam = "/apis/ipam.cluster.x-k8s.io"
+        admin.create(f"{ipam}/v1alpha2/namespaces/default/inclusterippools", {
+            "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
+            "metadata": {"name": "p"}, "spec": {"addresses": ["192.0.2.1-192.0.2.2"],
+                                                 "prefix": 24, "gateway": "192.0.2.1"}})
+        for name in ("a", "b"):
+            admin.create(f"{ipam}/v1beta2/namespaces/default/ipaddressclaims", {
+                "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddressClaim",
+                "metadata": {"name": name}, "spec": {"poolRef": {
+                    "apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool",
+                    "name": "p"}}})
+        with TestProvider(admin) as provider:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                claims = {c["metadata"]["name"]: c.get("status") or {} for c in admin.call(
+                    "GET", f"{ipam}/v1beta2/namespaces/default/ipaddressclaims")["items"]}
+                if all(s.get("conditions") for s in claims.values()):
+                    break
+                time.sleep(0.1)
+        assert provider.errors == []
+        assert claims["a"]["addressRef"] == {"name": "a"}
+        address = admin.call("GET", f"{ipam}/v1beta2/namespaces/default/ipaddresses/a")
+        assert (address["spec"]["address"], address["spec"]["gateway"]) == ("192.0.2.2",
+                                                                            "192.0.2.1")
+        assert claims["b"]["conditions"][0]["reason"] == "PoolExhausted"
+    finally:
+        server.stop()
