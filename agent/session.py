@@ -39,7 +39,8 @@ class Session:
         all); with `reporting`, its reporters: the local status file, CABPK's sentinel,
         the Machine's status."""
         facts = self.machine.facts if self.machine else None
-        orchestrator = Orchestrator(self.loaded, host, machine=facts, phases=phases)
+        orchestrator = Orchestrator(self.loaded, host, machine=facts, phases=phases,
+                                    management=self.client)
         if not reporting:
             return orchestrator
         spec = self.loaded.config.spec.reporting

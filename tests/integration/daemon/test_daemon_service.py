@@ -20,7 +20,7 @@ from agent.report import read_status
 from agent.state import Journal
 
 REPO = Path(__file__).parents[3]
-EXAMPLE = REPO / "examples" / "minimal.yaml"
+EXAMPLE = REPO / "examples" / "local-only.yaml"
 pytestmark = pytest.mark.allow_processes
 
 
@@ -78,11 +78,19 @@ def wakeups(pid: int) -> int:
     return total
 
 
+def no_join(tmp_path: Path) -> Path:
+    """A lab node with nothing to join: the service's own behaviour is under test here."""
+    drop_in = tmp_path / "no-join.yaml"
+    drop_in.write_text("apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
+                       "spec:\n  skipPhases: [join]\n")
+    return drop_in
+
+
 def test_ready_after_bootstrap_idle_without_wakeups_and_stops_cleanly_on_sigterm(
         tmp_path: Path, systemd: Systemd) -> None:
     root = tmp_path / "root"
-    proc = start(["-m", "agent.cli", "--root", str(root), "daemon", "-c", str(EXAMPLE)],
-                 systemd)
+    proc = start(["-m", "agent.cli", "--root", str(root), "daemon", "-c", str(EXAMPLE),
+                  "-c", str(no_join(tmp_path))], systemd)
     try:
         said = systemd.wait_for("READY=1")
     finally:
@@ -104,7 +112,7 @@ def test_ready_after_bootstrap_idle_without_wakeups_and_stops_cleanly_on_sigterm
     assert systemd.wait_for("STOPPING=1")
     journal = Journal.load(Host(root))
     assert {n: r.state for n, r in journal.phases.items()} == {
-        "network": "completed", "time": "completed", "join": "completed", "cni": "completed"}
+        "network": "completed", "time": "completed", "cni": "completed"}  # join: skipped
 
 
 def test_sigterm_mid_bootstrap_stops_within_seconds_and_the_next_start_resumes(
