@@ -44,12 +44,22 @@ def chrony_source_line(spec: TimeSpec, source: NTPSource) -> str:
     return " ".join(words)
 
 
+MIN_SOURCES_FROM = 3
+"""With this many servers, chronyd waits for two that agree before it sets the clock."""
+
+
 def render_chrony_conf(spec: TimeSpec) -> str:
     step = spec.makestep or MakeStep()
+    # Without it, chronyd steps the clock to whichever server answers first: one server
+    # an hour off among good ones won the race and the gate opened on its time
+    # (tests/integration/time/test_time_faults.py). With fewer servers there is no
+    # majority to wait for, and a dead one would hold the clock forever.
+    min_sources = 2 if len(spec.servers) >= MIN_SOURCES_FROM else None
     return _template("chrony.conf.j2",
                      source_lines=[chrony_source_line(spec, s) for s in spec.servers],
                      step_threshold=f"{float(step.threshold):g}", step_limit=step.limit,
-                     chrony=spec.chrony, any_nts=any(spec.nts_for(s) for s in spec.servers))
+                     min_sources=min_sources, chrony=spec.chrony,
+                     any_nts=any(spec.nts_for(s) for s in spec.servers))
 
 
 def render_chrony_sources(spec: TimeSpec) -> str:
