@@ -163,7 +163,11 @@ class Host:
         target = self.path(system_path)
         self._make_dirs(target.parent, dir_mode)
         payload = data.encode() if isinstance(data, str) else data
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:  # a read-only or full file system fails here already
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                       dir=target.parent)
+        except OSError as err:
+            raise StateError(f"cannot write {system_path}: {err.strerror}") from err
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload)
