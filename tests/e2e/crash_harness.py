@@ -166,28 +166,46 @@ class Slot:
         return dict(sorted(collections.Counter(e.get("reason", "") for e in mine).items()))
 
     def _claims(self, problems: list[str]) -> dict[str, Any]:
-        """Claims and addresses of this Machine, and the pool-wide invariants."""
+        """This Machine's claims and addresses (other nodes may be mid-reset now: the
+        pool-wide orphan check waits for quiet, in `pool_problems`)."""
         if not self.box.features.ipam:
             return {}
-        admin = self.box.admin
-        claims = admin.claims()
-        addresses = admin.call(
-            "GET", f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddresses")["items"]
+        addresses = _ip_addresses(self.box)
         taken = collections.Counter(a["spec"]["address"] for a in addresses)
         problems += [f"address {a} handed out {n} times" for a, n in taken.items() if n > 1]
-        claim_names = {c["metadata"]["name"] for c in claims}
-        problems += [f"IPAddress {a['metadata']['name']} names no existing claim"
-                     for a in addresses if a["spec"]["claimRef"]["name"] not in claim_names]
-        machines = {m["metadata"]["uid"] for m in admin.call(
-            "GET", f"/apis/{CAPI}/namespaces/{NAMESPACE}/machines")["items"]}
-        for claim in claims:
-            owners = {o.get("uid") for o in claim["metadata"].get("ownerReferences", [])}
-            if not owners & machines and claim["metadata"]["name"] != "decommissioned-worker":
-                problems.append(f"claim {claim['metadata']['name']} is orphaned")
         mine = self._owned_claims(self.uid)
+        names = {c["metadata"]["name"] for c in mine}
         return {"claims": len(mine),
                 "bound": sum(1 for c in mine if (c.get("status") or {}).get("addressRef")),
+                "addresses": sum(1 for a in addresses if a["spec"]["claimRef"]["name"] in names),
                 "pools": sorted(c["spec"]["poolRef"]["name"] for c in mine)}
+
+
+def pool_problems(box: Sandbox) -> list[str]:
+    """Once every node is quiet: no claim without its Machine, no address without its
+    claim (the garbage collector and the pool controller given GC_WAIT to finish)."""
+    if not box.features.ipam:
+        return []
+    deadline = time.monotonic() + GC_WAIT
+    while True:
+        machines = {m["metadata"]["uid"] for m in box.admin.call(
+            "GET", f"/apis/{CAPI}/namespaces/{NAMESPACE}/machines")["items"]}
+        claims = box.admin.claims()
+        names = {c["metadata"]["name"] for c in claims}
+        problems = [f"claim {c['metadata']['name']} is orphaned" for c in claims
+                    if not {o.get("uid") for o in c["metadata"].get("ownerReferences", [])}
+                    & machines]
+        problems += [f"IPAddress {a['metadata']['name']} names no existing claim"
+                     for a in _ip_addresses(box) if a["spec"]["claimRef"]["name"] not in names]
+        if not problems or time.monotonic() > deadline:
+            return problems
+        time.sleep(0.1)
+
+
+def _ip_addresses(box: Sandbox) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = box.admin.call(
+        "GET", f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddresses")["items"]
+    return items
 
 
 def _addressing(box: Sandbox) -> Addressing:

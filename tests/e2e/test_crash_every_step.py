@@ -22,7 +22,7 @@ from collections.abc import Callable
 import pytest
 
 from agent.sandbox.sandbox import Sandbox
-from tests.e2e.crash_harness import Outcome, Slot
+from tests.e2e.crash_harness import Outcome, Slot, pool_problems
 
 pytestmark = pytest.mark.allow_processes
 
@@ -93,4 +93,5 @@ def test_killed_after_every_side_effect_then_rerun_matches_an_uninterrupted_run(
     print(f"crash harness: {total} side effects, {len(crashed)} crash points killed and "
           f"resumed on {len(slots)} nodes in {elapsed:.0f}s")
     assert failures == [], f"{len(failures)} crash points differ:\n" + "\n".join(failures)
+    assert pool_problems(box) == []
     assert len(crashed) >= total - 5, f"only {len(crashed)} of {total} runs were killed"
