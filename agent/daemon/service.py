@@ -188,10 +188,13 @@ class Daemon:
         return orchestrator
 
     def _close_reporters(self) -> None:
+        """Stop the background delivery and save what it did (the timer thread never
+        saves the journal; once closed, it no longer touches it)."""
         if self.orchestrator is not None:
             for reporter in self.orchestrator.reporters:
                 if isinstance(reporter, MachineReporter):
                     reporter.close()
+                    self.orchestrator.journal.save()
 
     def _start_again_later(self) -> None:
         self._start_failures += 1

@@ -106,6 +106,8 @@ class Follower:
                 finally:
                     with self._lock:
                         self._close = None
+                if self.stopped.is_set():
+                    return
                 if seen or time.monotonic() - started >= self.watch_seconds - 1:
                     failures = 0
                     continue  # the server's time-out (or news): reopen at once
