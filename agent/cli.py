@@ -132,6 +132,14 @@ def _parser() -> argparse.ArgumentParser:
                         choices=DOCTOR_AREAS,
                         help="show only this area (repeatable): " + ", ".join(DOCTOR_AREAS))
 
+    reset = sub.add_parser(
+        "reset", help="give back the IPAM addresses this node claimed",
+        description="Release every address the network phase claimed from an IPAM backend "
+                    "(as recorded in the journal), so NetBox and other backends can hand "
+                    "them out again. capi claims also go with the Machine when it is "
+                    "deleted. Exit status 0 when every address was released.")
+    with_config(reset)
+
     sub.add_parser("version", help="print the version")
 
     demo = sub.add_parser("demo", help="show a whole bootstrap in a throwaway local sandbox")
@@ -188,6 +196,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                            cloud_init_wait=_duration(args.cloud_init_wait))
     if args.command == "plan":
         return _plan(session.orchestrator(host, reporting=False), args)
+    if args.command == "reset":
+        return _reset(host, session)
     result = session.orchestrator(host).run(args.only, args.skip)
     _print_outcomes(result)
     return result.exit_code
@@ -253,6 +263,25 @@ def _plan(orchestrator: object, args: argparse.Namespace) -> int:
             for line in change.diff.splitlines():
                 print(f"    {line}")
     return 0
+
+
+def _reset(host: Host, session: object) -> int:
+    from agent.ipam.base import PluginEnv
+    from agent.ipam.release import release_all
+    from agent.session import Session
+    from agent.state import Journal
+
+    assert isinstance(session, Session)
+    env = PluginEnv(host, session.machine.facts if session.machine else None, session.client)
+    outcomes = release_all(Journal.load(host), session.loaded.config.spec.ipam.plugins, env)
+    for outcome in outcomes:
+        print(outcome)
+    if not outcomes:
+        print("no IPAM addresses recorded: nothing to release")
+    failed = [o.error for o in outcomes if o.error is not None]
+    if not failed:
+        return 0
+    return 3 if all(e.temporary for e in failed) else 1
 
 
 def _print_outcomes(result: object) -> None:

@@ -18,7 +18,7 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -269,6 +269,23 @@ class Host:
         """Refuse `what` on a read-only host (plan, doctor): reaching here is a bug."""
         if self.read_only:
             raise ReadOnlyHostError(f"refused on a read-only host: {what}")
+
+    @contextlib.contextmanager
+    def lock(self, system_path: str) -> Iterator[None]:
+        """An exclusive advisory lock (flock) on a lock file, across processes and threads.
+
+        Taking a lock changes nothing a user sees, so it is not counted as a side effect.
+        """
+        import fcntl
+
+        target = self.path(system_path)
+        self._make_dirs(target.parent, 0o700)
+        fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
     # -- commands and services ------------------------------------------------------
 

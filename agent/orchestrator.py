@@ -15,6 +15,7 @@ from typing import Any, Literal
 from agent.config import PHASES, LoadedConfig
 from agent.errors import AgentError, PermanentError, Reason
 from agent.host import Host
+from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.phases import all_phases
 from agent.phases.base import Phase, PhaseContext, PhasePlan
@@ -76,9 +77,11 @@ class Orchestrator:
         phases: list[Phase] | None = None,
         reporters: list[Reporter] | None = None,
         machine: MachineFacts | None = None,
+        management: Client | None = None,
     ) -> None:
         self.config = loaded.config
         self.machine = machine
+        self.management = management
         self.host = host
         self.phases = phases if phases is not None else all_phases()
         self.reporters = reporters or []
@@ -97,7 +100,8 @@ class Orchestrator:
             self._publish(final=False)
 
         return PhaseContext(self.config, host, self.journal, self.results, progress,
-                            logging.getLogger(f"agent.phases.{phase.name}"), self.machine)
+                            logging.getLogger(f"agent.phases.{phase.name}"), self.machine,
+                            management=self.management)
 
     def plan(self, only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[PhasePlan]:
         """Every selected phase's plan, computed against a read-only host."""

@@ -53,7 +53,8 @@ class Session:
         tried once, then retried in the background until delivered, instead of holding
         the caller up."""
         facts = self.machine.facts if self.machine else None
-        orchestrator = Orchestrator(self.loaded, host, machine=facts, phases=phases)
+        orchestrator = Orchestrator(self.loaded, host, machine=facts, phases=phases,
+                                    management=self.client)
         if not reporting:
             return orchestrator
         spec = self.loaded.config.spec.reporting

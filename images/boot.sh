@@ -22,4 +22,5 @@ exec qemu-system-x86_64 \
   -kernel "$dir/vmlinuz" -initrd "$dir/initrd.img" \
   -append "$(cat "$dir/cmdline") $*" \
   -drive "file=$dir/rootfs.raw,format=raw,if=virtio,snapshot=on" \
-  -netdev user,id=net0,restrict=on -device virtio-net-pci,netdev=net0
+  -netdev user,id=net0,restrict=on,net=192.0.2.0/24,host=192.0.2.1,dhcpstart=192.0.2.200 \
+  -device virtio-net-pci,netdev=net0

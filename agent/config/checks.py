@@ -334,3 +334,13 @@ def route_destination(value: str) -> str | None:
 
 def small_count(value: int) -> str | None:
     return None if 0 <= value <= 10 else f"{value} is not between 0 and 10"
+
+
+_KIND = re.compile(r"^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$")
+
+
+def k8s_kind(value: str) -> str | None:
+    """A Kubernetes kind as an IPAM pool reference takes it (CAPI's poolRef.kind)."""
+    if len(value) <= 63 and _KIND.fullmatch(value):
+        return None
+    return f"{_shown(value)} is not a valid kind (e.g. InClusterIPPool)"

@@ -8,6 +8,7 @@ from typing import Literal
 from agent.config.cni import CNISpec
 from agent.config.fields import setting
 from agent.config.identity import IdentitySpec
+from agent.config.ipam import IPAMSpec
 from agent.config.join import JoinSpec
 from agent.config.lifecycle import LifecycleSpec
 from agent.config.management import ManagementSpec
@@ -29,6 +30,7 @@ class AgentSpec:
                                          factory=ManagementSpec)
     network: NetworkSpec = setting("Interfaces, addresses, routes, DNS, host name.",
                                    factory=NetworkSpec)
+    ipam: IPAMSpec = setting("IPAM backends' settings.", factory=IPAMSpec)
     time: TimeSpec = setting("NTP and the time gate before join.", factory=TimeSpec)
     join: JoinSpec = setting("How the node joins the workload cluster.", factory=JoinSpec)
     cni: CNISpec = setting("Container network plugins and configuration.", factory=CNISpec)

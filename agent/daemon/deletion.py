@@ -24,6 +24,8 @@ from typing import Any
 from agent.config import AgentConfig
 from agent.errors import AgentError, CommandError, Reason
 from agent.host import Host
+from agent.ipam.base import PluginEnv
+from agent.ipam.release import release_all
 from agent.report import Conditions
 from agent.state import Journal
 
@@ -53,6 +55,8 @@ class DeletePolicy:
     publish: Callable[[bool], None]
     """Publish the conditions to every reporter (final: the outcome is known)."""
     machine_uid: str
+    ipam: PluginEnv
+    """What the IPAM plugins that release the addresses may use."""
 
     def record(self) -> dict[str, Any]:
         """This Machine's record, created on first use."""
@@ -122,16 +126,18 @@ def kubeadm_reset(policy: DeletePolicy) -> str:
 
 
 def release_addresses(policy: DeletePolicy) -> str:
-    """Give back the IPAM addresses this node claimed.
-
-    The node's record of its claims (the IPAM ledger, `machine-agent reset`) comes with
-    the IPAM plugins; until then the network phase keeps none, so nothing is held.
-    """
-    held = policy.journal.extra.get("ipam") or {}
-    if held:
-        raise AgentError("IPAM addresses are recorded but this agent cannot release them",
-                         hint="release them with `machine-agent reset`")
-    return "no IPAM addresses were claimed by this node"
+    """Give back the IPAM addresses this node claimed, as `machine-agent reset` does
+    (from the journal's IPAM ledger, each through the plugin that claimed it)."""
+    outcomes = release_all(policy.journal, policy.config.spec.ipam.plugins, policy.ipam)
+    errors = [o.error for o in outcomes if o.error is not None]
+    if errors:
+        raise AgentError("; ".join(str(o) for o in outcomes), reason=errors[0].reason,
+                         temporary=all(e.temporary for e in errors),
+                         hint="the addresses not released are kept in the journal; "
+                              "`machine-agent reset` tries them again")
+    if not outcomes:
+        return "no IPAM addresses were claimed by this node"
+    return "; ".join(str(o) for o in outcomes)
 
 
 def remove_cni_config(policy: DeletePolicy) -> str:

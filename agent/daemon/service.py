@@ -41,6 +41,7 @@ from agent.daemon.reconfigure import reconfigure
 from agent.daemon.watching import CONFIG, MACHINE, Watches
 from agent.errors import AgentError, ConfigError, Reason
 from agent.host import Host
+from agent.ipam.base import PluginEnv
 from agent.kube.follow import Recovered, Update
 from agent.kube.machine import ConfigRef, ManagementSource, config_ref
 from agent.kube.reporter import MachineReporter
@@ -288,7 +289,8 @@ class Daemon:
         if self.watches is not None:
             self.watches.follow_config(None)  # no reconfiguration of a node going away
         DeletePolicy(self.host, session.loaded.config, orchestrator.journal,
-                     orchestrator.conditions, _publisher(orchestrator), facts.uid).run()
+                     orchestrator.conditions, _publisher(orchestrator), facts.uid,
+                     PluginEnv(self.host, facts, session.client)).run()
 
     def _reconfigure(self, source: ManagementSource | None) -> None:
         assert self.session is not None and self.orchestrator is not None

@@ -15,7 +15,8 @@ from typing import Any
 from agent.doctor.check import Check, Doctor
 from agent.errors import AgentError
 from agent.ipam.base import Allocation
-from agent.phases.network.claims import claim_requests, open_plugin
+from agent.phases.network.claims import claim_requests
+from agent.phases.network.claims import plugin as open_plugin
 
 PHASE = "ipam"
 

@@ -18,6 +18,7 @@ from agent.phases.network.model import build_plan
 from agent.phases.network.observe import observe, resolve_names
 from agent.phases.network.phase import is_live
 from agent.phases.network.probe import arp_conflicts
+from agent.phases.network.rtnl import connect
 from agent.phases.network.verify import (
     gateway_resolves,
     management_accepts,
@@ -51,8 +52,8 @@ def checks(doctor: Doctor) -> Iterator[Check]:
                     "no network namespace is named (only the files are compared)", "")
     names: dict[str, str] = {}
     if live:
-        with contextlib.closing(host.netlink()) as ipr:
-            now = observe(ipr)
+        with contextlib.closing(connect(host)) as rtnl:
+            now = observe(rtnl)
         for link in netplan.links:
             try:
                 found = resolve_names(host, dataclasses.replace(netplan, links=(link,)),
@@ -77,8 +78,8 @@ def checks(doctor: Doctor) -> Iterator[Check]:
         return
     clock, timeout = host.clock, min(float(spec.verify.timeout), PROBE_TIMEOUT)
     candidates = []
-    with contextlib.closing(host.netlink()) as ipr:
-        now = observe(ipr, routes=False)
+    with contextlib.closing(connect(host)) as rtnl:
+        now = observe(rtnl, routes=False)
         for link in netplan.links:
             kernel = names.get(link.name)
             state = now.link(kernel) if kernel else None
@@ -86,7 +87,7 @@ def checks(doctor: Doctor) -> Iterator[Check]:
                            if kernel and state and a.version == 4
                            and str(a) in now.addresses_of(kernel)]
         for via, gateway in netplan.gateways:
-            ok = gateway_resolves(host, ipr, gateway, timeout, clock.monotonic, clock.sleep)
+            ok = gateway_resolves(host, rtnl, gateway, timeout, clock.monotonic, clock.sleep)
             yield Check(PHASE, f"gateway:{gateway}", "pass" if ok else missing,
                         f"{gateway} on {via} " + ("answers neighbour resolution" if ok else
                                                    f"did not answer within {timeout:g}s"

@@ -8,10 +8,14 @@ configuration, never by probing. Claims are idempotent by their claim key
 from __future__ import annotations
 
 import ipaddress
+import typing
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from agent.errors import AgentError, PermanentError, Reason
+from agent.config.fields import Decoder
+from agent.errors import AgentError, ConfigError, PermanentError, Reason, TemporaryError
+from agent.host import Host
+from agent.kube.facts import MachineFacts
 
 Family = Literal["ipv4", "ipv6"]
 ENTRY_POINT_GROUP = "machine_agent.ipam"
@@ -26,6 +30,8 @@ class ClaimRequest:
     interface: str
     machine_namespace: str = ""
     machine_name: str = ""
+    hostname: str = ""
+    """The node's host name, for backends that record one (NetBox's dns_name)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,44 @@ class IPAMPlugin(Protocol):
 
 class InvalidAllocation(PermanentError):
     reason = Reason.InvalidAllocation
+
+
+class PoolExhausted(PermanentError):
+    reason = Reason.PoolExhausted
+
+
+class PoolNotFound(PermanentError):
+    reason = Reason.PoolNotFound
+
+
+class IPAMUnauthorized(PermanentError):
+    reason = Reason.IPAMUnauthorized
+
+
+class IPAMUnavailable(TemporaryError):
+    reason = Reason.IPAMUnavailable
+
+
+@dataclass(frozen=True)
+class PluginEnv:
+    """What a plugin may use besides its own settings."""
+
+    host: Host
+    machine: MachineFacts | None = None
+    management: Any = None
+    """The management-cluster client, for plugins that talk to it (capi)."""
+
+
+class PluginFactory(Protocol):
+    """What an entry point names: a class (or function) taking settings and env.
+
+    `OPTIONS` is a dataclass of the plugin's settings, decoded from
+    `spec.ipam.plugins.<name>` with the same validation as the rest of the config.
+    """
+
+    OPTIONS: type
+
+    def __call__(self, options: Any, env: PluginEnv) -> IPAMPlugin: ...
 
 
 def validate_allocation(alloc: Allocation, request: ClaimRequest) -> Allocation:
@@ -93,6 +137,17 @@ def validate_allocation(alloc: Allocation, request: ClaimRequest) -> Allocation:
         raise InvalidAllocation(f"{alloc.backend} answered {alloc.address}/{alloc.prefix}: "
                                 + "; ".join(problems))
     return alloc
+
+
+def open_plugin(name: str, settings: dict[str, dict[str, Any]], env: PluginEnv) -> IPAMPlugin:
+    """Load the plugin named `name` and hand it its checked settings."""
+    factory = typing.cast(PluginFactory, load_plugin_factory(name))
+    decoder = Decoder()
+    options = decoder.decode(factory.OPTIONS, settings.get(name, {}),
+                             f"spec.ipam.plugins.{name}")
+    if decoder.errors:
+        raise ConfigError(decoder.errors)
+    return factory(options, env)
 
 
 def load_plugin_factory(name: str) -> object:

@@ -22,6 +22,7 @@ from agent.config import AgentConfig
 from agent.config.fields import encode
 from agent.errors import Reason
 from agent.host import Host
+from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.state import Journal
 
@@ -70,6 +71,8 @@ class PhaseContext:
     reload_machine: Callable[[], MachineFacts] | None = None
     """Read the Machine (and its bootstrap data) again, e.g. for a fresh bootstrap token
     after the first one expired; None when there is no management cluster to ask."""
+    management: Client | None = None
+    """The management-cluster client (e.g. for IPAM claims); None without one."""
 
 
 class Phase:

@@ -33,12 +33,9 @@ def test_killed_after_a_side_effect_resumes_without_repeating_it(
     assert code == -signal.SIGKILL, "\n".join(first)
     code, second = node.run("--log-level", "debug", "run")
     assert code == 0, "\n".join(second)
-    before = effects(first)
-    if before and before[-1].startswith("netlink:"):
-        # netlink changes are counted just before they are made: the crash hook fired
-        # with this one not made yet, so the resumed run makes it (once).
-        before = before[:-1]
-    done = before + effects(second)
+    # The CNI proof runs each plugin for ADD, CHECK and DEL in a throwaway namespace: a
+    # verification that repeats by design, not a change to the node.
+    done = [e for e in effects(first) + effects(second) if "/opt/cni/bin/" not in e]
     repeated = [e for e, n in collections.Counter(done).items() if n > 1]
     assert repeated == [], f"applied twice: {repeated}"
     assert_bootstrapped(box, node)

@@ -1,17 +1,25 @@
 """The one place the network phase asks IPAM plugins for addresses.
 
-A plugin is loaded by the name in the configuration (`load_plugin_factory`) and built as
-`factory(config, host)`; it must have `claim(ClaimRequest) -> Allocation`. The claim key
-is Machine UID + interface + family, so a retry or a reboot gets the same address back.
+A plugin is opened by the name in the configuration (`open_plugin`: entry point, its own
+settings from spec.ipam.plugins.<name>) with what it may use: the Host, the Machine and
+the management-cluster client. The claim key is Machine UID + interface + family, so a
+retry or a reboot gets the same address back. Every allocation is recorded in the
+journal as soon as it is made, for `machine-agent reset`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from agent.config.network import NetworkSpec
 from agent.errors import PermanentError, Reason
-from agent.ipam.base import Allocation, ClaimRequest, load_plugin_factory, validate_allocation
+from agent.ipam import ledger
+from agent.ipam.base import (
+    Allocation,
+    ClaimRequest,
+    IPAMPlugin,
+    PluginEnv,
+    open_plugin,
+    validate_allocation,
+)
 from agent.phases.base import PhaseContext
 from agent.phases.network.model import PlannedClaim, ipam_refs
 
@@ -30,6 +38,10 @@ def machine_uid(ctx: PhaseContext) -> str:
     return machine_id
 
 
+def plugin_env(ctx: PhaseContext) -> PluginEnv:
+    return PluginEnv(ctx.host, ctx.machine, ctx.management)
+
+
 def claim_requests(ctx: PhaseContext, spec: NetworkSpec) -> list[tuple[PlannedClaim,
                                                                         ClaimRequest]]:
     """The claim of every `ipam:` address, as the plugins are asked for it (also what
@@ -42,24 +54,28 @@ def claim_requests(ctx: PhaseContext, spec: NetworkSpec) -> list[tuple[PlannedCl
         claim_key=f"{uid}/{ref.interface}/{ref.ref.family}", pool=ref.ref.pool,
         family=ref.ref.family, interface=ref.interface,
         machine_namespace=ctx.machine.namespace if ctx.machine else "",
-        machine_name=ctx.machine.name if ctx.machine else "")) for ref in refs]
+        machine_name=ctx.machine.name if ctx.machine else "",
+        hostname=spec.hostname or "")) for ref in refs]
 
 
-def open_plugin(ctx: PhaseContext, name: str) -> Any:
-    """The IPAM plugin `name`, built for this configuration and host."""
-    return load_plugin_factory(name)(ctx.config, ctx.host)  # type: ignore[operator]
+def plugin(ctx: PhaseContext, name: str) -> IPAMPlugin:
+    """The IPAM plugin `name`, opened with its settings for this node."""
+    return open_plugin(name, ctx.config.spec.ipam.plugins, plugin_env(ctx))
 
 
 def claim_addresses(ctx: PhaseContext, spec: NetworkSpec) -> dict[tuple[str, int], Allocation]:
     """Claim every `ipam:` address; keyed by (interface, index in its addresses)."""
-    plugins: dict[str, Any] = {}
+    plugins: dict[str, IPAMPlugin] = {}
     out: dict[tuple[str, int], Allocation] = {}
     for ref, request in claim_requests(ctx, spec):
         name = ref.ref.plugin
         if name not in plugins:
-            plugins[name] = open_plugin(ctx, name)
+            plugins[name] = plugin(ctx, name)
         ctx.progress(f"claiming an {ref.ref.family} address for {ref.interface} from "
                      f"{name} pool {ref.ref.pool!r}")
-        out[(ref.interface, ref.index)] = validate_allocation(
-            plugins[name].claim(request), request)
+        alloc = validate_allocation(plugins[name].claim(request), request)
+        ledger.record(ctx.journal, name, request, alloc)
+        ctx.log.info("claimed %s/%s for %s from %s pool %r", alloc.address, alloc.prefix,
+                     ref.interface, name, ref.ref.pool)
+        out[(ref.interface, ref.index)] = alloc
     return out

@@ -87,11 +87,18 @@ class NetworkPhase(Phase):
 
     def apply(self, ctx: PhaseContext, plan: PhasePlan) -> None:
         spec = ctx.config.spec.network
-        netplan = build_plan(spec, claim_addresses(ctx, spec))
+        claimed = claim_addresses(ctx, spec)
+        netplan = build_plan(spec, claimed)
         live = bool(spec.interfaces) and is_live(ctx.host)
         self._result = {"live": live, "renderer": spec.renderer,
                         "addresses": {link.name: [str(a) for a in link.addresses]
                                       for link in netplan.links if link.addresses}}
+        if claimed:
+            # what `status` shows; the journal's IPAM ledger holds what `reset` releases
+            self._result["claimed"] = [
+                {"interface": iface, "address": f"{a.address}/{a.prefix}",
+                 "gateway": a.gateway, "backend": a.backend, "handle": a.handle}
+                for (iface, _), a in sorted(claimed.items())]
         if live:
             self._result.update(self._apply_live(ctx, spec, netplan))
             ctx.journal.step_done(self.name, "live")

@@ -1,7 +1,8 @@
-"""`machine-agent daemon` as systemd runs it: a child process with $NOTIFY_SOCKET, a clean
-stop on SIGTERM in the middle of the bootstrap, after which the next start resumes from
-the journal; an invalid configuration said to systemd. (With a management cluster:
-test_daemon_lifecycle.py.)"""
+"""`machine-agent daemon` as systemd runs it, without a management cluster: a child
+process with $NOTIFY_SOCKET, READY=1 once bootstrapped, no wake-ups while idle, and a
+clean stop on SIGTERM — also in the middle of the bootstrap, after which the next start
+resumes from the journal; an invalid configuration said to systemd. (With a management
+cluster and its watches: test_daemon_lifecycle.py.)"""
 
 from __future__ import annotations
 
@@ -13,9 +14,47 @@ import pytest
 from agent.host import Host
 from agent.report import read_status
 from agent.state import Journal
-from tests.integration.daemon.service import Systemd, start, stop
+from tests.integration.daemon.service import REPO, Systemd, start, stop, wakeups
 
 pytestmark = pytest.mark.allow_processes
+EXAMPLE = REPO / "examples" / "local-only.yaml"
+
+
+def no_join(tmp_path: Path) -> Path:
+    """A lab node with nothing to join: the service's own behaviour is under test here."""
+    drop_in = tmp_path / "no-join.yaml"
+    drop_in.write_text("apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
+                       "spec:\n  skipPhases: [join]\n")
+    return drop_in
+
+
+def test_ready_after_bootstrap_idle_without_wakeups_and_stops_cleanly_on_sigterm(
+        tmp_path: Path, systemd: Systemd) -> None:
+    root = tmp_path / "root"
+    proc = start(["-m", "agent.cli", "--root", str(root), "daemon", "-c", str(EXAMPLE),
+                  "-c", str(no_join(tmp_path))], systemd)
+    try:
+        said = systemd.wait_for("READY=1")
+    finally:
+        if proc.poll() is not None:
+            print(proc.communicate()[0])
+    statuses = [m for m in said if m.startswith("STATUS=")]
+    assert statuses[-1] == "STATUS=bootstrapped: Bootstrapped: all phases completed"
+    conditions, final = read_status(Host(root)) or ([], False)
+    assert final and {c.type: c.status for c in conditions}["NodeBootstrapped"] == "True"
+
+    time.sleep(0.3)  # let start-up settle, then watch it idle
+    before = wakeups(proc.pid)
+    time.sleep(1.5)
+    assert wakeups(proc.pid) == before, "the idle daemon woke up"
+
+    code, out = stop(proc)
+    assert code == 0, out
+    assert "stopping on SIGTERM" in out
+    assert systemd.wait_for("STOPPING=1")
+    journal = Journal.load(Host(root))
+    assert {n: r.state for n, r in journal.phases.items()} == {
+        "network": "completed", "time": "completed", "cni": "completed"}  # join: skipped
 
 
 def test_sigterm_mid_bootstrap_stops_within_seconds_and_the_next_start_resumes(

@@ -1,7 +1,7 @@
 """The time phase against real chronyd, as a user runs it: `machine-agent run --only time`
 with a config file and --root.
 
-A chronyd serves time on 127.0.0.1:11123 (`local stratum 8`). The client chronyd is the
+A chronyd serves time on 127.0.0.1, on a free port (`local stratum 8`). The client chronyd is the
 node's: it runs on the file the agent rendered into the test's root, started by the
 agent's own reload step (spec.time.reloadCommand), and the gate watches it through chronyc
 on a private socket. Every chronyd runs with -x (the host clock is never touched), on
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,16 @@ from typing import Any
 
 import pytest
 
-SERVER_PORT = 11123
+
+def _free_udp_port() -> int:
+    """A port nobody on 127.0.0.1 uses now: concurrent runs must not share a server."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+SERVER_PORT = _free_udp_port()
 DEAD_PORT = 11125
 """Nothing serves NTP here: the 'server down' cases point at it."""
 pytestmark = pytest.mark.allow_processes
@@ -54,7 +64,7 @@ def ntp_answers(port: int) -> bool:
 
 @pytest.fixture
 def ntp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """A chronyd serving time on 127.0.0.1:11123; stopped afterwards."""
+    """A chronyd serving time on 127.0.0.1:SERVER_PORT; stopped afterwards."""
     assert not ntp_answers(SERVER_PORT), f"something already serves NTP on {SERVER_PORT}"
     home = private_dir(tmp_path_factory.mktemp("srv") / "run")
     conf = home / "server.conf"
@@ -185,12 +195,12 @@ def test_gate_opens_against_a_live_server(node: Node, ntp_server: int) -> None:
     assert "time     applied 2 change(s): clock synchronised to 127.0.0.1 (stratum 9)" \
         in run.stdout
     rendered = (node.root / "etc/chrony/chrony.conf").read_text()
-    assert "server 127.0.0.1 port 11123 iburst minpoll -2 maxpoll 0\n" in rendered
+    assert f"server 127.0.0.1 port {SERVER_PORT} iburst minpoll -2 maxpoll 0\n" in rendered
     cond = node.conditions()["TimeSynchronized"]
     assert (cond["status"], cond["reason"]) == ("True", "TimeSynchronized")
     result = node.status()["phases"]["time"]["result"]
     assert abs(result["offset"]) < 0.1 and result["stratum"] == 9
-    assert result["servers"] == [{"server": "127.0.0.1:11123", "reachable": True,
+    assert result["servers"] == [{"server": f"127.0.0.1:{SERVER_PORT}", "reachable": True,
                                   "stratum": 8, "offset": result["servers"][0]["offset"],
                                   "delay": result["servers"][0]["delay"]}]
     # chronyd itself selected the server ('*'), as `chronyc sources` shows it
@@ -266,7 +276,8 @@ def test_dropin_is_picked_up_by_chronyc_reload_sources(node: Node, ntp_server: i
     assert run.returncode == 0, run.stdout + run.stderr
     assert "reload chronyd's sources: chronyc -n -c -h" in run.stderr
     dropin = node.root / "etc/chrony/sources.d/machine-agent.sources"
-    assert "server 127.0.0.1 port 11123 iburst minpoll -2 maxpoll 0\n" in dropin.read_text()
+    wanted = f"server 127.0.0.1 port {SERVER_PORT} iburst minpoll -2 maxpoll 0\n"
+    assert wanted in dropin.read_text()
     assert not (node.root / "etc/chrony/chrony.conf").exists()
     cond = node.conditions()["TimeSynchronized"]
     assert (cond["status"], cond["reason"]) == ("True", "TimeSynchronized")

@@ -14,7 +14,8 @@ from agent.config import AgentConfig
 from agent.config.fields import Decoder
 from agent.errors import AgentError, Reason
 from agent.host import Host
-from agent.ipam.base import Allocation, ClaimRequest
+from agent.ipam import ledger
+from agent.ipam.base import Allocation, ClaimRequest, PluginEnv
 from agent.kube.facts import MachineFacts
 from agent.phases.base import PhaseContext
 from agent.phases.network import NetworkPhase, claims
@@ -27,6 +28,7 @@ class FakePlugin:
     def __init__(self, answer: Allocation) -> None:
         self.answer = answer
         self.requests: list[ClaimRequest] = []
+        self.envs: list[PluginEnv] = []
 
     def claim(self, request: ClaimRequest) -> Allocation:
         self.requests.append(request)
@@ -43,17 +45,13 @@ GOOD = Allocation("198.51.100.23", 24, "198.51.100.1", "ipv4", ("198.51.100.53",
 @pytest.fixture
 def plugin(monkeypatch: pytest.MonkeyPatch) -> FakePlugin:
     fake = FakePlugin(GOOD)
-    built: list[tuple[Any, Any]] = []
 
-    def factory(config: AgentConfig, host: Host) -> FakePlugin:
-        built.append((config, host))
+    def open_fake(name: str, settings: dict[str, Any], env: PluginEnv) -> FakePlugin:
+        assert name == "fake"
+        fake.envs.append(env)
         return fake
 
-    def load(name: str) -> object:
-        assert name == "fake"
-        return factory
-
-    monkeypatch.setattr(claims, "load_plugin_factory", load)
+    monkeypatch.setattr(claims, "open_plugin", open_fake)
     return fake
 
 
@@ -101,8 +99,23 @@ def test_apply_claims_by_machine_interface_and_family_and_renders_it(
     assert "Gateway=198.51.100.1" in network
     resolved = (tmp_path / "etc/systemd/resolved.conf.d/machine-agent.conf").read_text()
     assert "DNS=198.51.100.53" in resolved
-    assert phase.verify(ctx, phase.plan(ctx))["addresses"] == {
-        "eth0": ["192.0.2.10/24", "198.51.100.23/24"]}
+    result = phase.verify(ctx, phase.plan(ctx))
+    assert result["addresses"] == {"eth0": ["192.0.2.10/24", "198.51.100.23/24"]}
+    assert result["claimed"] == [{"interface": "eth0", "address": "198.51.100.23/24",
+                                  "gateway": "198.51.100.1", "backend": "fake",
+                                  "handle": "fake/23"}]
+    (env,) = plugin.envs
+    assert env.machine == MACHINE and env.host is ctx.host
+
+
+def test_each_claim_is_in_the_journal_at_once_for_reset(tmp_path: Path,
+                                                        plugin: FakePlugin) -> None:
+    ctx = context(tmp_path, agent_config(IPAM), MACHINE)
+    NetworkPhase().apply(ctx, NetworkPhase().plan(ctx))
+    (held,) = ledger.held(Journal.load(Host(tmp_path)))  # as a later process reads it
+    assert (held.plugin, held.claim_key, held.pool) == ("fake", "5f0c-uid/eth0/ipv4",
+                                                        "workers-v4")
+    assert held.allocation == GOOD
 
 
 def test_without_a_machine_the_claim_key_is_the_machine_id(tmp_path: Path,

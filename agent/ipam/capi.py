@@ -1,0 +1,275 @@
+"""The `capi` IPAM plugin: Cluster API IPAddressClaims in the management cluster.
+
+One IPAddressClaim per interface and family, in the Machine's namespace, owned by the
+Machine (ownerReferences: Cluster API's garbage collection deletes it with the Machine),
+labelled with the cluster name, naming the pool from the configuration. The pool's
+provider (in-cluster, Infoblox, NetBox, ...) answers with an IPAddress and sets the
+claim's `status.addressRef` (the contract: cluster-api docs/proposals/20220125-ipam-
+integration.md); the plugin waits on a watch (bounded) and reads address, prefix and
+gateway from it.
+
+Idempotent by claim key: the claim's name is derived from the Machine's name, the
+interface, the family and a hash of the claim key (which holds the Machine's UID), so a
+retry or a reboot finds the same claim, and a new Machine of the same name gets its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent.config import checks
+from agent.config.fields import Duration, setting
+from agent.errors import AgentError, PermanentError, Reason, TemporaryError
+from agent.ipam.base import (
+    Allocation,
+    ClaimRequest,
+    IPAMUnauthorized,
+    IPAMUnavailable,
+    PluginEnv,
+    PoolExhausted,
+    PoolNotFound,
+    validate_allocation,
+)
+from agent.kube.client import Client, Object, resource_path
+from agent.kube.errors import (
+    AlreadyExists,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+)
+from agent.kube.facts import MachineFacts
+from agent.kube.watch import Watcher
+
+GROUP = "ipam.cluster.x-k8s.io"
+CLUSTER_LABEL = "cluster.x-k8s.io/cluster-name"
+KEY_ANNOTATION = "machine-agent.io/claim-key"
+POLL = 0.2
+"""Seconds between checks that a released claim is gone."""
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+# The reasons Cluster API's IPAM contract gives a claim's Ready condition (and the
+# stand-in's pool controller sets): api/ipam/v1beta2 IPAddressClaim conditions.
+FAILED_REASONS = {"PoolNotReady": PoolNotFound, "PoolExhausted": PoolExhausted}
+
+
+@dataclass(frozen=True)
+class CAPIPool:
+    name: str = setting("Name of the pool object.", check=checks.k8s_name)
+    kind: str = setting("Kind of the pool: InClusterIPPool (in the Machine's namespace), "
+                        "GlobalInClusterIPPool, or another provider's kind.",
+                        default="InClusterIPPool", check=checks.k8s_kind)
+    api_group: str = setting("API group of the pool.", default=GROUP, check=checks.k8s_name)
+
+
+@dataclass(frozen=True)
+class CAPIOptions:
+    pools: dict[str, CAPIPool] = setting(
+        "Pools by the name spec.network uses. A name without an entry is an "
+        "InClusterIPPool of that name.", factory=dict)
+    api_version: Literal["v1beta2", "v1beta1"] = setting(
+        "Version of ipam.cluster.x-k8s.io to use (v1beta1 for Cluster API before 1.11).",
+        default="v1beta2")
+    timeout: Duration = setting(
+        "How long to wait for the provider to answer a claim, or to let a released one go.",
+        default=Duration(120), check=checks.positive)
+
+
+def claim_name(machine: str, interface: str, family: str, claim_key: str) -> str:
+    """A valid, deterministic object name: `<machine>-<interface>-<v4|v6>-<hash>`."""
+    digest = hashlib.sha256(claim_key.encode()).hexdigest()[:10]
+    iface = _NOT_DNS.sub("-", interface.lower()).strip("-") or "if"
+    head = f"{machine[:200].rstrip('.-')}-{iface[:20]}".strip("-")
+    return f"{head}-{family[-2:]}-{digest}"
+
+
+class CAPIPlugin:
+    name = "capi"
+    OPTIONS = CAPIOptions
+
+    def __init__(self, options: CAPIOptions, env: PluginEnv) -> None:
+        if not isinstance(env.management, Client) or env.machine is None:
+            raise PermanentError(
+                "the capi IPAM plugin needs the management cluster and the Machine",
+                reason=Reason.PoolNotFound,
+                hint="configure spec.management and spec.identity, or use another plugin")
+        self.options = options
+        self.client: Client = env.management
+        self.machine: MachineFacts = env.machine
+        self.clock = env.host.clock
+        self.claims = resource_path(GROUP, options.api_version, "ipaddressclaims",
+                                    namespace=self.machine.namespace)
+
+    # -- the interface ----------------------------------------------------------------
+
+    def claim(self, request: ClaimRequest) -> Allocation:
+        ref = self._pool_ref(request.pool)
+        name = claim_name(self.machine.name, request.interface, request.family,
+                          request.claim_key)
+        with _mapped(f"claim {self.machine.namespace}/{name}"):
+            claim = self._ensure_claim(name, ref, request)
+            claim = self._wait_for_address(claim, ref)
+            address = self.client.get(resource_path(
+                GROUP, self.options.api_version, "ipaddresses",
+                namespace=self.machine.namespace,
+                name=claim["status"]["addressRef"]["name"]))
+        spec = address.get("spec") or {}
+        alloc = Allocation(address=str(spec.get("address", "")),
+                           prefix=int(spec.get("prefix", -1)), gateway=spec.get("gateway"),
+                           family=request.family, handle=name,
+                           backend=f"capi {ref['kind']}/{ref['name']}")
+        return validate_allocation(alloc, request)
+
+    def release(self, allocation: Allocation) -> None:
+        with _mapped(f"release {self.machine.namespace}/{allocation.handle}"):
+            self._delete_and_wait(allocation.handle)
+
+    # -- the claim --------------------------------------------------------------------
+
+    def _pool_ref(self, pool: str) -> dict[str, str]:
+        configured = self.options.pools.get(pool)
+        if configured is None:
+            if checks.k8s_name(pool) is not None:
+                raise PoolNotFound(f"capi: pool {pool!r} is not configured and is not a "
+                                   "valid pool name",
+                                   hint="add it under spec.ipam.plugins.capi.pools")
+            configured = CAPIPool(name=pool)
+        return {"apiGroup": configured.api_group, "kind": configured.kind,
+                "name": configured.name}
+
+    def _body(self, name: str, ref: dict[str, str], request: ClaimRequest) -> Object:
+        m = self.machine
+        return {
+            "apiVersion": f"{GROUP}/{self.options.api_version}", "kind": "IPAddressClaim",
+            "metadata": {
+                "name": name, "namespace": m.namespace,
+                "labels": {CLUSTER_LABEL: m.cluster_name},
+                "annotations": {KEY_ANNOTATION: request.claim_key},
+                # No controller/blockOwnerDeletion: those need rights on the Machine the
+                # node does not have; plain ownership is enough for garbage collection.
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2",
+                                     "kind": "Machine", "name": m.name, "uid": m.uid}]},
+            "spec": {"clusterName": m.cluster_name, "poolRef": ref},
+        }
+
+    def _ensure_claim(self, name: str, ref: dict[str, str], request: ClaimRequest) -> Object:
+        """The claim of this key: created, or found from an earlier attempt."""
+        for _ in range(2):
+            try:
+                return self.client.create(self.claims, self._body(name, ref, request))
+            except AlreadyExists:
+                pass
+            existing = self.client.get(f"{self.claims}/{name}")
+            if existing["metadata"].get("deletionTimestamp"):
+                # released a moment ago (or by an earlier failed attempt): let it go first
+                self._delete_and_wait(name)
+                continue
+            key = (existing["metadata"].get("annotations") or {}).get(KEY_ANNOTATION)
+            if key != request.claim_key:
+                raise PermanentError(
+                    f"capi: IPAddressClaim {self.machine.namespace}/{name} exists for claim "
+                    f"key {key!r}, not {request.claim_key!r}", reason=Reason.InvalidAllocation,
+                    hint="delete that claim if it is stale")
+            if existing["spec"].get("poolRef") != ref:
+                raise PermanentError(
+                    f"capi: IPAddressClaim {self.machine.namespace}/{name} names pool "
+                    f"{existing['spec'].get('poolRef')}, the configuration {ref}",
+                    reason=Reason.InvalidAllocation,
+                    hint="release it first (machine-agent reset) to claim from the new pool")
+            return existing
+        raise IPAMUnavailable(f"capi: IPAddressClaim {self.machine.namespace}/{name} is "
+                              "being deleted and came back; try again")
+
+    def _wait_for_address(self, claim: Object, ref: dict[str, str]) -> Object:
+        name = claim["metadata"]["name"]
+
+        def answered(obj: Object) -> bool:
+            return bool(_address_name(obj)) or _failure(obj) is not None
+
+        where = f"IPAddressClaim {self.machine.namespace}/{name}"
+        if not answered(claim):
+            deadline = self.clock.monotonic() + float(self.options.timeout)
+            watcher = Watcher(self.client, self.claims,
+                              field_selector=f"metadata.name={name}",
+                              monotonic=self.clock.monotonic)
+            try:
+                claim = watcher.until(answered, deadline,
+                                      f"an IPAddress for {where} from {ref['kind']} "
+                                      f"{ref['name']!r}")
+            except TemporaryError as err:  # the watch's deadline passed
+                raise IPAMUnavailable(
+                    f"capi: no IPAddress for {where} within {self.options.timeout:g}s: "
+                    f"the provider of {ref['kind']} {ref['name']!r} did not answer",
+                    hint=f"check that the pool exists and has free addresses and that its "
+                         f"provider runs (kubectl describe ipaddressclaim -n "
+                         f"{self.machine.namespace} {name})") from err
+        failure = _failure(claim)
+        if failure is not None and not _address_name(claim):
+            reason, message = failure
+            # nothing half-created: a claim the provider refused must not grab an
+            # address later, when the node has stopped waiting for it
+            self._delete_and_wait(name)
+            raise FAILED_REASONS[reason](
+                f"capi: {ref['kind']} {ref['name']!r} refused {where} ({reason}): {message}")
+        return claim
+
+    def _delete_and_wait(self, name: str) -> None:
+        """Delete the claim and wait (bounded) until it is gone: the provider's finalizer
+        frees its address first."""
+        path = f"{self.claims}/{name}"
+        try:
+            self.client.delete(path)
+        except NotFound:
+            return
+        deadline = self.clock.monotonic() + float(self.options.timeout)
+        while self.clock.monotonic() < deadline:
+            try:
+                self.client.get(path)
+            except NotFound:
+                return
+            self.clock.sleep(POLL)
+        raise IPAMUnavailable(f"capi: IPAddressClaim {self.machine.namespace}/{name} was "
+                              f"deleted but still exists after {self.options.timeout:g}s",
+                              hint="its provider's finalizer did not release the address; "
+                                   "check that the provider runs")
+
+
+def _address_name(claim: Object) -> str:
+    return str(((claim.get("status") or {}).get("addressRef") or {}).get("name") or "")
+
+
+def _failure(claim: Object) -> tuple[str, str] | None:
+    """(reason, message) of a Ready=False condition that means the claim will not be
+    fulfilled as things stand; providers that set no conditions never give one."""
+    for cond in (claim.get("status") or {}).get("conditions") or []:
+        if (cond.get("type") == "Ready" and cond.get("status") == "False"
+                and cond.get("reason") in FAILED_REASONS):
+            return str(cond["reason"]), str(cond.get("message") or "")
+    return None
+
+
+class _mapped:
+    """Management-API errors as IPAM errors: no answer or 5xx is IPAMUnavailable,
+    401/403 IPAMUnauthorized, a missing API PoolNotFound."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
+                 tb: Any) -> None:
+        if err is None or not isinstance(err, AgentError) or err.reason in (
+                Reason.PoolExhausted, Reason.PoolNotFound, Reason.IPAMUnavailable,
+                Reason.InvalidAllocation, Reason.IPAMUnauthorized):
+            return
+        message = f"capi: {self.what}: {err.message}"
+        if isinstance(err, Unauthorized | Forbidden):
+            raise IPAMUnauthorized(message, hint=err.hint) from err
+        if isinstance(err, NotFound):
+            raise PoolNotFound(message, hint="are Cluster API's IPAM CRDs installed "
+                                             "(ipam.cluster.x-k8s.io)?") from err
+        if err.temporary:
+            raise IPAMUnavailable(message) from err

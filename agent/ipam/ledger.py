@@ -1,0 +1,57 @@
+"""The node's own record of what it claimed, kept in the journal (`extra["ipam"]`).
+
+Written right after each claim, before anything else can fail, so `machine-agent reset`
+can give back every address this node holds even when the network phase never finished.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agent.ipam.base import Allocation, ClaimRequest
+from agent.state import Journal
+
+OWNER = "ipam"
+
+
+@dataclass(frozen=True)
+class Held:
+    """One address this node holds: which plugin gave it, and how to give it back."""
+
+    plugin: str
+    claim_key: str
+    pool: str
+    interface: str
+    allocation: Allocation
+
+    def as_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["allocation"]["dns_servers"] = list(self.allocation.dns_servers)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Held:
+        alloc = dict(doc["allocation"])
+        alloc["dns_servers"] = tuple(alloc.get("dns_servers") or ())
+        return cls(doc["plugin"], doc["claim_key"], doc["pool"], doc["interface"],
+                   Allocation(**alloc))
+
+
+def record(journal: Journal, plugin: str, request: ClaimRequest, alloc: Allocation) -> None:
+    """Remember `alloc` under its claim key (saved at once; unchanged entries are not
+    rewritten)."""
+    entry = Held(plugin, request.claim_key, request.pool, request.interface, alloc).as_json()
+    held = journal.extra.setdefault(OWNER, {})
+    if held.get(request.claim_key) != entry:
+        held[request.claim_key] = entry
+        journal.save()
+
+
+def held(journal: Journal) -> list[Held]:
+    return [Held.from_json(doc) for _, doc in sorted(journal.extra.get(OWNER, {}).items())]
+
+
+def forget(journal: Journal, claim_key: str) -> None:
+    journal.extra.get(OWNER, {}).pop(claim_key, None)
+    journal.save()

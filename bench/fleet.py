@@ -1,0 +1,409 @@
+"""A fleet of agents reporting to one management API: requests in total, latency, and the
+request rate after an outage against the steady rate.
+
+The scenario is a rolling provisioning: N machines boot at uniformly random times over the
+run; each runs a bootstrap's reporting (four phases, each "running", three progress
+messages, then True; the summary and a final publish) through the real
+`agent.kube.reporter.MachineReporter` on the real `agent.kube.client.Client` (one
+requests Session, so one keep-alive TLS connection, per agent). Agents are threads, a few
+hundred per worker process (`python -m bench.fleet` reads its share as JSON on stdin);
+the API stand-in (`python -m agent.sandbox.apiserver`) is its own process, so its CPU
+does not share a GIL with the agents. After a warm-up (one bootstrap's length) and a
+steady window, the stand-in drops every API request for the outage (its fault API, path
+`^/apis?/`), then serves again; the rate in the window after it is compared with the
+steady rate.
+
+Rates and latencies are the agents' own (each request timed in the Session, dropped
+ones counted as sent); the total is the stand-in's counter. Only the IPAM claim path is
+missing: the `capi` plugin is not on main yet.
+
+Quick mode runs the same scenario 12 times faster (every agent-side time — reporting
+interval, retry backoff, bootstrap pace — and the outage scaled by 1/12) with a tenth of
+the agents, so the load on the stand-in is the same.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bench.table import Row, sample
+
+if TYPE_CHECKING:
+    import requests
+
+NAMESPACE = "fleet"
+CLUSTER = "fleet"
+GROUP = "fleet:agents"
+PHASES = {"NetworkReady": "NetworkConfigured", "TimeSynchronized": "TimeSynchronized",
+          "NodeJoined": "Joined", "CNIReady": "CNIInstalled"}
+"""Each phase's condition and its success reason."""
+PROGRESS_STEPS = 3
+API_PATHS = "^/apis?/"
+"""What the outage drops: every API request, not the stand-in's /sandbox hooks."""
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Scenario:
+    agents: int
+    workers: int
+    scale: float
+    """Every agent-side time and the windows, as a fraction of the full run's."""
+    step: float = 2.5
+    """Seconds between one bootstrap's progress messages (each a publish)."""
+    warmup: float = 40.0
+    """One bootstrap's length: the rate is steady once the first ones finished."""
+    steady: float = 60.0
+    outage: float = 60.0
+    back: float = 60.0
+    """The window after the outage whose rate is compared with the steady one."""
+    tail: float = 20.0
+
+    @property
+    def total(self) -> float:
+        return (self.warmup + self.steady + self.outage + self.back + self.tail) * self.scale
+
+    def window(self, name: str) -> tuple[float, float]:
+        """(start, end) of `steady`, `outage` or `back`, in seconds from the start."""
+        start = self.warmup
+        for part in ("steady", "outage", "back"):
+            length = float(getattr(self, part))
+            if part == name:
+                return start * self.scale, (start + length) * self.scale
+            start += length
+        raise KeyError(name)
+
+
+FULL = Scenario(agents=1000, workers=4, scale=1.0)
+QUICK = Scenario(agents=100, workers=2, scale=1 / 12)
+
+
+# -- the stand-in ----------------------------------------------------------------------
+
+@dataclass
+class Api:
+    url: str
+    ca: str
+    token: str
+    session: requests.Session
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        r = self.session.request(method, self.url + path, verify=self.ca, timeout=30,
+                                 data=json.dumps(body) if body is not None else None,
+                                 headers={"Authorization": f"Bearer {self.token}",
+                                          "Content-Type": "application/json"})
+        if r.status_code >= 300:
+            raise SystemExit(f"{method} {path}: {r.status_code} {r.text[:300]}")
+        return r.json()
+
+
+@contextmanager
+def standin(state: Path) -> Iterator[Api]:
+    """The stand-in as its own process, until the block ends."""
+    import requests
+    import yaml
+
+    proc = subprocess.Popen([sys.executable, "-m", "agent.sandbox.apiserver", "--port", "0",
+                             "--state-dir", str(state), "--no-ipam"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        url = proc.stdout.readline().strip() if ready else ""
+        if not url.startswith("https://"):
+            raise SystemExit("the API stand-in did not start within 30 s")
+        config = yaml.safe_load((state / "admin.kubeconfig").read_text())
+        session = requests.Session()
+        session.trust_env = False
+        yield Api(url, str(state / "ca.crt"), config["users"][0]["user"]["token"], session)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def seed(api: Api, agents: int) -> list[dict[str, str]]:
+    """The namespace, one Role for every agent (bound to a group: the stand-in's
+    authorizer scans every binding per request, which 1,000 per-node Roles would turn
+    into its own cost), and per agent a Machine and a token."""
+    capi = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}"
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"
+    api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": NAMESPACE}})
+    api.call("POST", f"{capi}/clusters", {
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": CLUSTER},
+        "spec": {"controlPlaneEndpoint": {"host": "203.0.113.10", "port": 6443}}})
+    # The reporting rules of agent/templates/rbac/node-rbac.yaml, without resourceNames.
+    api.call("POST", f"{rbac}/roles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "fleet-agent"},
+        "rules": [{"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines/status"],
+                   "verbs": ["patch"]},
+                  {"apiGroups": ["events.k8s.io"], "resources": ["events"],
+                   "verbs": ["create"]}]})
+    api.call("POST", f"{rbac}/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "fleet-agent"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "fleet-agent"},
+        "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
+                      "name": GROUP}]})
+    out = []
+    for i in range(agents):
+        name = f"worker-{i:04d}"
+        machine = api.call("POST", f"{capi}/machines", {
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+            "metadata": {"name": name},
+            "spec": {"clusterName": CLUSTER, "version": "v1.31.2",
+                     "bootstrap": {"dataSecretName": f"{name}-bootstrap"},
+                     "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                                           "kind": "Metal3Machine", "name": name}}})
+        token = api.call("POST", "/sandbox/v1/tokens", {
+            "user": f"system:serviceaccount:{NAMESPACE}:machine-agent-{name}",
+            "groups": [GROUP]})["token"]
+        out.append({"name": name, "uid": machine["metadata"]["uid"], "token": token})
+    return out
+
+
+def api_requests(api: Api) -> Counter[str]:
+    """The stand-in's count of API requests so far, by verb (its own hooks left out)."""
+    by_verb: Counter[str] = Counter()
+    for c in api.call("GET", "/sandbox/v1/counters")["counters"]:
+        if not c["resource"].startswith("/sandbox"):
+            by_verb[c["verb"]] += c["count"]
+    return by_verb
+
+
+# -- the driver ------------------------------------------------------------------------
+
+def run_fleet(api: Api, agents: list[dict[str, str]], sc: Scenario,
+              rng: random.Random) -> tuple[list[list[float]], list[dict[str, Any]], float]:
+    """Start the workers, run the outage on schedule; (requests, bootstraps, t0)."""
+    start = time.monotonic() + 3.0 + len(agents) / 500  # time for the workers to start
+    shares: list[list[dict[str, Any]]] = [[] for _ in range(sc.workers)]
+    # Bootstraps start at a steady pace until the window after the outage ends.
+    last_boot = sc.window("back")[1] / sc.scale
+    for i, agent in enumerate(agents):
+        shares[i % sc.workers].append({**agent, "boot": rng.uniform(0, last_boot)})
+    procs = []
+    for k, share in enumerate(shares):
+        spec = {"url": api.url, "ca": api.ca, "start": start, "scenario": asdict(sc),
+                "agents": share, "seed": rng.randrange(2**32), "worker": k}
+        proc = subprocess.Popen([sys.executable, "-m", "bench.fleet"], cwd=ROOT,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(spec))
+        proc.stdin.close()
+        procs.append(proc)
+    try:
+        down, up = (start + t for t in sc.window("outage"))
+        time.sleep(max(0.0, down - time.monotonic()))
+        api.call("POST", "/sandbox/v1/faults", {"kind": "drop", "path": API_PATHS})
+        time.sleep(max(0.0, up - time.monotonic()))
+        api.call("DELETE", "/sandbox/v1/faults")
+        reqs: list[list[float]] = []
+        boots: list[dict[str, Any]] = []
+        for proc in procs:
+            assert proc.stdout is not None
+            ready, _, _ = select.select([proc.stdout], [], [], sc.total + 120)
+            out = proc.stdout.read() if ready else ""
+            proc.wait(timeout=30)
+            if proc.returncode != 0:
+                raise SystemExit(f"a fleet worker failed ({proc.returncode})")
+            result = json.loads(out)
+            reqs.extend(result["requests"])
+            boots.extend(result["bootstraps"])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    return reqs, boots, start
+
+
+def measure(quick: bool) -> list[Row]:
+    sc = QUICK if quick else FULL
+    rng = random.Random(13)
+    with tempfile.TemporaryDirectory(prefix="ma-bench-fleet-") as tmp, \
+            standin(Path(tmp) / "api") as api:
+        agents = seed(api, sc.agents)
+        api.call("DELETE", "/sandbox/v1/counters")
+        reqs, boots, t0 = run_fleet(api, agents, sc, rng)
+        served = api_requests(api)
+    return rows(sc, reqs, boots, t0, served)
+
+
+def rows(sc: Scenario, reqs: list[list[float]], boots: list[dict[str, Any]], t0: float,
+         served: Counter[str]) -> list[Row]:
+    """Requests are [sent, seconds, HTTP status or 0 for no answer]."""
+    def within(name: str) -> list[list[float]]:
+        lo, hi = sc.window(name)
+        return [r for r in reqs if lo <= r[0] - t0 < hi]
+
+    def rate(name: str) -> float:
+        lo, hi = sc.window(name)
+        return len(within(name)) / (hi - lo)
+
+    def pct(values: list[float], q: float) -> float:
+        values = sorted(values)
+        return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
+
+    steady = [r[1] for r in within("steady") if r[2]]
+    back = [r[1] for r in within("back") if r[2]]
+    lo, hi = sc.window("back")
+    slot = (hi - lo) / 12  # 5 s of the full run's minute
+    per_slot = Counter(int((r[0] - t0 - lo) // slot) for r in within("back"))
+    peak = max(per_slot.values(), default=0) / slot
+    finished = [b for b in boots if b["finished"] is not None]
+    undelivered = sum(1 for b in finished if not b["delivered"])
+    outage = f"{sc.outage * sc.scale:.3g} s"
+    window = f"{sc.back * sc.scale:.3g} s"
+    shown = ", ".join(f"{n} {verb}" for verb, n in sorted(served.items()))
+    steady_rate = sample([rate("steady")], "req/s")
+    return [
+        Row(f"fleet: {sc.agents} agents, API requests in total ({shown})",
+            sample([sum(served.values())], "req"), goal="(reference; agents sent "
+            f"{len(reqs)})"),
+        Row("fleet: request latency p50, steady", sample([pct(steady, 0.5)], "s"),
+            goal="(reference)"),
+        Row("fleet: request latency p99, steady", sample([pct(steady, 0.99)], "s"),
+            goal="(reference)"),
+        Row(f"fleet: request latency p99, first {window} after the outage",
+            sample([pct(back, 0.99)], "s"), sample([pct(steady, 0.99)], "s"),
+            "steady p99", "(reference)"),
+        Row(f"fleet: request rate during a {outage} outage (all dropped)",
+            sample([rate("outage")], "req/s"), steady_rate, "steady rate", "(reference)"),
+        Row(f"fleet: request rate in the first {window} after the outage",
+            sample([rate("back")], "req/s"), steady_rate, "steady rate",
+            "<= 2x steady", max_ratio=2.0),
+        Row(f"fleet: busiest {slot:.3g} s of those", sample([peak], "req/s"), steady_rate,
+            "steady rate", "(reference)"),
+        Row(f"fleet: bootstraps whose final status was not delivered (of {len(finished)})",
+            sample([undelivered], "boots"), goal="(reference)"),
+    ]
+
+
+# -- a worker: its share of the agents, as threads ----------------------------------------
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    import logging
+
+    import requests
+
+    from agent.errors import Reason
+    from agent.host import Clock, Host
+    from agent.kube.client import Client
+    from agent.kube.facts import MachineFacts
+    from agent.kube.kubeconfig import Credentials
+    from agent.kube.machine import MachineView
+    from agent.kube.reporter import DELIVERY_BACKOFF, MachineReporter
+    from agent.report import SUMMARY, Conditions
+    from agent.retry import Backoff
+    from agent.state import Journal
+
+    logging.basicConfig(level=logging.CRITICAL)  # 1,000 agents' warnings are noise here
+    sc = Scenario(**spec["scenario"])
+    start: float = spec["start"]
+    end = start + sc.total
+    stop = threading.Event()
+    sent: list[list[float]] = []  # list.append is atomic: shared by every agent
+    boots: list[dict[str, Any]] = []
+    backoff = Backoff(DELIVERY_BACKOFF.base * sc.scale, DELIVERY_BACKOFF.cap * sc.scale,
+                      DELIVERY_BACKOFF.attempts)
+
+    class TimedSession(requests.Session):
+        def request(self, method: str | bytes, url: str | bytes, *args: Any,
+                    **kwargs: Any) -> requests.Response:
+            begun = time.monotonic()
+            try:
+                response = super().request(method, url, *args, **kwargs)
+            except requests.RequestException:
+                sent.append([begun, time.monotonic() - begun, 0])
+                raise
+            sent.append([begun, time.monotonic() - begun, response.status_code])
+            return response
+
+    class FleetClock(Clock):
+        """Real time; a wait ends early when the run is over."""
+
+        def sleep(self, seconds: float) -> None:
+            stop.wait(max(0.0, seconds))
+
+    class MemoryJournal(Journal):
+        """Saves are the node's local disk, not the management API's load."""
+
+        def save(self) -> None:
+            pass
+
+    clock = FleetClock()
+    host = Host(tempfile.gettempdir(), read_only=True, clock=clock)
+
+    def bootstrap(agent: dict[str, str], rng: random.Random) -> None:
+        if stop.wait(max(0.0, start + float(agent["boot"]) * sc.scale - time.monotonic())):
+            return
+        client = Client(Credentials(spec["url"], token=agent["token"], ca_file=spec["ca"]),
+                        timeout=10.0, session=TimedSession(), sleep=clock.sleep)
+        view = MachineView(MachineFacts(NAMESPACE, agent["name"], agent["uid"], CLUSTER),
+                           "v1beta2", 1, None)
+        reporter = MachineReporter(client, view, MemoryJournal(host), clock=clock,
+                                   interval=5.0 * sc.scale, backoff=backoff)
+        conditions = Conditions(host, list(PHASES))
+        record: dict[str, Any] = {"name": agent["name"], "finished": None,
+                                  "delivered": False}
+        boots.append(record)
+        try:
+            for phase in PHASES:
+                conditions.set(phase, "Unknown", Reason.InProgress, "running")
+                reporter.publish(conditions.all(), final=False)
+                for k in range(PROGRESS_STEPS):
+                    # A step's length varies as real waits do (NTP, kubeadm).
+                    if stop.wait(rng.uniform(0.5, 1.5) * sc.step * sc.scale):
+                        return
+                    conditions.set(phase, "Unknown", Reason.InProgress,
+                                   f"waiting ({k + 1}/{PROGRESS_STEPS})")
+                    reporter.publish(conditions.all(), final=False)
+                if stop.wait(rng.uniform(0.5, 1.5) * sc.step * sc.scale):
+                    return
+                conditions.set(phase, "True", Reason(PHASES[phase]), "done")
+            conditions.set(SUMMARY, "True", Reason.Bootstrapped, "all phases completed")
+            reporter.publish(conditions.all(), final=True)
+            if not stop.is_set():  # the run's end cuts the final retries short
+                record["finished"] = time.monotonic()
+                record["delivered"] = not reporter.pending
+        finally:
+            reporter.close()
+            client.session.close()
+
+    threads = []
+    for i, agent in enumerate(spec["agents"]):
+        rng = random.Random(spec["seed"] * 100003 + i)
+        t = threading.Thread(target=bootstrap, args=(agent, rng), daemon=True)
+        t.start()
+        threads.append(t)
+    stop.wait(max(0.0, end - time.monotonic()))
+    stop.set()
+    for t in threads:
+        t.join(timeout=max(0.1, end + 15 - time.monotonic()))
+    return {"requests": list(sent), "bootstraps": list(boots)}
+
+
+if __name__ == "__main__":
+    json.dump(worker(json.load(sys.stdin)), sys.stdout)

@@ -1,0 +1,122 @@
+"""The IPAM backends the conformance suite runs against, behind one small harness.
+
+Each harness builds a plugin as the agent would (through its entry point and checked
+settings), names pools for the cases, and, where the backend can show them, makes a
+plugin with bad credentials and takes the backend away for a while.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.host import Host
+from agent.ipam.base import IPAMPlugin, PluginEnv, open_plugin
+from tests.integration.ipam.conftest import Management, NetBox
+from tests.integration.ipam.tcpproxy import TCPProxy
+
+TOKEN_FILE = "/etc/machine-agent/netbox.token"
+
+
+@dataclass
+class Harness:
+    name: str
+    settings: dict[str, Any]
+    env: PluginEnv
+    pools: dict[str, str]
+    """Case → pool name: `v4`, `v6` (at least 20 free addresses), `small` (`small_size`)."""
+    small_size: int = 3
+    bad_credentials: Callable[[], IPAMPlugin] | None = None
+    outage: Callable[[], contextlib.AbstractContextManager[None]] | None = None
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
+
+    def plugin(self) -> IPAMPlugin:
+        return open_plugin(self.name, {self.name: self.settings}, self.env)
+
+    def down(self) -> contextlib.AbstractContextManager[None]:
+        assert self.outage is not None
+        return self.outage()
+
+
+def static_harness(tmp_path: Path) -> Harness:
+    settings = {"pools": {
+        "v4": {"addresses": ["192.0.2.0/24"], "prefix": 24, "gateway": "192.0.2.1",
+               "dnsServers": ["192.0.2.53"]},
+        "v6": {"addresses": ["2001:db8:10::100-2001:db8:10::1ff"], "prefix": 64,
+               "gateway": "2001:db8:10::1"},
+        "small": {"addresses": ["198.51.100.1-198.51.100.4"], "prefix": 28,
+                  "gateway": "198.51.100.1"},
+    }}
+    return Harness("static", settings, PluginEnv(Host(tmp_path)),
+                   {"v4": "v4", "v6": "v6", "small": "small"})
+
+
+def netbox_settings(url: str) -> dict[str, Any]:
+    return {"url": url, "tokenFile": TOKEN_FILE, "timeout": "30s", "pools": {
+        "v4": {"prefix": "192.0.2.0/24"}, "small": {"prefix": "198.51.100.0/28"},
+        "range": {"ipRange": "203.0.113.10"}}}
+
+
+def netbox_harness(tmp_path: Path, netbox: NetBox) -> Harness:
+    """The real NetBox, reached through a proxy that the outage case stops and starts.
+    Pool `v6` is named by its prefix (no entry needed); `small` offers 13 addresses
+    (.2-.14: network, broadcast and the tagged gateway .1 are never handed out)."""
+    host = Host(tmp_path)
+    host.write_file(TOKEN_FILE, netbox.token + "\n", mode=0o600)
+    target = netbox.url.removeprefix("http://").rsplit(":", 1)
+    proxy = TCPProxy((target[0], int(target[1]))).start()
+    harness = Harness("netbox", netbox_settings(proxy.url), PluginEnv(host),
+                      {"v4": "v4", "v6": "2001:db8:10::/64", "small": "small"}, small_size=13)
+
+    def bad_credentials() -> IPAMPlugin:
+        Host(tmp_path / "bad").write_file(TOKEN_FILE, "nbt_machineagent.WrongSecret\n")
+        return open_plugin("netbox", {"netbox": harness.settings},
+                           PluginEnv(Host(tmp_path / "bad")))
+
+    @contextlib.contextmanager
+    def outage() -> Iterator[None]:
+        proxy.stop()
+        try:
+            yield
+        finally:
+            proxy.start()
+
+    harness.bad_credentials, harness.outage = bad_credentials, outage
+    harness.cleanup.append(proxy.stop)
+    return harness
+
+
+def capi_harness(tmp_path: Path, world: Management) -> Harness:
+    """IPAddressClaims in the management cluster; the stand-in's pool controller (or the
+    test, against a real server) plays the in-cluster provider."""
+    v4 = world.pool("v4", ["192.0.2.0/24"], 24, gateway="192.0.2.1")
+    v6 = world.pool("v6", ["2001:db8:10::100-2001:db8:10::1ff"], 64, gateway="2001:db8:10::1",
+                    kind="GlobalInClusterIPPool")
+    small = world.pool("small", ["198.51.100.2-198.51.100.4"], 28, gateway="198.51.100.1")
+    settings = {"timeout": "20s", "pools": {
+        "v4": {"name": v4}, "small": {"name": small},
+        "v6": {"name": v6, "kind": "GlobalInClusterIPPool"}}}
+    host = Host(tmp_path)
+    harness = Harness("capi", settings, PluginEnv(host, world.machine, world.client),
+                      {"v4": "v4", "v6": "v6", "small": "small"}, small_size=3)
+
+    def bad_credentials() -> IPAMPlugin:
+        return open_plugin("capi", {"capi": settings},
+                           PluginEnv(host, world.machine, world.client_with("not-a-token")))
+
+    harness.bad_credentials = bad_credentials
+    standin = world.standin
+    if standin is not None:  # fault injection is a hook of the stand-in only
+        @contextlib.contextmanager
+        def outage() -> Iterator[None]:
+            fault = standin.faults.add("500", path="ipaddressclaims")
+            try:
+                yield
+            finally:
+                standin.faults.clear(fault)
+
+        harness.outage = outage
+    return harness
