@@ -52,7 +52,7 @@ from agent.retry import Backoff
 from agent.session import Session
 from agent.systemd import Notifier, SystemdReporter, Watchdog
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("agent.daemon")  # the name service logs are known by
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
