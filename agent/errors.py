@@ -67,6 +67,12 @@ class Reason(enum.StrEnum):
     # CNI
     CNIInstalled = "CNIInstalled"
     CNIBroken = "CNIBroken"
+    # lifecycle (the daemon, after the bootstrap)
+    NodeReset = "NodeReset"
+    AddressesReleased = "AddressesReleased"
+    CNIConfigRemoved = "CNIConfigRemoved"
+    CleanedUp = "CleanedUp"
+    Reconfigured = "Reconfigured"
 
     @property
     def info(self) -> ReasonInfo:
@@ -183,6 +189,21 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.CNIBroken: ReasonInfo(
         "The CNI check failed; the plugin's own error is in the message.",
         "Fix the conflist or plugin binaries named in the message."),
+    Reason.NodeReset: ReasonInfo(
+        "The Machine is being deleted and `kubeadm reset -f` undid the join.",
+        "Nothing to do; CAPI deletes the Machine once its finalizers are gone."),
+    Reason.AddressesReleased: ReasonInfo(
+        "The Machine is being deleted and the IPAM addresses this node claimed were "
+        "given back.", "Nothing to do."),
+    Reason.CNIConfigRemoved: ReasonInfo(
+        "The Machine is being deleted and the CNI configuration list the agent wrote "
+        "was removed.", "Nothing to do."),
+    Reason.Reconfigured: ReasonInfo(
+        "A changed AgentConfig (the Machine's ConfigMap or Secret) was planned and applied "
+        "to the phases in spec.lifecycle.reconfigure.", "Nothing to do."),
+    Reason.CleanedUp: ReasonInfo(
+        "Every step of spec.lifecycle.onDelete ran; the node no longer acts as this "
+        "Machine.", "Nothing to do; reimage or reuse the host."),
 }
 
 

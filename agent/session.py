@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from agent.config import LoadedConfig, default_sources, load_config
+from agent.config.sources import Source
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.credentials import store_credentials
 from agent.kube.kubeconfig import load_credentials
-from agent.kube.machine import MachineReader, MachineView
+from agent.kube.machine import MachineReader, MachineView, ManagementSource
 from agent.kube.reporter import MachineReporter
 from agent.orchestrator import Orchestrator
 from agent.phases.base import Phase
@@ -32,12 +33,25 @@ class Session:
     loaded: LoadedConfig
     machine: MachineView | None = None
     client: Client | None = None
+    local_sources: list[Source] = field(default_factory=list)
+    """The node's own sources, without the Machine's configuration (the daemon loads
+    them again with a changed ConfigMap or Secret on top)."""
+
+    def with_machine_config(self, host: Host, config: ManagementSource | None) -> Session:
+        """This session with the Machine's configuration replaced by `config` (as the
+        daemon's watch saw it change); ConfigError when the result is invalid."""
+        sources = [*self.local_sources, config] if config is not None else self.local_sources
+        machine = replace(self.machine, config=config) if self.machine else None
+        return Session(load_config(host, sources), machine, self.client, self.local_sources)
 
     def orchestrator(self, host: Host, *, reporting: bool = True,
-                     phases: list[Phase] | None = None) -> Orchestrator:
+                     phases: list[Phase] | None = None,
+                     background_delivery: bool = False) -> Orchestrator:
         """The orchestrator for this configuration and Machine (and `phases`, default
         all); with `reporting`, its reporters: the local status file, CABPK's sentinel,
-        the Machine's status."""
+        the Machine's status. `background_delivery` (the daemon): the final report is
+        tried once, then retried in the background until delivered, instead of holding
+        the caller up."""
         facts = self.machine.facts if self.machine else None
         orchestrator = Orchestrator(self.loaded, host, machine=facts, phases=phases,
                                     management=self.client)
@@ -53,7 +67,9 @@ class Session:
             # (one journal object, one writer of the file).
             orchestrator.reporters.append(MachineReporter(
                 self.client, self.machine, orchestrator.journal, clock=host.clock,
-                conditions=spec.conditions, events=spec.events))
+                conditions=spec.conditions, events=spec.events,
+                final_attempts=1 if background_delivery else 8,
+                keep_trying=background_delivery))
         return orchestrator
 
 
@@ -63,7 +79,7 @@ def open_session(host: Host, files: Iterable[str] = (), *,
     """Load the configuration; with spec.management, read the Machine and add its
     configuration. `wait_for_bootstrap=False` (plan, config show) does not wait for the
     bootstrap data to appear; `cloud_init_wait` bounds the wait for cloud-init."""
-    sources = default_sources(files, cloud_init_wait=cloud_init_wait)
+    sources = list(default_sources(files, cloud_init_wait=cloud_init_wait))
     local = load_config(host, sources)
     spec = local.config.spec
     if not spec.management.configured:
@@ -79,6 +95,5 @@ def open_session(host: Host, files: Iterable[str] = (), *,
     machine = retry(lambda: reader.read(spec.identity), backoff, sleep=host.clock.sleep,
                     on_retry=lambda err, n, pause: log.warning(
                         "reading the Machine failed (%s); retrying in %.1fs", err, pause))
-    if machine.config is not None:
-        sources = [*sources, machine.config]
-    return Session(load_config(host, sources), machine, client)
+    full = [*sources, machine.config] if machine.config is not None else sources
+    return Session(load_config(host, full), machine, client, sources)

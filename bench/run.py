@@ -16,7 +16,8 @@ import time
 
 from bench.table import Row, print_table
 
-BENCHMARKS = ("startup", "plan_render", "bootstrap", "network_apply", "fleet")
+BENCHMARKS = ("startup", "plan_render", "bootstrap", "network_apply", "fleet",
+              "idle_daemon")
 
 
 def main(argv: list[str] | None = None) -> int:

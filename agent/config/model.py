@@ -10,6 +10,7 @@ from agent.config.fields import setting
 from agent.config.identity import IdentitySpec
 from agent.config.ipam import IPAMSpec
 from agent.config.join import JoinSpec
+from agent.config.lifecycle import LifecycleSpec
 from agent.config.management import ManagementSpec
 from agent.config.network import NetworkSpec
 from agent.config.reporting import ReportingSpec
@@ -35,6 +36,9 @@ class AgentSpec:
     cni: CNISpec = setting("Container network plugins and configuration.", factory=CNISpec)
     reporting: ReportingSpec = setting("Where progress is reported.", factory=ReportingSpec)
     retry: RetrySpec = setting("Retries of temporary failures.", factory=RetrySpec)
+    lifecycle: LifecycleSpec = setting(
+        "What the daemon does after the bootstrap: Machine deletion, config changes.",
+        factory=LifecycleSpec)
     skip_phases: list[Literal["network", "time", "join", "cni"]] = setting(
         "Phases never run on this node.", factory=list)
 

@@ -6,10 +6,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from agent.errors import Reason
+from agent.errors import REASONS, Reason
 from agent.host import Host
 from agent.phases.base import PhaseContext
-from agent.state import Journal
+from agent.state import Journal, PhaseRecord
 
 if TYPE_CHECKING:
     from agent.config import AgentConfig, LoadedConfig
@@ -51,6 +51,18 @@ def not_checked(phase: str, name: str, because: str) -> Check:
                  "fix the failing check it depends on first")
 
 
+def from_last_run(area: str, name: str, record: PhaseRecord, why: str,
+                  fix: str = "") -> Check:
+    """A failure doctor cannot see live without changing the node, taken from the
+    journal's record of the phase's last run: says so, and gives the reason's fix."""
+    known = REASONS.get(Reason(record.reason)) if record.reason in set(Reason) else None
+    return Check(area, name, "fail", f"not checked live ({why}); the last run failed here at "
+                 f"{record.finished_at}: {record.reason}: {record.message}",
+                 (fix or (known.fix if known else "see the message")).rstrip(".")
+                 + ". Then run `machine-agent run` again.",
+                 {"reason": record.reason, "source": "journal"})
+
+
 @dataclass
 class Doctor:
     """What the checks share: the read-only host and what earlier areas found."""
@@ -71,6 +83,14 @@ class Doctor:
     def config(self) -> AgentConfig | None:
         return self.loaded.config if self.loaded is not None else None
 
+    def last_failure(self, phase: str, *reasons: Reason) -> PhaseRecord | None:
+        """The journal's record of `phase` if its last run failed with one of `reasons`
+        (any reason when none is named)."""
+        record = self.journal.phases.get(phase) if self.journal else None
+        if record is None or record.state != "failed" or not record.reason:
+            return None
+        return record if not reasons or record.reason in reasons else None
+
     def phase_context(self) -> PhaseContext:
         """A PhaseContext as the orchestrator gives `plan`: the read-only host."""
         assert self.loaded is not None
@@ -78,7 +98,8 @@ class Doctor:
         results = {name: rec.result for name, rec in journal.phases.items()
                    if rec.state == "completed"}
         return PhaseContext(self.loaded.config, self.host, journal, results, _progress, log,
-                            self.machine.facts if self.machine else None)
+                            self.machine.facts if self.machine else None,
+                            management=self.client)
 
 
 def _progress(message: str, reason: Reason = Reason.InProgress) -> None:

@@ -12,13 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from agent.doctor.check import Check, Doctor
-from agent.errors import AgentError
+from agent.doctor.check import Check, Doctor, from_last_run
+from agent.errors import AgentError, Reason
 from agent.ipam.base import Allocation
 from agent.phases.network.claims import claim_requests
 from agent.phases.network.claims import plugin as open_plugin
 
 PHASE = "ipam"
+REFUSED = (Reason.PoolExhausted, Reason.PoolNotFound, Reason.IPAMUnavailable,
+           Reason.IPAMUnauthorized, Reason.InvalidAllocation)
+"""The network phase's failures that an IPAM backend caused."""
 
 
 def checks(doctor: Doctor) -> Iterator[Check]:
@@ -48,15 +51,24 @@ def checks(doctor: Doctor) -> Iterator[Check]:
             continue
         check = f"claim:{ref.interface}/{ref.ref.family}"
         lookup = getattr(plugin, "lookup", None)
+        refused = doctor.last_failure("network", *REFUSED)
         if lookup is None:
-            yield Check(PHASE, check, "warn", f"not checked: plugin {name} has no read-only "
-                        "lookup (agent/ipam/base.py defines claim and release only)", "")
+            why = (f"plugin {name} has no read-only lookup (agent/ipam/base.py defines claim "
+                   "and release only)")
+            yield (from_last_run(PHASE, check, refused, why) if refused else
+                   Check(PHASE, check, "warn", f"not checked: {why}", ""))
             continue
         try:
             found: Allocation | None = lookup(request)
         except AgentError as err:
             yield Check(PHASE, check, "fail", f"{name} pool {ref.ref.pool!r}: {err.message}",
                         err.hint or "")
+            continue
+        if found is None and refused is not None:
+            # A refused claim is deleted at once (nothing half-created), and the pool's
+            # free addresses are not readable with the node's RBAC.
+            yield from_last_run(PHASE, check, refused, f"no claim for {request.claim_key} "
+                                f"in {name} pool {ref.ref.pool!r}")
             continue
         if found is None:
             yield Check(PHASE, check, "warn", f"no address claimed yet for {request.claim_key} "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agent.doctor.check import Check, Doctor, not_checked
+from agent.doctor.check import Check, Doctor, from_last_run, not_checked
 from agent.errors import AgentError
 from agent.phases.join.managed import KUBELET_CONF, node_state
 from agent.phases.join.preflight import PreflightInputs, is_ignored, preflight_results
@@ -43,6 +43,12 @@ def checks(doctor: Doctor) -> Iterator[Check]:
                 "half-joined: files of an earlier kubeadm join are present",
                 "" if state == "clean" else
                 "nothing: the agent runs `kubeadm reset -f` before its next attempt")
+    last = doctor.last_failure(PHASE)
+    if last is not None:
+        # Discovery (the CA pin, the token) and kubelet-start (the Node name) are decided
+        # by the workload cluster during `kubeadm join`, which doctor does not run.
+        yield from_last_run(PHASE, "kubeadm-join", last, "discovery and kubelet-start are "
+                            "decided by the workload cluster during `kubeadm join`")
     ignored = frozenset(n.lower() for n in (*source.facts.ignore_preflight_errors,
                                              *source.target.ignore_preflight_errors,
                                              *spec.node_registration.ignore_preflight_errors))

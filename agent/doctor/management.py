@@ -206,8 +206,11 @@ def permissions(doctor: Doctor, namespace: str, machine: str,
         uses_ipam = bool(ipam_refs(spec.network))
         perms += [Permission(v, "ipam.cluster.x-k8s.io", r, namespace, required=False,
                              why="IPAM through the management cluster")
-                  for r, verbs in (("ipaddressclaims", ("create", "get", "watch")),
-                                   ("ipaddresses", ("get", "watch")))
+                  # what the capi plugin does: create a claim, watch it (list+watch),
+                  # read its IPAddress, delete a refused or released claim
+                  for r, verbs in (("ipaddressclaims",
+                                    ("create", "get", "list", "watch", "delete")),
+                                   ("ipaddresses", ("get",)))
                   for v in verbs if uses_ipam]
     return perms
 

@@ -11,9 +11,10 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator
 
-from agent.doctor.check import Check, Doctor, Status, not_checked
-from agent.errors import AgentError
+from agent.doctor.check import Check, Doctor, Status, from_last_run, not_checked
+from agent.errors import AgentError, Reason
 from agent.phases.network import NetworkPhase
+from agent.phases.network.claims import held_allocations
 from agent.phases.network.model import build_plan
 from agent.phases.network.observe import observe, resolve_names
 from agent.phases.network.phase import is_live
@@ -42,7 +43,7 @@ def checks(doctor: Doctor) -> Iterator[Check]:
     missing: Status = "fail" if applied else "warn"
     not_yet = "" if applied else " (the network phase has not completed yet)"
     host = doctor.host
-    netplan = build_plan(spec)
+    netplan = build_plan(spec, held_allocations(doctor.phase_context(), spec))
     live = bool(spec.interfaces) and is_live(host)
     if not spec.interfaces:
         yield Check(PHASE, "interfaces", "pass", "no interfaces in spec.network: the "
@@ -88,11 +89,23 @@ def checks(doctor: Doctor) -> Iterator[Check]:
                            and str(a) in now.addresses_of(kernel)]
         for via, gateway in netplan.gateways:
             ok = gateway_resolves(host, rtnl, gateway, timeout, clock.monotonic, clock.sleep)
+            # After a rollback the link has no address to ask from: the last run's
+            # probe is the evidence.
+            if not ok and (last := doctor.last_failure(PHASE, Reason.GatewayUnreachable)):
+                yield from_last_run(PHASE, f"gateway:{gateway}", last,
+                                    f"{gateway} on {via} did not answer within {timeout:g}s")
+                continue
             yield Check(PHASE, f"gateway:{gateway}", "pass" if ok else missing,
                         f"{gateway} on {via} " + ("answers neighbour resolution" if ok else
                                                    f"did not answer within {timeout:g}s"
                                                    + not_yet),
                         "" if ok else "check the gateway address, VLAN and cabling")
+    conflict = doctor.last_failure(PHASE, Reason.AddressConflict)
+    if not candidates and conflict is not None:
+        # The address was never configured (the probe found it taken), and a probe now
+        # needs the link up: the last run's probe is the evidence.
+        yield from_last_run(PHASE, "address-conflict", conflict,
+                            "the node's addresses are not configured on their links")
     if candidates:
         try:
             taken = arp_conflicts(host, candidates, spec.conflict_detection, clock.monotonic)

@@ -19,9 +19,9 @@ import hmac
 import re
 from collections.abc import Iterator
 
-from agent.doctor.check import Check, Doctor, not_checked
+from agent.doctor.check import Check, Doctor, from_last_run, not_checked
 from agent.doctor.readonly_client import read_only_client
-from agent.errors import AgentError
+from agent.errors import AgentError, Reason
 from agent.kube.kubeconfig import Credentials
 from agent.phases.join.source import resolve
 
@@ -64,12 +64,16 @@ def token_checks(doctor: Doctor, phase: str) -> Iterator[Check]:
             yield _from_secret(phase, token_id, obj, now)
             return
     endpoint = source.facts.api_server_endpoint
-    if endpoint is None:
-        yield Check(phase, NAME, "warn", f"token {token_id}: expiry not checked (its "
-                    "Secret is not readable and the JoinConfiguration names no "
-                    "apiServerEndpoint)", "")
-        return
-    yield _from_discovery(phase, token_id, secret, endpoint)
+    check = (Check(phase, NAME, "warn", f"token {token_id}: expiry not checked (its Secret "
+                   "is not readable and the JoinConfiguration names no apiServerEndpoint)",
+                   "") if endpoint is None else
+             _from_discovery(phase, token_id, secret, endpoint))
+    last = doctor.last_failure("join", Reason.TokenExpired, Reason.TokenInvalid)
+    if check.status == "warn" and last is not None:
+        # kubeadm's own discovery refused the token on the last join attempt
+        check = from_last_run(phase, NAME, last,
+                              check.seen.partition("not checked")[2].lstrip(": "), ROTATE)
+    yield check
 
 
 def _from_secret(phase: str, token_id: str, obj: dict[str, object],

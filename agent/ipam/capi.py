@@ -110,14 +110,41 @@ class CAPIPlugin:
         with _mapped(f"claim {self.machine.namespace}/{name}"):
             claim = self._ensure_claim(name, ref, request)
             claim = self._wait_for_address(claim, ref)
-            address = self.client.get(resource_path(
-                GROUP, self.options.api_version, "ipaddresses",
-                namespace=self.machine.namespace,
-                name=claim["status"]["addressRef"]["name"]))
+            return self._allocation(claim, ref, request)
+
+    def lookup(self, request: ClaimRequest) -> Allocation | None:
+        """The address this claim key holds, read only (what `machine-agent doctor` asks):
+        None when its claim does not exist or is not answered yet; the pool's refusal
+        raised as `claim` raises it. Never creates, changes or deletes a claim."""
+        ref = self._pool_ref(request.pool)
+        name = claim_name(self.machine.name, request.interface, request.family,
+                          request.claim_key)
+        where = f"IPAddressClaim {self.machine.namespace}/{name}"
+        with _mapped(f"look up {self.machine.namespace}/{name}"):
+            try:
+                claim = self.client.get(f"{self.claims}/{name}")
+            except NotFound:
+                return None
+            failure = _failure(claim)
+            if not _address_name(claim):
+                if failure is None:
+                    return None
+                reason, message = failure
+                raise FAILED_REASONS[reason](
+                    f"capi: {ref['kind']} {ref['name']!r} refused {where} ({reason}): "
+                    f"{message}")
+            return self._allocation(claim, ref, request)
+
+    def _allocation(self, claim: Object, ref: dict[str, str],
+                    request: ClaimRequest) -> Allocation:
+        """The address a fulfilled claim points at."""
+        address = self.client.get(resource_path(
+            GROUP, self.options.api_version, "ipaddresses", namespace=self.machine.namespace,
+            name=_address_name(claim)))
         spec = address.get("spec") or {}
         alloc = Allocation(address=str(spec.get("address", "")),
                            prefix=int(spec.get("prefix", -1)), gateway=spec.get("gateway"),
-                           family=request.family, handle=name,
+                           family=request.family, handle=claim["metadata"]["name"],
                            backend=f"capi {ref['kind']}/{ref['name']}")
         return validate_allocation(alloc, request)
 

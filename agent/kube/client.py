@@ -9,8 +9,10 @@ Headers and bodies are never logged: they may hold the token or a Secret.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -136,12 +138,15 @@ class Client:
 
         return retry(once, backoff, sleep=self.sleep, on_retry=self._log_retry)
 
-    def watch_stream(self, path: str, params: Mapping[str, str],
-                     timeout_seconds: int) -> Iterator[Object]:
+    def watch_stream(self, path: str, params: Mapping[str, str], timeout_seconds: int,
+                     on_open: Callable[[Callable[[], None]], None] | None = None,
+                     ) -> Iterator[Object]:
         """Open one watch (with retries) and yield its events until the server ends it.
 
         A connection that breaks mid-stream just ends the iteration: the caller
-        reconnects from the last resourceVersion it saw.
+        reconnects from the last resourceVersion it saw. `on_open` receives, once the
+        server answered, a function that ends the stream from another thread at once
+        (it shuts the connection down, waking a read blocked in the kernel).
         """
         import requests
 
@@ -150,6 +155,8 @@ class Client:
             lambda: self._send("GET", path, query, None, "application/json", stream=True,
                                timeout=timeout_seconds + WATCH_SLACK),
             self.backoff, sleep=self.sleep, on_retry=self._log_retry)
+        if on_open is not None:
+            on_open(lambda: _shut_down(response))
         try:
             for line in response.iter_lines():
                 if line:
@@ -200,6 +207,17 @@ class Client:
     @staticmethod
     def _log_retry(err: Exception, attempt: int, pause: float) -> None:
         log.warning("%s; retrying in %.1fs (attempt %d)", err, pause, attempt + 1)
+
+
+def _shut_down(response: requests.Response) -> None:
+    """Shut the response's connection down in both directions. The base class's
+    shutdown on purpose: ssl.SSLSocket.shutdown also drops its TLS state, which the
+    thread blocked in the read still uses; the bare shutdown(2) makes that read return
+    end-of-file."""
+    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 def _short(err: Exception) -> str:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from agent import dmi
 from agent.config import checks
@@ -56,6 +57,10 @@ class MachineView:
     generation: int
     config: ManagementSource | None
     """The configuration the Machine's annotation points at, if any."""
+    deletion_timestamp: str | None = None
+    """Set when the Machine is being deleted (CAPI drains it, held by finalizers)."""
+    config_ref: ConfigRef | None = None
+    """The ConfigMap or Secret its annotation names (the daemon watches it)."""
 
     @property
     def status_path(self) -> str:
@@ -122,9 +127,10 @@ class MachineReader:
             cluster_name=cluster_name, kubernetes_version=spec.get("version"),
             control_plane_endpoint=endpoint, bootstrap_format=fmt, bootstrap_data=data,
             provider_id=spec.get("providerID"))
+        ref = config_ref(namespace, name, meta.get("annotations") or {})
         return MachineView(facts, version, int(meta.get("generation") or 0),
-                           self._config_source(namespace, name,
-                                               meta.get("annotations") or {}))
+                           self._config_source(ref), meta.get("deletionTimestamp"),
+                           ref if isinstance(ref, ConfigRef) else None)
 
     # -- identity ---------------------------------------------------------------------
 
@@ -235,35 +241,72 @@ class MachineReader:
             if data.get("format") else None
         return value, fmt or None
 
-    def _config_source(self, namespace: str, machine: str,
-                       annotations: dict[str, Any]) -> ManagementSource | None:
-        ref = annotations.get(CONFIG_ANNOTATION)
-        if ref is None:
-            return None
-        kind, _, name = str(ref).partition("/")
-        kind = kind.lower()
-        if kind not in ("configmap", "secret") or not name:
-            return ManagementSource(
-                f"machine {namespace}/{machine} annotation {CONFIG_ANNOTATION}",
-                problem=f"{ref!r} is not configmap/NAME or secret/NAME")
-        origin = f"{kind} {namespace}/{name}"
-        plural = "configmaps" if kind == "configmap" else "secrets"
+    def _config_source(self, ref: ConfigRef | ManagementSource | None
+                       ) -> ManagementSource | None:
+        if not isinstance(ref, ConfigRef):
+            return ref
         try:
-            obj = self.client.get(resource_path("", "v1", plural, namespace=namespace,
-                                                name=name))
+            obj = self.client.get(ref.object_path)
         except NotFound:
-            return ManagementSource(origin, problem=f"does not exist (named by the "
-                                                    f"annotation {CONFIG_ANNOTATION} of "
-                                                    f"Machine {namespace}/{machine})")
+            obj = None
+        return ref.source(obj)
+
+
+@dataclass(frozen=True)
+class ConfigRef:
+    """The ConfigMap or Secret a Machine's annotation names."""
+
+    kind: str
+    """configmap or secret"""
+    namespace: str
+    name: str
+    machine: str
+
+    @property
+    def origin(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    @property
+    def collection_path(self) -> str:
+        plural = "configmaps" if self.kind == "configmap" else "secrets"
+        return resource_path("", "v1", plural, namespace=self.namespace)
+
+    @property
+    def object_path(self) -> str:
+        return f"{self.collection_path}/{quote(self.name, safe='')}"
+
+    def source(self, obj: Object | None) -> ManagementSource:
+        """The configuration source `obj` (the object as read; None: missing) gives."""
+        if obj is None:
+            return ManagementSource(self.origin, problem=f"does not exist (named by the "
+                                                         f"annotation {CONFIG_ANNOTATION} "
+                                                         f"of Machine {self.namespace}/"
+                                                         f"{self.machine})")
         data = obj.get("data") or {}
         if CONFIG_KEY not in data:
-            return ManagementSource(origin, problem=f"has no key {CONFIG_KEY}")
-        if kind == "configmap":
-            return ManagementSource(origin, text=str(data[CONFIG_KEY]))
+            return ManagementSource(self.origin, problem=f"has no key {CONFIG_KEY}")
+        if self.kind == "configmap":
+            return ManagementSource(self.origin, text=str(data[CONFIG_KEY]))
         try:
-            return ManagementSource(origin, text=_decode(data[CONFIG_KEY], origin))
+            return ManagementSource(self.origin, text=_decode(data[CONFIG_KEY], self.origin))
         except PermanentError as err:
-            return ManagementSource(origin, problem=err.message)
+            return ManagementSource(self.origin, problem=err.message)
+
+
+def config_ref(namespace: str, machine: str,
+               annotations: dict[str, Any]) -> ConfigRef | ManagementSource | None:
+    """What the annotation names; a ManagementSource with the problem when it is
+    malformed; None without the annotation."""
+    ref = annotations.get(CONFIG_ANNOTATION)
+    if ref is None:
+        return None
+    kind, _, name = str(ref).partition("/")
+    kind = kind.lower()
+    if kind not in ("configmap", "secret") or not name:
+        return ManagementSource(
+            f"machine {namespace}/{machine} annotation {CONFIG_ANNOTATION}",
+            problem=f"{ref!r} is not configmap/NAME or secret/NAME")
+    return ConfigRef(kind, namespace, name, machine)
 
 
 def _decode(value: Any, what: str) -> str:

@@ -12,7 +12,8 @@ management cluster is unreachable or across an agent restart; then it delivers:
 Delivery during the run is rate-limited (one write per `interval`, a timer sends what is
 left) and never holds the bootstrap up; after a failure it waits a jittered backoff
 before trying again. The final publish retries until delivered or `final_attempts` run
-out; what is left stays in the journal for the next run. After a 401 (the credentials
+out; what is left stays in the journal for the next run, or for `flush()` when the
+daemon sees the management cluster answer again. After a 401 (the credentials
 expired or were revoked) nothing more is sent by this run: each try would be refused too.
 """
 
@@ -59,7 +60,7 @@ class MachineReporter:
     def __init__(self, client: Client, machine: MachineView, journal: Journal, *,
                  clock: Clock, conditions: bool = True, events: bool = True,
                  interval: float = 5.0, backoff: Backoff = DELIVERY_BACKOFF,
-                 final_attempts: int = 8) -> None:
+                 final_attempts: int = 8, keep_trying: bool = False) -> None:
         self.client = client
         self.machine = machine
         self.journal = journal
@@ -69,6 +70,9 @@ class MachineReporter:
         self.interval = interval
         self.backoff = backoff
         self.final_attempts = final_attempts
+        self.keep_trying = keep_trying
+        """After the final attempts, go on retrying from the timer (the daemon, which
+        outlives the run) instead of leaving the rest to the next run."""
         self._lock = threading.RLock()
         self._timer: threading.Timer | None = None
         self._last_send = float("-inf")
@@ -101,6 +105,18 @@ class MachineReporter:
             # saves the same journal. A delivery not yet saved is only repeated (apply is
             # idempotent, an Event's name says it was sent).
             self.journal.save()
+
+    def flush(self) -> bool:
+        """Try what is pending now, whatever the backoff said (the management cluster
+        just answered again, e.g. a watch reconnected); True when nothing is left. Runs
+        on the thread that owns the journal, which it saves."""
+        with self._lock:
+            if self.pending and not self._unauthorized:
+                self._cancel_timer()
+                if not self._try_deliver() and self.keep_trying:
+                    self._deliver_soon()
+                self.journal.save()
+            return not self.pending
 
     def close(self) -> None:
         """Stop the timer (what is pending stays in the journal)."""
@@ -160,7 +176,12 @@ class MachineReporter:
                 break
             if attempt < self.final_attempts - 1:
                 self.clock.sleep(max(0.0, self._not_before - self.clock.monotonic()))
-        if self.pending:
+        if self.pending and self.keep_trying and self._failures:
+            log.warning("the final status is not delivered to Machine %s yet; it is kept "
+                        "in the journal and retried in the background",
+                        self.state["machine"])
+            self._deliver_soon()
+        elif self.pending:
             log.error("the final status could not be delivered to Machine %s; it is kept "
                       "in the journal and sent by the next run", self.state["machine"])
 

@@ -58,6 +58,22 @@ def claim_requests(ctx: PhaseContext, spec: NetworkSpec) -> list[tuple[PlannedCl
         hostname=spec.hostname or "")) for ref in refs]
 
 
+def held_allocations(ctx: PhaseContext,
+                     spec: NetworkSpec) -> dict[tuple[str, int], Allocation]:
+    """The addresses this node already holds for its claims, from the journal's ledger
+    (no plugin is asked): what `plan` compares the host against. Empty when the claim
+    keys cannot be formed (no Machine, no machine-id): the claims are then pending."""
+    held = {h.claim_key: h.allocation for h in ledger.held(ctx.journal)}
+    if not held:
+        return {}
+    try:
+        requests = claim_requests(ctx, spec)
+    except PermanentError:
+        return {}
+    return {(ref.interface, ref.index): held[request.claim_key]
+            for ref, request in requests if request.claim_key in held}
+
+
 def plugin(ctx: PhaseContext, name: str) -> IPAMPlugin:
     """The IPAM plugin `name`, opened with its settings for this node."""
     return open_plugin(name, ctx.config.spec.ipam.plugins, plugin_env(ctx))

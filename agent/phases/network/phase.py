@@ -22,7 +22,7 @@ from agent.errors import AgentError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.network.apply import Executor, NetOp, forward, nodad, rollback
-from agent.phases.network.claims import claim_addresses
+from agent.phases.network.claims import claim_addresses, held_allocations
 from agent.phases.network.model import NetworkPlan, build_plan
 from agent.phases.network.observe import Observed, kernel_text, observe, resolve_names
 from agent.phases.network.probe import arp_conflicts, dad_failures
@@ -70,7 +70,7 @@ class NetworkPhase(Phase):
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         spec = ctx.config.spec.network
         out = PhasePlan(self.name)
-        netplan = build_plan(spec)
+        netplan = build_plan(spec, held_allocations(ctx, spec))
         out.notes += [str(claim) for claim in netplan.pending]
         if spec.interfaces and is_live(ctx.host):
             with contextlib.closing(connect(ctx.host)) as rtnl:

@@ -143,6 +143,12 @@ class ApiServer:
     def reset_counters(self) -> None:
         self._counters.reset()
 
+    def drop_connections(self) -> None:
+        """Cut every open connection now (watches included), as a network outage or an
+        API server restart does."""
+        if self._httpd is not None:
+            self._httpd.close_connections()
+
     def compact(self) -> int:
         """Drop the watch history now; returns the oldest resourceVersion still served."""
         return self.store.compact()

@@ -44,7 +44,6 @@ def test_add_check_del_give_the_pod_an_address_from_the_range(tmp_path: Path,
                                                               version: str) -> None:
     install_image_plugins(tmp_path)
     bridge = unique("mabr")
-    namespaces = check_namespaces()
     with node_namespace() as node:
         host = Host(tmp_path, netns=node)
         result = check(host, bridge_list(bridge, version=version,
@@ -59,8 +58,8 @@ def test_add_check_del_give_the_pod_an_address_from_the_range(tmp_path: Path,
         # DEL released the address: only the bridge is left in the node namespace
         node_links = ip("-n", node, "-o", "link", "show").stdout
         assert "veth" not in node_links
-    assert result["namespace"] not in netns_names()  # the pod namespace is gone
-    assert check_namespaces() == namespaces
+    # the pod namespace is gone (named, not counted: a concurrent run may hold its own)
+    assert result["namespace"] not in netns_names()
     assert bridge not in host_links()  # never in the machine's own namespace
     assert not any((tmp_path / "var/lib/machine-agent/cni-check").iterdir())
 

@@ -1,16 +1,12 @@
-"""`machine-agent daemon` as systemd runs it: a child process with $NOTIFY_SOCKET,
-READY=1 once bootstrapped, no wake-ups while idle, and a clean stop on SIGTERM — also in
-the middle of the bootstrap, after which the next start resumes from the journal."""
+"""`machine-agent daemon` as systemd runs it, without a management cluster: a child
+process with $NOTIFY_SOCKET, READY=1 once bootstrapped, no wake-ups while idle, and a
+clean stop on SIGTERM — also in the middle of the bootstrap, after which the next start
+resumes from the journal; an invalid configuration said to systemd. (With a management
+cluster and its watches: test_daemon_lifecycle.py.)"""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,64 +14,10 @@ import pytest
 from agent.host import Host
 from agent.report import read_status
 from agent.state import Journal
+from tests.integration.daemon.service import REPO, Systemd, start, stop, wakeups
 
-REPO = Path(__file__).parents[3]
-EXAMPLE = REPO / "examples" / "local-only.yaml"
 pytestmark = pytest.mark.allow_processes
-
-
-class Systemd:
-    """The notify socket's side of sd_notify: what a service told its manager."""
-
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        self.path = str(path)
-        self.messages: list[str] = []
-
-    def wait_for(self, assignment: str, timeout: float = 30) -> list[str]:
-        deadline = time.monotonic() + timeout
-        while assignment not in self.messages:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no {assignment} within {timeout}s; got {self.messages}"
-            self.sock.settimeout(left)
-            self.messages.extend(self.sock.recv(65536).decode().split("\n"))
-        return self.messages
-
-
-@pytest.fixture
-def systemd(tmp_path: Path) -> Iterator[Systemd]:
-    manager = Systemd(tmp_path / "notify")
-    yield manager
-    manager.sock.close()
-
-
-def start(argv: list[str], systemd: Systemd, **env: str) -> subprocess.Popen[str]:
-    full = {**os.environ, "PYTHONPATH": str(REPO), "NOTIFY_SOCKET": systemd.path, **env}
-    return subprocess.Popen([sys.executable, *argv], env=full, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def stop(proc: subprocess.Popen[str], timeout: float = 5) -> tuple[int, str]:
-    """SIGTERM, as `systemctl stop` sends it; the exit status and everything printed."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        pytest.fail(f"still running {timeout}s after SIGTERM:\n{out}")
-    return proc.returncode, out
-
-
-def wakeups(pid: int) -> int:
-    """Context switches of every thread of the process: they grow only when it runs."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for line in (task / "status").read_text().splitlines():
-            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                total += int(line.split()[1])
-    return total
+EXAMPLE = REPO / "examples" / "local-only.yaml"
 
 
 def no_join(tmp_path: Path) -> Path:

@@ -1,0 +1,309 @@
+"""The long-running service (`machine-agent daemon`): bootstrap, tell systemd, then follow
+the Machine until stopped, making no wake-ups while nothing happens.
+
+The main thread runs the bootstrap, then blocks on one queue of events, handled one at a
+time. Signal handlers put `Stop` on it (a SimpleQueue: its put() is safe from a signal
+handler, unlike a Lock or an Event's). The watches of the Machine and of its AgentConfig
+(agent.daemon.watching) put the versions they see on the same queue from their own
+threads; they are blocked in a read between changes, so an idle daemon does not run.
+
+What the events lead to:
+- the management cluster answers again after an outage (`Recovered`): the reports kept
+  in the journal meanwhile are sent at once;
+- the Machine is being deleted (`deletionTimestamp`): the delete policy
+  (agent.daemon.deletion);
+- the AgentConfig changed (the object's content, or the annotation naming another):
+  the phases of spec.lifecycle.reconfigure are planned and applied again
+  (agent.daemon.reconfigure); join never is.
+
+SIGTERM while the main thread works (the bootstrap, a reconfiguration, the delete policy)
+unwinds that work at once, like KeyboardInterrupt: every journal write is atomic (temp
+file, fsync, rename), so the journal is the old or the new version, and the next start
+resumes where this one stopped (tests/integration/test_crash_resume.py proves resuming
+from any point). The watches are stopped by shutting their connections down, so a read
+blocked in the kernel returns at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import queue
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from agent.daemon.deletion import DeletePolicy, cleaned_up
+from agent.daemon.reconfigure import reconfigure
+from agent.daemon.watching import CONFIG, MACHINE, Watches
+from agent.errors import AgentError, ConfigError, Reason
+from agent.host import Host
+from agent.ipam.base import PluginEnv
+from agent.kube.follow import Recovered, Update
+from agent.kube.machine import ConfigRef, ManagementSource, config_ref
+from agent.kube.reporter import MachineReporter
+from agent.orchestrator import EXIT_OK, EXIT_USAGE, Orchestrator
+from agent.phases.base import Phase
+from agent.report import SUMMARY, Conditions, LocalStatus, Reporter, read_status
+from agent.retry import Backoff
+from agent.session import Session
+from agent.systemd import Notifier, SystemdReporter, Watchdog
+
+log = logging.getLogger("agent.daemon")  # the name service logs are known by
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Stopping(BaseException):
+    """A stop signal arrived while the main thread was at work (a BaseException: no
+    `except Exception` in a phase or the orchestrator may swallow it)."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    signum: int
+
+
+@dataclass(frozen=True)
+class StartAgain:
+    """Time to try the bootstrap again after the management cluster could not be read."""
+
+
+Event = Stop | StartAgain | Update | Recovered
+
+
+class Daemon:
+    def __init__(
+        self,
+        host: Host,
+        config_files: Sequence[str] = (),
+        *,
+        notifier: Notifier | None = None,
+        watchdog: Watchdog | None = None,
+        phases: list[Phase] | None = None,
+    ) -> None:
+        self.host = host
+        self.config_files = list(config_files)
+        self.notifier = notifier
+        self.watchdog = watchdog
+        self.phases = phases
+        self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._busy = False
+        self.reporters: list[Reporter] = [LocalStatus(host)]
+        if notifier is not None:
+            self.reporters.append(SystemdReporter(notifier))
+        self.session: Session | None = None
+        self.orchestrator: Orchestrator | None = None
+        self.watches: Watches | None = None
+        self._start_failures = 0
+
+    def run(self) -> int:
+        """Bootstrap, then serve until SIGTERM/SIGINT. 0 on a requested stop (the
+        bootstrap's result is on the conditions), 2 when the configuration is invalid."""
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
+        if self.watchdog is not None:
+            self.watchdog.start()
+        try:
+            code = self._work(self._bootstrap, "the bootstrap")
+            if code is None:
+                return EXIT_OK
+            if code != EXIT_OK:
+                return code
+            self._serve()
+            return EXIT_OK
+        finally:
+            self._busy = False
+            if self.watches is not None:
+                self.watches.stop()
+            self._close_reporters()
+            if self.notifier is not None:
+                self.notifier.send("STOPPING=1")
+            if self.watchdog is not None:
+                self.watchdog.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.events.put(Stop(signum))
+        if self._busy:
+            self._busy = False  # a second signal must not unwind the unwinding
+            raise Stopping(signum)
+
+    def _work(self, job: Callable[[], int], what: str) -> int | None:
+        """Run `job` on the main thread, unwound by a stop signal (then None)."""
+        try:
+            self._busy = True
+            return job()
+        except Stopping:
+            log.info("stopped during %s; the next start resumes from the journal", what)
+            return None
+        finally:
+            self._busy = False
+
+    # -- the bootstrap ------------------------------------------------------------------
+
+    def _bootstrap(self) -> int:
+        from agent.session import open_session
+
+        try:
+            session = open_session(self.host, self.config_files)
+        except ConfigError as err:
+            log.error("%s", err)
+            self._report_summary(Reason.ConfigInvalid, str(err))
+            return EXIT_USAGE
+        except AgentError as err:  # e.g. the management cluster stayed unreachable
+            log.error("cannot start the bootstrap: %s", err)
+            self._report_summary(err.reason, str(err))
+            if err.temporary:
+                self._start_again_later()
+            return EXIT_OK
+        self.session = session
+        orchestrator = self._orchestrator(session)
+        machine = session.machine
+        if machine is not None and cleaned_up(orchestrator.journal, machine.facts.uid):
+            log.info("Machine %s/%s was deleted and this node cleaned up: no bootstrap",
+                     machine.facts.namespace, machine.facts.name)
+        elif machine is not None and machine.deletion_timestamp:
+            log.info("Machine %s/%s is being deleted (since %s): no bootstrap",
+                     machine.facts.namespace, machine.facts.name, machine.deletion_timestamp)
+        else:
+            result = orchestrator.run()
+            summary = orchestrator.conditions.get(SUMMARY)
+            log.info("bootstrap finished: %s (%s); serving until stopped",
+                     "ok" if result.ok else "not complete", summary.message)
+        self._start_watching()
+        return EXIT_OK
+
+    def _orchestrator(self, session: Session) -> Orchestrator:
+        """An orchestrator for `session` that reports where the daemon reports, replacing
+        the one before (whose reports were saved in the journal it shares)."""
+        self._close_reporters()
+        orchestrator = session.orchestrator(self.host, phases=self.phases,
+                                            background_delivery=True)
+        orchestrator.reporters.extend(r for r in self.reporters
+                                      if not isinstance(r, LocalStatus))
+        self.orchestrator = orchestrator
+        return orchestrator
+
+    def _close_reporters(self) -> None:
+        """Stop the background delivery and save what it did (the timer thread never
+        saves the journal; once closed, it no longer touches it)."""
+        if self.orchestrator is not None:
+            for reporter in self.orchestrator.reporters:
+                if isinstance(reporter, MachineReporter):
+                    reporter.close()
+                    self.orchestrator.journal.save()
+
+    def _start_again_later(self) -> None:
+        self._start_failures += 1
+        pause = START_BACKOFF.delay(min(self._start_failures, 10))
+        log.info("trying the bootstrap again in %.0fs", pause)
+        timer = threading.Timer(pause, self.events.put, (StartAgain(),))
+        timer.daemon = True
+        timer.start()
+
+    def _report_summary(self, reason: Reason, message: str) -> None:
+        """Say why the bootstrap could not start, where `status` and systemd look."""
+        last = read_status(self.host)
+        conditions = Conditions(self.host, [], last[0] if last else None)
+        conditions.set(SUMMARY, "False", reason, message)
+        for reporter in self.reporters:
+            reporter.publish(conditions.all(), final=True)
+
+    def _start_watching(self) -> None:
+        session = self.session
+        if (session is None or session.machine is None or session.client is None
+                or not session.loaded.config.spec.lifecycle.watch):
+            return
+        self.watches = Watches(session.client, session.machine, self.events.put)
+        self.watches.start(session.machine.config_ref)
+
+    # -- serving ------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        """Handle events until a stop: no timers, no polling."""
+        while True:
+            event = self.events.get()
+            if isinstance(event, Stop):
+                log.info("stopping on %s", signal.Signals(event.signum).name)
+                return
+            what = f"handling {type(event).__name__} ({getattr(event, 'source', '')})"
+            if self._work(functools.partial(self._handle, event), what) is None:
+                return
+
+    def _handle(self, event: Event) -> int:
+        if isinstance(event, StartAgain):
+            return self._bootstrap()
+        if isinstance(event, Recovered):
+            self._flush_reports()
+        elif isinstance(event, Update) and event.source == MACHINE:
+            self._on_machine(event.obj)
+        elif isinstance(event, Update) and event.source == CONFIG:
+            self._on_config(event.obj)
+        return EXIT_OK
+
+    def _flush_reports(self) -> None:
+        for reporter in self.orchestrator.reporters if self.orchestrator else []:
+            if isinstance(reporter, MachineReporter) and reporter.pending:
+                log.info("the management cluster answers again: sending the reports kept "
+                         "in the journal")
+                reporter.flush()
+
+    def _on_machine(self, obj: dict[str, Any] | None) -> None:
+        session, orchestrator = self.session, self.orchestrator
+        assert session is not None and session.machine is not None
+        assert orchestrator is not None
+        if obj is None:
+            log.info("Machine %s/%s is gone", session.machine.facts.namespace,
+                     session.machine.facts.name)
+            return
+        meta = obj.get("metadata") or {}
+        if meta.get("uid") != session.machine.facts.uid:
+            return  # a new Machine of the same name is not this node's
+        if meta.get("deletionTimestamp"):
+            if not cleaned_up(orchestrator.journal, session.machine.facts.uid):
+                self._on_delete()
+            return
+        ref = config_ref(session.machine.facts.namespace, session.machine.facts.name,
+                         meta.get("annotations") or {})
+        if self.watches is not None and isinstance(ref, ConfigRef | None):
+            self.watches.follow_config(ref)
+        if not isinstance(ref, ConfigRef):
+            self._reconfigure(ref)  # no annotation any more, or a malformed one
+
+    def _on_config(self, obj: dict[str, Any] | None) -> None:
+        ref = self.watches.config_ref if self.watches else None
+        if ref is not None:
+            self._reconfigure(ref.source(obj))
+
+    def _on_delete(self) -> None:
+        session, orchestrator = self.session, self.orchestrator
+        assert session is not None and session.machine is not None
+        assert orchestrator is not None
+        facts = session.machine.facts
+        log.info("Machine %s/%s is being deleted: running spec.lifecycle.onDelete",
+                 facts.namespace, facts.name)
+        if self.watches is not None:
+            self.watches.follow_config(None)  # no reconfiguration of a node going away
+        DeletePolicy(self.host, session.loaded.config, orchestrator.journal,
+                     orchestrator.conditions, _publisher(orchestrator), facts.uid,
+                     PluginEnv(self.host, facts, session.client)).run()
+
+    def _reconfigure(self, source: ManagementSource | None) -> None:
+        assert self.session is not None and self.orchestrator is not None
+        self.session, self.orchestrator = reconfigure(
+            self.host, self.session, source, self._orchestrator, self.orchestrator)
+
+
+def _publisher(orchestrator: Orchestrator) -> Callable[[bool], None]:
+    def publish(final: bool) -> None:
+        for reporter in orchestrator.reporters:
+            reporter.publish(orchestrator.conditions.all(), final)
+    return publish
+
+
+START_BACKOFF = Backoff(base=2.0, cap=300.0, attempts=0)
+"""Pauses before another bootstrap when the management cluster could not be read."""

@@ -1,0 +1,315 @@
+"""`machine-agent daemon` living with its Machine on a management cluster (the stand-in, or
+a real API server): it idles with its watches open and no wake-ups, stops at once on
+SIGTERM while blocked in a read, runs the delete policy when its Machine is deleted,
+loses no report through an outage and a restart, and applies a changed AgentConfig
+(network/time) without joining again."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.host import Host
+from agent.report import read_status
+from agent.sandbox.apiserver import ApiServer
+from agent.state import Journal
+from tests.integration.daemon.service import Systemd, start, stop, wakeups
+from tests.integration.kube.conftest import CONFIGMAP, MACHINE, Admin, Node
+
+pytestmark = pytest.mark.allow_processes
+HOLD = "test.machine-agent.io/hold"
+"""The test's own finalizer: it keeps the Machine while the agent cleans up, as CAPI's
+do while it drains."""
+KUBELET_CONF = "etc/kubernetes/kubelet.conf"
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"gave up after {timeout}s waiting for {what}"
+        time.sleep(0.1)
+
+
+def machine_path(admin: Admin) -> str:
+    return f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/{MACHINE}"
+
+
+def set_config(admin: Admin, text: str) -> None:
+    admin.call("PATCH", f"/api/v1/namespaces/{admin.ns}/configmaps/{CONFIGMAP}",
+               {"data": {"config.yaml": text}},
+               content_type="application/merge-patch+json")
+
+
+def agent_config(spec: str) -> str:
+    return f"apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\nspec:\n{spec}"
+
+
+def condition(admin: Admin, kind: str) -> dict[str, Any] | None:
+    return admin.conditions().get(kind)
+
+
+def is_true(admin: Admin, kind: str) -> bool:
+    found = condition(admin, kind)
+    return found is not None and found["status"] == "True"
+
+
+def pending_reports(root: Path) -> bool:
+    state = Journal.load(Host(root)).extra.get("reports") or {}
+    return bool(state.get("dirty") or state.get("events"))
+
+
+class Daemon:
+    """The daemon under test, run as systemd runs it; its output goes to a file."""
+
+    def __init__(self, node: Node, systemd: Systemd) -> None:
+        self.node, self.systemd = node, systemd
+        self.log = node.root.parent / f"{node.root.name}-daemon.log"
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> Daemon:
+        self.systemd.messages.clear()
+        self.proc = start(["-m", "agent.cli", "--root", str(self.node.root), "daemon"],
+                          self.systemd, log=self.log)
+        try:
+            self.systemd.wait_for("READY=1", timeout=60)
+        except AssertionError:
+            raise AssertionError(self.output()) from None
+        return self
+
+    def stop(self) -> float:
+        """SIGTERM; how long it took to exit (0 asserted as its status)."""
+        assert self.proc is not None
+        started = time.monotonic()
+        code, _ = stop(self.proc)
+        took = time.monotonic() - started
+        self.proc = None
+        assert code == 0, self.output()
+        return took
+
+    def output(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+
+@pytest.fixture
+def daemon(node: Node, systemd: Systemd) -> Iterator[Daemon]:
+    the_daemon = Daemon(node, systemd)
+    try:
+        yield the_daemon
+    finally:
+        if the_daemon.proc is not None and the_daemon.proc.poll() is None:
+            the_daemon.proc.kill()
+            the_daemon.proc.wait(timeout=10)
+        print(the_daemon.output()[-5000:])
+
+
+def test_idle_with_its_watches_open_it_never_wakes_and_sigterm_ends_the_blocked_read(
+        daemon: Daemon, admin: Admin, standin: ApiServer | None) -> None:
+    daemon.start()
+    wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap on the Machine")
+    if standin is not None:  # the watches are open: list + watch of both objects
+        wait_until(lambda: all(standin.counters().get(("watch", kind)) for kind in (
+            "machines", "configmaps")), "the watches to open")
+    assert daemon.proc is not None
+    time.sleep(1.0)  # the echo of its own reports (its Machine's status) settles
+    before = wakeups(daemon.proc.pid)
+    time.sleep(3.0)
+    assert wakeups(daemon.proc.pid) == before, "the idle daemon woke up"
+
+    took = daemon.stop()
+    assert took < 5, f"SIGTERM took {took:.1f}s"
+    assert "stopping on SIGTERM" in daemon.output()
+    assert "STOPPING=1" in daemon.systemd.wait_for("STOPPING=1")
+    journal = Journal.load(Host(daemon.node.root))
+    assert {n: r.state for n, r in journal.phases.items()} == {
+        "network": "completed", "time": "completed", "join": "completed", "cni": "completed"}
+    assert not pending_reports(daemon.node.root)
+
+
+def link_cni_plugins(root: Path) -> None:
+    """The image's CNI plugins (Debian's), where spec.cni.binDir expects them."""
+    target = root / "opt/cni/bin"
+    target.mkdir(parents=True, exist_ok=True)
+    for plugin in Path("/usr/lib/cni").iterdir():
+        (target / plugin.name).symlink_to(plugin)
+
+
+def test_deleting_the_machine_resets_the_node_and_reports_each_step_while_it_exists(
+        daemon: Daemon, admin: Admin, node: Node) -> None:
+    link_cni_plugins(node.root)
+    node.write("/etc/machine-agent/config.d/50-cni.yaml", agent_config(
+        "  cni:\n    conflist: {template: bridge, values: {subnet: 198.51.100.0/24}}\n"
+        "    check: {enabled: false}\n"))
+    admin.call("PATCH", machine_path(admin), {"metadata": {"finalizers": [HOLD]}},
+               content_type="application/merge-patch+json")
+    daemon.start()
+    wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap on the Machine")
+    conflist = node.root / "etc/cni/net.d/10-machine-agent.conflist"
+    assert conflist.exists() and (node.root / KUBELET_CONF).exists()
+
+    deleted = admin.call("DELETE", machine_path(admin), ok=(200, 202))
+    assert deleted["metadata"]["deletionTimestamp"]  # held by the test's finalizer
+    wait_until(lambda: is_true(admin, "NodeCleanedUp"), "the delete policy's summary")
+    conditions = admin.conditions()
+    assert {k: (conditions[k]["status"], conditions[k]["reason"]) for k in (
+        "KubeadmReset", "AddressesReleased", "CNIConfigRemoved", "NodeCleanedUp")} == {
+        "KubeadmReset": ("True", "NodeReset"),
+        "AddressesReleased": ("True", "AddressesReleased"),
+        "CNIConfigRemoved": ("True", "CNIConfigRemoved"),
+        "NodeCleanedUp": ("True", "CleanedUp")}
+    assert conditions["KubeadmReset"]["message"] == "kubeadm reset -f undid the join"
+    assert conditions["CNIConfigRemoved"]["message"] == \
+        "removed /etc/cni/net.d/10-machine-agent.conflist"
+    assert not (node.root / KUBELET_CONF).exists() and not conflist.exists()
+    wait_until(lambda: {"NodeReset", "AddressesReleased", "CNIConfigRemoved",
+                        "CleanedUp"} <= {e["reason"] for e in admin.events()},
+               "an Event for each step")
+
+    # CAPI's finalizers go once the node is drained; then the Machine is gone.
+    admin.call("PATCH", machine_path(admin), {"metadata": {"finalizers": None}},
+               content_type="application/merge-patch+json")
+    admin.call("GET", machine_path(admin), ok=(404,))
+    wait_until(lambda: f"Machine {admin.ns}/{MACHINE} is gone" in daemon.output(),
+               "the daemon to see its Machine gone")
+    daemon.stop()
+    journal = Journal.load(Host(node.root))
+    assert journal.extra["lifecycle"]["finished"]
+    assert "join" not in journal.phases and "cni" not in journal.phases
+
+
+def test_an_outage_and_a_restart_lose_no_report(
+        daemon: Daemon, admin: Admin, node: Node, only_standin: ApiServer) -> None:
+    daemon.start()
+    wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap on the Machine")
+    # The management cluster stops taking the agent's reports ...
+    refusals = [only_standin.faults.add("500", path=r"/machines/[^/]+/status$",
+                                        method="PATCH"),
+                only_standin.faults.add("500", path=r"/events$", method="POST")]
+    # ... while the agent has something new to say: a configuration change it applies.
+    set_config(admin, agent_config("  time:\n    maxOffset: 500ms\n"))
+    wait_until(lambda: {c.type: c.status for c in (read_status(Host(node.root)) or
+                                                   ([], False))[0]}.get(
+        "AgentConfigApplied") == "True", "the change to be applied on the node")
+    assert condition(admin, "AgentConfigApplied") is None
+    # A restart in the middle: what was not delivered is in the journal.
+    daemon.stop()
+    assert pending_reports(node.root)
+    daemon.start()
+    assert condition(admin, "AgentConfigApplied") is None
+    # The outage: every connection cut; reconnects dropped, refused, closed and expired.
+    for kind in ("drop", "500", "close_watch", "410"):
+        only_standin.faults.add(kind, path=r"/(machines|configmaps)$", method="GET",
+                                count=2)
+    only_standin.drop_connections()
+    time.sleep(1.0)
+    for fault in refusals:
+        only_standin.faults.clear(fault)
+    applied = wait_until(lambda: condition(admin, "AgentConfigApplied"),
+                         "the kept report on the Machine")
+    assert (applied["status"], applied["reason"]) == ("True", "Reconfigured")
+    wait_until(lambda: "Reconfigured" in {e["reason"] for e in admin.events()},
+               "the kept Event")
+    assert is_true(admin, "NodeBootstrapped")
+    took = daemon.stop()
+    assert took < 5
+    assert not pending_reports(node.root)  # saved as delivered on the way out
+
+
+NTP_PORT, DEAD_PORT = 11131, 11133
+"""Ports of this suite's NTP server and of a server nobody runs (not the time suite's)."""
+
+
+def private_dir(path: Path) -> Path:
+    path.mkdir()
+    path.chmod(0o770)
+    return path
+
+
+def ntp_answers(port: int) -> bool:
+    import ntplib
+
+    try:
+        ntplib.NTPClient().request("127.0.0.1", version=4, port=port, timeout=0.2)
+    except (ntplib.NTPException, OSError):
+        return False
+    return True
+
+
+@contextmanager
+def chronyd(conf: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A private chronyd (-x: the host clock is never touched), stopped afterwards."""
+    with open(conf.with_suffix(".log"), "w") as log:
+        proc = subprocess.Popen(["chronyd", "-f", str(conf), "-x", "-u", "root", "-d"],
+                                stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def time_config(run: Path, *ports: int) -> str:
+    servers = "".join(f"    - {{host: 127.0.0.1, port: {p}, minpoll: -2, maxpoll: 0}}\n"
+                      for p in ports)
+    return agent_config(f"""  time:
+    servers:
+{servers}    syncTimeout: 30s
+    checkInterval: 200ms
+    chrony: {{target: dropin, commandAddress: {run}/client.sock}}
+""")
+
+
+def test_a_changed_time_server_is_applied_to_chronyd_and_the_node_never_joins_again(
+        daemon: Daemon, admin: Admin, node: Node,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    assert not ntp_answers(NTP_PORT), f"something already serves NTP on {NTP_PORT}"
+    run = private_dir(tmp_path_factory.mktemp("c") / "run")  # short: socket paths
+    server, client = run / "server.conf", run / "client.conf"
+    server.write_text(f"port {NTP_PORT}\nbindaddress 127.0.0.1\nlocal stratum 8\n"
+                      f"allow 127.0.0.1\ncmdport 0\nbindcmdaddress {run}/server.sock\n"
+                      f"pidfile {run}/server.pid\n")
+    # The node's chronyd, as Debian's chrony.conf sets it up: sources from sources.d.
+    sources = node.root / "etc/chrony/sources.d"
+    sources.mkdir(parents=True)
+    client.write_text(f"sourcedir {sources}\nmakestep 1 3\ndriftfile {run}/drift\nport 0\n"
+                      f"cmdport 0\nbindcmdaddress {run}/client.sock\n"
+                      f"pidfile {run}/client.pid\n")
+    set_config(admin, time_config(run, NTP_PORT))
+    with chronyd(server), chronyd(client):
+        wait_until(lambda: ntp_answers(NTP_PORT), "the test NTP server")
+        wait_until((run / "client.sock").exists, "the node's chronyd")
+        daemon.start()
+        wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap")
+        dropin = sources / "machine-agent.sources"
+        assert f"port {DEAD_PORT}" not in dropin.read_text()
+        kubelet_conf = (node.root / KUBELET_CONF).stat().st_mtime_ns
+        joined = Journal.load(Host(node.root)).phases["join"]
+
+        set_config(admin, time_config(run, NTP_PORT, DEAD_PORT))
+        applied = wait_until(lambda: is_true(admin, "AgentConfigApplied") and condition(
+            admin, "AgentConfigApplied"), "the change on the Machine")
+        assert applied["reason"] == "Reconfigured"
+        assert applied["message"] == \
+            f"configmap {admin.ns}/{CONFIGMAP} applied to network, time"
+        assert f"server 127.0.0.1 port {DEAD_PORT}" in dropin.read_text()
+        synced = condition(admin, "TimeSynchronized")
+        assert synced is not None and synced["status"] == "True", synced
+        assert f"unreachable: 127.0.0.1:{DEAD_PORT}" in synced["message"]
+        assert "chronyc" in daemon.output() and "reload sources" in daemon.output()
+        # Never joined again: the join's record and kubelet.conf are as they were.
+        assert Journal.load(Host(node.root)).phases["join"] == joined
+        assert (node.root / KUBELET_CONF).stat().st_mtime_ns == kubelet_conf
+        assert daemon.output().count("kubeadm join, attempt") == 1
+        daemon.stop()

@@ -1,0 +1,64 @@
+"""The delete policy on a node root, as the daemon runs it when its Machine is deleted:
+the address the network phase claimed goes back to its pool, each step is a condition,
+and a step that fails stops the policy with its reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from agent.config import load_config
+from agent.config.sources import default_sources
+from agent.daemon.deletion import DeletePolicy
+from agent.host import Host
+from agent.ipam.base import ClaimRequest, PluginEnv, open_plugin
+from agent.ipam.ledger import held, record
+from agent.report import Conditions
+from agent.state import Journal
+
+POOL = {"pools": {"nodes": {"addresses": ["192.0.2.10-192.0.2.20"], "prefix": 24,
+                            "gateway": "192.0.2.1"}}}
+
+
+def policy(tmp_path: Path, host: Host, journal: Journal, **on_delete: object) -> DeletePolicy:
+    doc = {"apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
+           "spec": {"ipam": {"plugins": {"static": POOL}},
+                    "lifecycle": {"onDelete": on_delete}}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    config = load_config(host, default_sources([str(path)])).config
+    published: list[bool] = []
+    return DeletePolicy(host, config, journal, Conditions(host, []), published.append,
+                        "uid-1", PluginEnv(host))
+
+
+def test_the_claimed_address_goes_back_to_its_pool(tmp_path: Path) -> None:
+    host = Host(tmp_path / "root")
+    journal = Journal.load(host)
+    the_policy = policy(tmp_path, host, journal, kubeadmReset=False, removeCniConfig=False)
+    request = ClaimRequest("uid-1/eth0/ipv4", "nodes", "ipv4", "eth0")
+    plugin = open_plugin("static", {"static": POOL}, PluginEnv(host))
+    record(journal, "static", request, plugin.claim(request))
+    assert the_policy.run()
+    released = the_policy.conditions.get("AddressesReleased")
+    assert (released.status, released.reason) == ("True", "AddressesReleased")
+    assert released.message == "released 192.0.2.10/24 of eth0 (static pool 'nodes')"
+    assert held(Journal.load(host)) == []
+    state = json.loads((tmp_path / "root/var/lib/machine-agent/ipam/static.json").read_text())
+    assert "192.0.2.10" not in json.dumps(state)
+
+
+def test_a_failed_reset_stops_the_policy_with_its_reason(tmp_path: Path) -> None:
+    host = Host(tmp_path / "root", env={"PATH": str(tmp_path)})
+    journal = Journal.load(host)
+    the_policy = policy(tmp_path, host, journal)
+    assert not the_policy.run()
+    reset = the_policy.conditions.get("KubeadmReset")
+    assert (reset.status, reset.reason) == ("False", "CommandFailed")
+    assert "command not found: kubeadm" in reset.message
+    summary = the_policy.conditions.get("NodeCleanedUp")
+    assert summary.status == "False" and summary.message.startswith("KubeadmReset: ")
+    assert journal.extra["lifecycle"] == {"machine": "uid-1", "done": [],
+                                          "finished": False}
