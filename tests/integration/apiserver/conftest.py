@@ -19,27 +19,6 @@ from tests.integration.apiserver.kubeclient import Kube
 REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
 
 
-@pytest.fixture
-def standin(tmp_path: Path) -> Iterator[ApiServer | None]:
-    """The running stand-in; None against a real server."""
-    if REAL_KUBECONFIG:
-        yield None
-        return
-    server = ApiServer(tmp_path / "apiserver", bookmark_interval=0.2).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def only_standin(standin: ApiServer | None) -> ApiServer:
-    """For tests of stand-in hooks (faults, compaction, the pool controller)."""
-    if standin is None:
-        pytest.skip("exercises a stand-in-only hook; skipped against a real API server")
-    return standin
-
-
 def _real_admin(tmp_path: Path) -> Kube:
     config = yaml.safe_load(Path(REAL_KUBECONFIG).read_text())
     ctx_name = config.get("current-context")

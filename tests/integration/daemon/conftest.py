@@ -2,6 +2,6 @@
 node root and the sd_notify socket, for the daemon's tests."""
 
 from tests.integration.daemon.service import systemd
-from tests.integration.kube.conftest import admin, node, only_standin, standin, world
+from tests.integration.kube.conftest import admin, node, world
 
-__all__ = ["admin", "node", "only_standin", "standin", "systemd", "world"]
+__all__ = ["admin", "node", "systemd", "world"]

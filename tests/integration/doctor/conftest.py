@@ -18,7 +18,6 @@ from tests.integration.kube.conftest import (  # fixtures, re-exported below
     Admin,
     admin,
     node,
-    standin,
     world,
 )
 
@@ -91,4 +90,4 @@ def failing(doc: Any) -> list[tuple[str, str]]:
     return [(c["phase"], c["name"]) for c in doc["checks"] if c["status"] == "fail"]
 
 
-__all__ = ["Admin", "admin", "node", "standin", "world"]
+__all__ = ["Admin", "admin", "node", "world"]

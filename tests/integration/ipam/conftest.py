@@ -29,7 +29,6 @@ from tests.integration.netbox import nbapi
 
 NETBOX_ENV = Path(os.environ.get("NETBOX_HOME", "/var/tmp/machine-agent-netbox")) / "env"
 UP = "sudo bash tests/integration/netbox/up.sh"
-standin = kube.standin  # the management cluster's fixtures, shared with the kube tests
 admin = kube.admin
 
 

@@ -116,27 +116,6 @@ def _real_admin() -> Admin:
 
 
 @pytest.fixture
-def standin(tmp_path: Path) -> Iterator[ApiServer | None]:
-    """The running stand-in; None against a real server."""
-    if REAL_KUBECONFIG:
-        yield None
-        return
-    server = ApiServer(tmp_path / "apiserver", bookmark_interval=0.2).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def only_standin(standin: ApiServer | None) -> ApiServer:
-    """Fault injection and request counters are hooks of the stand-in only."""
-    if standin is None:
-        pytest.skip("needs the stand-in's fault injection; skipped against a real server")
-    return standin
-
-
-@pytest.fixture
 def admin(standin: ApiServer | None, tmp_path: Path,
           monkeypatch: pytest.MonkeyPatch) -> Iterator[Admin]:
     if standin is None:

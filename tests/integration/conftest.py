@@ -1,0 +1,35 @@
+"""Fixtures every integration suite shares: the management API stand-in, or nothing when
+MACHINE_AGENT_TEST_KUBECONFIG points the suites at a real API server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.sandbox.apiserver import ApiServer
+
+REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Iterator[ApiServer | None]:
+    """The running stand-in; None against a real server."""
+    if REAL_KUBECONFIG:
+        yield None
+        return
+    server = ApiServer(tmp_path / "apiserver", bookmark_interval=0.2).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def only_standin(standin: ApiServer | None) -> ApiServer:
+    """For tests of stand-in hooks (faults, counters, compaction, the pool controller)."""
+    if standin is None:
+        pytest.skip("exercises a stand-in-only hook; skipped against a real API server")
+    return standin
