@@ -108,7 +108,11 @@ class Orchestrator:
         view = self.host.read_only_view()
         return [p.plan(self._context(view, p)) for p in select_phases(self.phases, only, skip)]
 
-    def run(self, only: Iterable[str] = (), skip: Iterable[str] = ()) -> RunResult:
+    def run(self, only: Iterable[str] = (), skip: Iterable[str] = (), *,
+            summarize: bool = True) -> RunResult:
+        """Run the selected phases; with `summarize`, set the summary condition and
+        publish the final report (the daemon's trial of a changed configuration holds
+        both back until it knows whether the change stays)."""
         selected = select_phases(self.phases, only, skip)
         result = RunResult()
         blocked: PhaseOutcome | None = None
@@ -128,7 +132,8 @@ class Orchestrator:
             if outcome.outcome == "failed":
                 blocked = outcome
                 result.temporary = outcome.temporary
-        self._summarize(result)
+        if summarize:
+            self.summarize()
         return result
 
     def _run_phase(self, phase: Phase) -> PhaseOutcome:
@@ -184,7 +189,8 @@ class Orchestrator:
         return PhaseOutcome(phase.name, "failed", reason=str(reason), message=message,
                             temporary=temporary)
 
-    def _summarize(self, result: RunResult) -> None:
+    def summarize(self) -> None:
+        """Set the summary condition from the phases' conditions; publish as final."""
         states = [self.conditions.get(p.condition) for p in self.phases]
         failed = next((c for c in states if c.status == "False"), None)
         if failed is not None:

@@ -8,8 +8,10 @@ only (network, time: join is never run again on a joined node, and cni follows f
 join). Each phase applies as it does at boot (the network phase tries the change and
 rolls back to its snapshot when the node loses its gateway or management endpoint);
 when a phase fails with the new configuration, the previous configuration is applied
-again for it, and the phase's condition says the change was refused and why.
-The outcome is the condition `AgentConfigApplied`.
+again for it, and the phase's condition says it runs the previous configuration and why
+the change was refused. The outcome is the condition `AgentConfigApplied`; the summary
+condition (the readiness gate) is only recomputed once the change has stayed or been
+rolled back, so a refused change does not flap it.
 """
 
 from __future__ import annotations
@@ -52,26 +54,33 @@ def reconfigure(host: Host, session: Session, source: ManagementSource | None,
     log.info("the configuration from %s changed: planning %s again", origin,
              ", ".join(names) or "nothing (spec.lifecycle.reconfigure is empty)")
     orchestrator = orchestrator_for(new)
-    result = orchestrator.run(only=names)
+    # A trial: the summary condition (the Machine's readiness gate) is not recomputed
+    # until the change has stayed or been rolled back, so a refused change never flips
+    # NodeBootstrapped on a working node.
+    result = orchestrator.run(only=names, summarize=False)
     failed = [o for o in result.outcomes if o.outcome == "failed"]
     if not failed:
         orchestrator.conditions.set(CONDITION, "True", Reason.Reconfigured,
                                     f"{origin} applied to {', '.join(names) or 'no phase'}")
-        _publish(orchestrator)
+        orchestrator.summarize()
         return new, orchestrator
     # Back to what ran before, for the phases that refused the change.
     log.warning("the change from %s failed in %s; applying the previous configuration "
                 "again", origin, ", ".join(o.phase for o in failed))
     back = orchestrator_for(session)
-    back.run(only=[o.phase for o in failed])
+    restored = back.run(only=[o.phase for o in failed], summarize=False)
     for outcome in failed:
         phase = next(p for p in back.phases if p.name == outcome.phase)
-        back.conditions.set(phase.condition, "False", Reason(outcome.reason),
-                            f"the change from {origin} was refused and rolled back: "
-                            f"{outcome.message}")
+        kept = back.conditions.get(phase.condition)
+        if kept.status == "True":  # the previous configuration is in force again
+            back.conditions.set(phase.condition, "True", Reason(kept.reason),
+                                f"{kept.message} (the change from {origin} was refused "
+                                f"and rolled back: {outcome.message})")
+    if any(o.outcome == "failed" for o in restored.outcomes):
+        log.error("the previous configuration failed too: the node is degraded")
     back.conditions.set(CONDITION, "False", Reason(failed[0].reason),
                         f"{origin}: {failed[0].phase}: {failed[0].message}")
-    _publish(back)
+    back.summarize()
     # The session keeps the old configuration but remembers the new object as seen, so
     # the same content is not tried again until it changes.
     seen = Session(session.loaded, replace(machine, config=source), session.client,
