@@ -63,6 +63,19 @@ def test_second_run_on_a_configured_node_changes_nothing(seg: Segment, tmp_path:
     assert seg.state() == state
 
 
+def test_a_change_made_between_plan_and_apply_is_seen_by_apply(seg: Segment,
+                                                                tmp_path: Path) -> None:
+    # apply reuses the plan's diff only when its snapshot finds what the plan saw
+    seg.listen()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY,
+                                  "addresses": static("192.0.2.10/24", "192.0.2.11/24")}]})
+    run = run_phase(tmp_path, seg, cfg, between=lambda: seg.node_ip(
+        "addr", "add", "192.0.2.11/24", "dev", "n0"))
+    assert run.result["netlinkChanges"] == 3  # up, the other address, default route
+    shown = seg.node_ip("addr", "show", "n0")
+    assert "inet 192.0.2.10/24" in shown and "inet 192.0.2.11/24" in shown
+
+
 def test_dual_stack_waits_for_dad_and_routes_both_families(seg: Segment,
                                                           tmp_path: Path) -> None:
     seg.listen()
