@@ -161,11 +161,12 @@ class NetworkPhase(Phase):
                     f"{', '.join(sorted(taken))} already answered on the segment (ARP probe, "
                     "RFC 5227); the address was not configured")
         if not timing.duplicate_address_detection:
-            ops = [nodad(op) for op in ops]
+            executor.run([nodad(op) for op in ops])
+            return
         executor.run(ops)
         new_v6 = [(executor.index_of(op.link), dict(op.params)["address"]) for op in ops
                   if op.what == "addr-add" and ":" in dict(op.params)["address"]]
-        if new_v6 and timing.duplicate_address_detection:
+        if new_v6:
             ctx.progress(f"waiting for duplicate address detection of {len(new_v6)} "
                          "IPv6 address(es)")
             failed = dad_failures(rtnl, new_v6, float(timing.dad_timeout), clock.monotonic,

@@ -95,13 +95,14 @@ def attributes(data: bytes | memoryview, offset: int, end: int,
     all of them was most of the time of a link dump)."""
     view = memoryview(data)
     found: dict[int, memoryview] = {}
-    while offset + ATTR.size <= end:
-        size, kind = ATTR.unpack_from(view, offset)
-        if size < ATTR.size:
+    unpack = ATTR.unpack_from  # bound once: this loop runs ~10,000 times an observation
+    while offset + 4 <= end:  # 4: ATTR.size
+        size, kind = unpack(view, offset)
+        if size < 4:
             break
         kind &= NLA_TYPE_MASK
         if wanted is None or kind in wanted:
-            found[kind] = view[offset + ATTR.size:offset + size]
+            found[kind] = view[offset + 4:offset + size]
         offset += (size + 3) & ~3
     return found
 
