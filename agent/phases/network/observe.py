@@ -252,8 +252,8 @@ def _matching(host: Host, link: LinkPlan, now: Observed,
             if s.name not in drivers:
                 drivers[s.name] = link_driver(host, s.name)
         return [s.name for s in now.links if drivers[s.name] == link.match_driver]
-    wanted = link.match_name or link.name
-    return [s.name for s in now.links if s.name == wanted]
+    found = now.link(link.match_name or link.name)  # indexed: names are unique
+    return [found.name] if found is not None else []
 
 
 SIOCETHTOOL = 0x8946
