@@ -21,7 +21,7 @@ from agent.config.network import NetworkSpec
 from agent.errors import AgentError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
-from agent.phases.network.apply import Diff, Executor, NetOp, forward, nodad, rollback
+from agent.phases.network.apply import Diff, Executor, NetOp, forward, rollback
 from agent.phases.network.claims import claim_addresses, held_allocations
 from agent.phases.network.model import NetworkPlan, build_plan
 from agent.phases.network.observe import Observed, kernel_text, observe, resolve_names
@@ -64,7 +64,7 @@ class NetworkPhase(Phase):
 
     def __init__(self) -> None:
         self._result: dict[str, Any] = {}
-        self._planned: tuple[NetworkPlan, Observed, dict[str, str], Diff] | None = None
+        self._planned: tuple[NetworkPlan, bool, Observed, dict[str, str], Diff] | None = None
         """The plan's diff and what it was computed from, for apply to reuse."""
 
     # -- plan -------------------------------------------------------------------------
@@ -78,8 +78,9 @@ class NetworkPhase(Phase):
             with contextlib.closing(connect(ctx.host)) as rtnl:
                 now = observe(rtnl)
             names = resolve_names(ctx.host, netplan, now)
-            diff = forward(netplan, now, names)
-            self._planned = (netplan, now, names, diff)
+            dad = spec.conflict_detection.duplicate_address_detection
+            diff = forward(netplan, now, names, dad=dad)
+            self._planned = (netplan, dad, now, names, diff)
             out.changes += [Change(f"netlink:{op}", str(op), _single(op)) for op in diff.ops]
         elif spec.interfaces:
             out.notes.append("no live change: the host root is not / and no network "
@@ -119,7 +120,9 @@ class NetworkPhase(Phase):
         host = ctx.host
         with contextlib.closing(connect(host)) as rtnl:
             before = observe(rtnl)
-            names, diff = self._forward(host, netplan, before)
+            names, diff = self._forward(host, netplan,
+                                        spec.conflict_detection.duplicate_address_detection,
+                                        before)
             executor = Executor(host, rtnl, before.links)
             try:
                 executor.run(diff.links)
@@ -133,7 +136,7 @@ class NetworkPhase(Phase):
                 raise
         return {"netlinkChanges": executor.count, **checked}
 
-    def _forward(self, host: Host, netplan: NetworkPlan,
+    def _forward(self, host: Host, netplan: NetworkPlan, dad: bool,
                  before: Observed) -> tuple[dict[str, str], Diff]:
         """The names and forward diff of `netplan` against `before`: the plan's when the
         snapshot finds the namespace as the plan saw it, for the same plan. Every
@@ -141,10 +144,10 @@ class NetworkPhase(Phase):
         (and of link drivers, which do not change under a link): computing it again
         was ~5 ms of 1,000 addresses. The snapshot itself is always taken afresh."""
         planned, self._planned = self._planned, None
-        if planned is not None and planned[0] == netplan and planned[1] == before:
-            return planned[2], planned[3]
+        if planned is not None and planned[:3] == (netplan, dad, before):
+            return planned[3], planned[4]
         names = resolve_names(host, netplan, before)
-        return names, forward(netplan, before, names)
+        return names, forward(netplan, before, names, dad=dad)
 
     def _probe_and_add(self, ctx: PhaseContext, spec: NetworkSpec, rtnl: Rtnl,
                        executor: Executor, ops: list[NetOp],
@@ -160,10 +163,9 @@ class NetworkPhase(Phase):
                 raise AddressConflict(
                     f"{', '.join(sorted(taken))} already answered on the segment (ARP probe, "
                     "RFC 5227); the address was not configured")
+        executor.run(ops)  # without DAD, the diff's IPv6 additions carry IFA_F_NODAD
         if not timing.duplicate_address_detection:
-            executor.run([nodad(op) for op in ops])
             return
-        executor.run(ops)
         new_v6 = [(executor.index_of(op.link), dict(op.params)["address"]) for op in ops
                   if op.what == "addr-add" and ":" in dict(op.params)["address"]]
         if new_v6:
