@@ -345,7 +345,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     from agent.host import Clock, Host
     from agent.ipam.base import ClaimRequest, PluginEnv
     from agent.ipam.capi import CAPIOptions, CAPIPlugin
-    from agent.kube.client import Client
+    from agent.kube.client import DEFAULT_BACKOFF, Client
     from agent.kube.facts import MachineFacts
     from agent.kube.kubeconfig import Credentials
     from agent.kube.machine import MachineView
@@ -363,6 +363,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     boots: list[dict[str, Any]] = []
     backoff = Backoff(DELIVERY_BACKOFF.base * sc.scale, DELIVERY_BACKOFF.cap * sc.scale,
                       DELIVERY_BACKOFF.attempts)
+    # the client's own retries: the reporter sends with one attempt, a claim with these
+    client_backoff = Backoff(DEFAULT_BACKOFF.base * sc.scale, DEFAULT_BACKOFF.cap * sc.scale,
+                             DEFAULT_BACKOFF.attempts)
     phase_spec = RetrySpec()  # how the orchestrator retries a phase that failed for now
     phase_backoff = Backoff(phase_spec.initial_delay * sc.scale,
                             phase_spec.max_delay * sc.scale, phase_spec.attempts)
@@ -399,7 +402,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         if stop.wait(max(0.0, start + float(agent["boot"]) * sc.scale - time.monotonic())):
             return
         client = Client(Credentials(spec["url"], token=agent["token"], ca_file=spec["ca"]),
-                        timeout=10.0, session=TimedSession(), sleep=clock.sleep)
+                        timeout=10.0, backoff=client_backoff, session=TimedSession(),
+                        sleep=clock.sleep)
         facts = MachineFacts(NAMESPACE, agent["name"], agent["uid"], CLUSTER)
         view = MachineView(facts, "v1beta2", 1, None)
         reporter = MachineReporter(client, view, MemoryJournal(host), clock=clock,
