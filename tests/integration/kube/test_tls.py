@@ -37,7 +37,7 @@ from agent.retry import Backoff
 TOKEN = "node-token-" + "x" * 20
 NOW = datetime.datetime.now(datetime.UTC)
 DAY = datetime.timedelta(days=1)
-LOOPBACK = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+LOOPBACK: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
 
 
 @dataclass
@@ -155,7 +155,9 @@ def test_a_certificate_from_the_configured_ca_for_the_address_is_accepted(
     assert api.seen == [f"Bearer {TOKEN}"]
 
 
-CASES = {
+Case = tuple[str, list[x509.GeneralName], tuple[datetime.datetime, datetime.datetime],
+             str, str]
+CASES: dict[str, Case] = {
     # name: (issuer: "" the trusted CA, else a new CA of that name; subjectAltNames;
     #        validity; what the message says; what the hint says)
     "another-ca": ("etcd-ca", LOOPBACK, (NOW - DAY, NOW + DAY),
