@@ -38,6 +38,7 @@ class Reason(enum.StrEnum):
     ManagementUnauthorized = "ManagementUnauthorized"
     ManagementForbidden = "ManagementForbidden"
     MachineNotFound = "MachineNotFound"
+    BootstrapDataMissing = "BootstrapDataMissing"
     # network
     NetworkConfigured = "NetworkConfigured"
     AddressConflict = "AddressConflict"
@@ -124,6 +125,11 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.MachineNotFound: ReasonInfo(
         "No Machine (or more than one) matches this node's identity.",
         "Set spec.identity.machine or label the Machine with this host's UUID."),
+    Reason.BootstrapDataMissing: ReasonInfo(
+        "The Machine's bootstrap data Secret (or its spec.bootstrap.dataSecretName) did not "
+        "appear within spec.management.bootstrapWait; the message names the Secret.",
+        "Check the bootstrap provider (CABPK: the Machine's KubeadmConfig and the "
+        "controller's logs); the daemon tries again later, `machine-agent run` exits."),
     Reason.NetworkConfigured: ReasonInfo(
         "Interfaces, addresses, routes and DNS are applied and verified.", "Nothing to do."),
     Reason.AddressConflict: ReasonInfo(
