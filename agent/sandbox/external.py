@@ -3,16 +3,18 @@
 cluster, or a stand-in run as a server of its own.
 
 Nothing is installed: the CRDs must be there already (each missing one is named). The
-sandbox's objects live in a namespace of its own, `ma-TAG` (labelled
-`machine-agent.io/sandbox=TAG`), made through the admin credentials and deleted on the
-way out, also on a failure. The nodes reach the server through a relay at the sandbox's
-API endpoint in the router namespace (agent.sandbox.relay); their kubeconfig names the
-server's own host as `tls-server-name`, so TLS stays verified end to end. The IPAM pool
-controller runs here as a client of that server (agent.sandbox.pools).
+sandbox's objects live in a namespace of its own, `ma-sandbox-HASH` (labelled
+`machine-agent.io/sandbox=true`, annotated with the sandbox's directory), made through
+the admin credentials and deleted on the way out, also on a failure. The nodes reach
+the server through a relay at the sandbox's API endpoint in the router namespace
+(agent.sandbox.relay); their kubeconfig names the server's own host as
+`tls-server-name`, so TLS stays verified end to end. The IPAM pool controller runs here
+as a client of that server (agent.sandbox.pools).
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from pathlib import Path
@@ -74,8 +76,8 @@ def connect(registry: Registry, router: str, kubeconfig: Path) -> Admin:
     """Admin access to the external server, its CRDs checked, the sandbox's namespace
     made, the relay in the router namespace and the pool controller running; each
     undone by the registry."""
-    admin = admin_from_kubeconfig(kubeconfig, registry.base / "external",
-                                  f"ma-{registry.tag}")
+    namespace = "ma-sandbox-" + hashlib.sha256(registry.tag.encode()).hexdigest()[:10]
+    admin = admin_from_kubeconfig(kubeconfig, registry.base / "external", namespace)
     missing = missing_resources(admin)
     if missing:
         raise PermanentError(
@@ -85,8 +87,11 @@ def connect(registry: Registry, router: str, kubeconfig: Path) -> Admin:
                  "kubectl apply --server-side -f agent/sandbox/crds/")
     _start_relay(registry, router, admin)
     admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                        "metadata": {"name": admin.ns, "labels": {
-                                            SANDBOX_LABEL: registry.tag}}})
+                                        "metadata": {
+                                            "name": admin.ns,
+                                            "labels": {SANDBOX_LABEL: "true"},
+                                            "annotations": {SANDBOX_LABEL: str(
+                                                registry.base)}}})
     registry.on_undo(lambda: delete_namespace(admin))
     pools = PoolClient(admin).start()
     registry.on_undo(pools.stop)
