@@ -139,7 +139,7 @@ def test_missing_crds_are_named() -> None:
         "ipaddressclaims/status.ipam.cluster.x-k8s.io/v1beta2"]
 
 
-def test_the_bootstrap_suite_passes_in_external_mode(external: Path) -> None:
+def test_the_bootstrap_suite_passes_in_external_mode(external: Path, tmp_path: Path) -> None:
     """tests/e2e/test_bootstrap.py's sandbox tests, run as a user would run them against a
     real cluster: MACHINE_AGENT_TEST_KUBECONFIG set, nothing else. (Its demo tests run
     the demo, which always brings its own stand-in.)"""
@@ -149,3 +149,8 @@ def test_the_bootstrap_suite_passes_in_external_mode(external: Path) -> None:
         timeout=300, env={**os.environ, "MACHINE_AGENT_TEST_KUBECONFIG": str(external)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "2 passed" in done.stdout and "skipped" not in done.stdout, done.stdout[-2000:]
+    # ... and against the external server: it made both tests' namespaces and Machines
+    # (read with the stand-in's own counters: this server is one, whatever the suite saw).
+    served = as_admin(external, tmp_path, "").call("GET", "/sandbox/v1/counters")
+    made = {c["resource"]: c["count"] for c in served["counters"] if c["verb"] == "create"}
+    assert made.get("namespaces", 0) >= 2 and made.get("machines", 0) >= 2, made
