@@ -77,6 +77,8 @@ class Client:
         # Proxies, CA bundles and .netrc from the environment must not change where the
         # agent connects or what it trusts.
         session.trust_env = False
+        if creds.tls_server_name:
+            session.mount(f"{creds.server}/", _server_name_adapter(creds.tls_server_name))
         self.session = session
         self.headers = {"Accept": "application/json",
                         "User-Agent": f"machine-agent/{__version__}"}
@@ -206,6 +208,18 @@ class Client:
     @staticmethod
     def _log_retry(err: Exception, attempt: int, pause: float) -> None:
         log.warning("%s; retrying in %.1fs (attempt %d)", err, pause, attempt + 1)
+
+
+def _server_name_adapter(name: str) -> Any:
+    """A transport that verifies the server's certificate against `name` (and sends it
+    as SNI) instead of the URL's host: kubeconfig's tls-server-name."""
+    from requests.adapters import HTTPAdapter
+
+    class ServerNameAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, server_hostname=name, **kwargs)
+
+    return ServerNameAdapter()
 
 
 def _shut_down(response: requests.Response) -> None:

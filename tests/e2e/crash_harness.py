@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from agent.kube.rbac import NodeIdentity, render_node_rbac
-from agent.sandbox.cluster import CAPI, CLUSTER, IPAM, NAMESPACE, seed_machine
+from agent.sandbox.cluster import CAPI, CLUSTER, IPAM, seed_machine
 from agent.sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT
 from agent.sandbox.node import Addressing, Node
 from agent.sandbox.sandbox import IPAM_PLUGIN, Sandbox
@@ -108,17 +108,19 @@ class Slot:
         _wipe(node.home, keep=node.runtime_socket)
         node.workload.pop("joins", None)
         node.workload.pop("readyNodes", None)
-        node.prepare(registry, ca=box.admin.ca, token=self.token,
+        node.prepare(registry, box.admin, token=self.token,
                      addressing=_addressing(box), extra=box._cni_settings(node))
 
     def _forget_machine(self) -> None:
-        """Delete the Machine (its claims go with it, by owner), Secret, Role, binding."""
+        """Delete the Machine (its claims go with it, by owner), Secret, Role, binding and
+        ServiceAccount."""
         admin, name = self.box.admin, self.node.name
-        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"
-        role, binding = _node_rbac_names(name)
-        for path in (f"/apis/{CAPI}/namespaces/{NAMESPACE}/machines/{name}",
-                     f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}-bootstrap",
-                     f"{rbac}/roles/{role}", f"{rbac}/rolebindings/{binding}"):
+        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{admin.ns}"
+        role, binding = _node_rbac_names(admin.ns, name)
+        for path in (f"/apis/{CAPI}/namespaces/{admin.ns}/machines/{name}",
+                     f"/api/v1/namespaces/{admin.ns}/secrets/{name}-bootstrap",
+                     f"{rbac}/roles/{role}", f"{rbac}/rolebindings/{binding}",
+                     f"/api/v1/namespaces/{admin.ns}/serviceaccounts/machine-agent-{name}"):
             admin.call("DELETE", path, ok=(200, 202, 404))
         deadline = time.monotonic() + GC_WAIT
         while self.uid and self._owned_claims(self.uid):
@@ -161,7 +163,7 @@ class Slot:
 
     def _events(self) -> dict[str, int]:
         items = self.box.admin.call(
-            "GET", f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events")["items"]
+            "GET", f"/apis/events.k8s.io/v1/namespaces/{self.box.admin.ns}/events")["items"]
         mine = [e for e in items if (e.get("regarding") or {}).get("uid") == self.uid]
         return dict(sorted(collections.Counter(e.get("reason", "") for e in mine).items()))
 
@@ -189,7 +191,7 @@ def pool_problems(box: Sandbox) -> list[str]:
     deadline = time.monotonic() + GC_WAIT
     while True:
         machines = {m["metadata"]["uid"] for m in box.admin.call(
-            "GET", f"/apis/{CAPI}/namespaces/{NAMESPACE}/machines")["items"]}
+            "GET", f"/apis/{CAPI}/namespaces/{box.admin.ns}/machines")["items"]}
         claims = box.admin.claims()
         names = {c["metadata"]["name"] for c in claims}
         problems = [f"claim {c['metadata']['name']} is orphaned" for c in claims
@@ -204,7 +206,7 @@ def pool_problems(box: Sandbox) -> list[str]:
 
 def _ip_addresses(box: Sandbox) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = box.admin.call(
-        "GET", f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddresses")["items"]
+        "GET", f"/apis/{IPAM}/v1beta2/namespaces/{box.admin.ns}/ipaddresses")["items"]
     return items
 
 
@@ -318,9 +320,9 @@ def _conditions(machine: dict[str, Any]) -> dict[str, tuple[str, str]]:
             for c in machine.get("status", {}).get("conditions", [])}
 
 
-def _node_rbac_names(machine: str) -> list[str]:
+def _node_rbac_names(namespace: str, machine: str) -> list[str]:
     """The Role and RoleBinding names the shipped template gives a node (for the reset)."""
     docs = yaml.safe_load_all(render_node_rbac(NodeIdentity(
-        NAMESPACE, machine, CLUSTER, f"{machine}-bootstrap", f"machine-agent-{machine}")))
+        namespace, machine, CLUSTER, f"{machine}-bootstrap", f"machine-agent-{machine}")))
     return [d["metadata"]["name"] for d in docs]
 
