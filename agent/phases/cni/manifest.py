@@ -2,8 +2,8 @@
 workload cluster with server-side apply, then the wait for this node's Node to be Ready.
 
 The cluster is behind the small `WorkloadCluster` interface (apply one object, read a
-Node's Ready condition), so the phase does not care how it is reached; `workload.py`
-holds the implementation on a kubeconfig.
+Node's Ready condition), so the phase does not care how it is reached;
+`agent/kube/workload.py` holds the implementation on a kubeconfig.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from agent.config.cni import ManifestSpec
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
+from agent.kube.workload import NodeReadiness
 
 POLL_INTERVAL = 5.0
 """Seconds between looks at the Node while waiting for Ready."""
@@ -23,13 +24,6 @@ POLL_INTERVAL = 5.0
 
 class ManifestError(PermanentError):
     reason = Reason.CNIBroken
-
-
-@dataclass(frozen=True)
-class NodeReadiness:
-    ready: bool
-    detail: str
-    """The Ready condition's reason and message, or why there is none."""
 
 
 class WorkloadCluster(Protocol):

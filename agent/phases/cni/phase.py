@@ -29,9 +29,11 @@ ClusterFactory = Callable[[Host, str], WorkloadCluster]
 
 
 def _kubeconfig_cluster(host: Host, kubeconfig: str) -> WorkloadCluster:
-    from agent.phases.cni.workload import KubeconfigCluster
+    from agent.kube.workload import KubeconfigCluster
 
-    return KubeconfigCluster(host, kubeconfig)
+    return KubeconfigCluster(host, kubeconfig, reason=Reason.CNIBroken,
+                             missing_hint="the manifest is applied after kubeadm wrote it; "
+                                          "fix spec.cni.manifest.kubeconfig")
 
 
 class CNIPhase(Phase):
