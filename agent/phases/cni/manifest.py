@@ -91,19 +91,21 @@ def parse_objects(payload: bytes, origin: str) -> list[dict[str, Any]]:
 
 
 def wait_node_ready(cluster: WorkloadCluster, node: str, timeout: float, host: Host,
-                    progress: Callable[[str], None]) -> None:
-    """Wait (bounded) for the Node's Ready condition, saying what it waits for."""
+                    progress: Callable[[str], None], since: str) -> NodeReadiness:
+    """Wait (bounded) for the Node's Ready condition, saying what it waits for; the
+    Ready state once True. `since` names what should have made it Ready."""
     start = host.clock.monotonic()
     while True:
         state = cluster.node_readiness(node)
         if state.ready:
-            return
+            return state
         waited = host.clock.monotonic() - start
         if waited >= timeout:
             raise TemporaryError(
-                f"Node {node} is not Ready {waited:.0f}s after the CNI manifest was "
-                f"applied: {state.detail}", reason=Reason.CNIBroken,
-                hint="check the CNI DaemonSet's pods on this node; the agent retries")
+                f"Node {node} is not Ready {waited:.0f}s after {since}: {state.detail}",
+                reason=Reason.CNIBroken,
+                hint="check the CNI DaemonSet's pods on this node and the kubelet's log; "
+                     "the agent retries")
         progress(f"waiting for Node {node} to be Ready ({state.detail}; "
                  f"{waited:.0f}s of {timeout:.0f}s)")
         host.clock.sleep(min(POLL_INTERVAL, timeout - waited))
