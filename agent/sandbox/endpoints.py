@@ -1,10 +1,13 @@
-"""`python -m agent.sandbox.endpoints --tcp HOST:PORT --unix PATH ...`: sockets that
-accept connections and close them, until SIGTERM.
+"""`python -m agent.sandbox.endpoints --tcp HOST:PORT --unix PATH --kubelet ROOT ...`:
+sockets that accept connections and close them, and the nodes' kubelets, until SIGTERM.
 
-They stand for what the join phase's preflight connects to and the sandbox has no real
-program for: the workload cluster's API endpoint (the kubeadm stand-in answers for the
-cluster itself) and each node's container runtime socket. A process of their own, so
-that a sandbox kept with --keep still answers after the demo has exited.
+The sockets stand for what the join phase's preflight connects to and the sandbox has no
+real program for: each node's container runtime socket (and any TCP endpoint asked
+for). The kubelet of each node root (`--kubelet`) does what a running kubelet does once
+a CNI configuration appears in /etc/cni/net.d: it posts its Node Ready, with the
+credentials of its kubelet.conf (the kubeadm stand-in registered the Node NotReady at
+join). A process of their own, so that a sandbox kept with --keep still answers after
+the demo has exited.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import selectors
 import signal
 import socket
 import sys
+from pathlib import Path
+
+from agent.sandbox.kubeadm_standin import KUBELET_CONF, Failed, kubelet_ready, network_ready
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__)
     parser.add_argument("--tcp", action="append", default=[], metavar="HOST:PORT")
     parser.add_argument("--unix", action="append", default=[], metavar="PATH")
+    parser.add_argument("--kubelet", action="append", default=[], metavar="ROOT")
     args = parser.parse_args(argv)
     listeners: list[socket.socket] = []
     for spec in args.tcp:
@@ -42,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     running = [True]
     signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
     print("ready", flush=True)
+    posted: dict[str, str] = {}
+    """Per node root, the kubelet.conf its Ready was posted with (a new join: again)."""
     while running[0]:
+        for root in args.kubelet:
+            _kubelet(Path(root), posted)
         for key, _ in selector.select(timeout=0.2):
             listener = key.fileobj
             assert isinstance(listener, socket.socket)
@@ -50,6 +61,19 @@ def main(argv: list[str] | None = None) -> int:
                 conn, _ = listener.accept()
                 conn.close()
     return 0
+
+
+def _kubelet(root: Path, posted: dict[str, str]) -> None:
+    try:
+        conf = (root / KUBELET_CONF).read_text()
+    except OSError:
+        posted.pop(str(root), None)
+        return
+    if posted.get(str(root)) == conf or not network_ready(root):
+        return
+    with contextlib.suppress(Failed, OSError, LookupError, ValueError):
+        if kubelet_ready(root):
+            posted[str(root)] = conf
 
 
 if __name__ == "__main__":
