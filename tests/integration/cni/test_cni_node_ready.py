@@ -85,3 +85,10 @@ def test_the_node_turns_ready_after_the_list_and_its_condition_is_reported(
     assert machine.conditions["NodeJoined"].message.endswith("; Node worker-0 registered")
     # CAPI's own types stay CAPI's: the agent sets none of them
     assert not {"Ready", "NodeReady", "NodeHealthy"} & set(machine.conditions)
+    # an up-to-date run reports it again, from the journal (this run keeps no status file)
+    again = Machine(root)
+    rerun = Orchestrator(load_config(host, default_sources()), host,
+                         phases=[JoinPhase(), CNIPhase()], reporters=[again],
+                         machine=machine_facts(cloud_config(joined.endpoint))).run()
+    assert [o.outcome for o in rerun.outcomes] == ["up-to-date", "up-to-date"]
+    assert again.conditions["WorkloadNodeReady"].message == ready.message
