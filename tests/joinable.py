@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from agent.sandbox.apiserver import ApiServer
-from agent.sandbox.kubeadm_standin import install
+from agent.sandbox.kubeadm_standin import install, kubelet_sync
 
 TOKEN = "abcdef.0123456789abcdef"
 FRESH_TOKEN = "ghijkl.0123456789ghijkl"
@@ -47,8 +48,10 @@ class JoinWorld:
 
 
 @contextlib.contextmanager
-def joinable(root: Path, tools: Path) -> Iterator[JoinWorld]:
+def joinable(root: Path, tools: Path, *, kubelet: bool = True) -> Iterator[JoinWorld]:
     """Prepare `root` as a healthy node and `tools` with the stand-in; sockets close after.
+    With `kubelet`, a running kubelet turns the Node Ready once a CNI configuration is
+    in place (as the sandbox's do); without, the test plays that part.
 
     Keep `root` short: the runtime socket path must fit in sun_path (108 bytes)."""
     for path, text in HEALTHY_PROC.items():
@@ -58,6 +61,14 @@ def joinable(root: Path, tools: Path) -> Iterator[JoinWorld]:
     (root / "var/run/containerd").mkdir(parents=True)
     runtime = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     api = ApiServer(tools / "workload-api", ipam=False).start()
+    stop = threading.Event()
+
+    def run_kubelet() -> None:
+        posted: dict[str, str] = {}
+        while not stop.wait(0.05):
+            kubelet_sync(root, posted)
+
+    running = threading.Thread(target=run_kubelet, name="kubelet", daemon=True)
     try:
         runtime.bind(str(root / "var/run/containerd/containerd.sock"))
         runtime.listen(8)
@@ -68,8 +79,13 @@ def joinable(root: Path, tools: Path) -> Iterator[JoinWorld]:
                                      "apiServer": {"ca": str(api.ca_path),
                                                    "signerToken": api.admin_token}}))
         install(tools / "bin", root, world)
+        if kubelet:
+            running.start()
         yield JoinWorld(tools / "bin", world, f"127.0.0.1:{api.port}", api)
     finally:
+        stop.set()
+        if running.is_alive():
+            running.join(timeout=5)
         runtime.close()
         api.stop()
 

@@ -19,7 +19,7 @@ import socket
 import sys
 from pathlib import Path
 
-from agent.sandbox.kubeadm_standin import KUBELET_CONF, Failed, kubelet_ready, network_ready
+from agent.sandbox.kubeadm_standin import kubelet_sync
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     posted: dict[str, str] = {}  # per node root, the kubelet.conf Ready was posted with
     while running[0]:
         for root in args.kubelet:
-            _kubelet(Path(root), posted)
+            kubelet_sync(Path(root), posted)
         for key, _ in selector.select(timeout=0.2):
             listener = key.fileobj
             assert isinstance(listener, socket.socket)
@@ -52,19 +52,6 @@ def main(argv: list[str] | None = None) -> int:
                 conn, _ = listener.accept()
                 conn.close()
     return 0
-
-
-def _kubelet(root: Path, posted: dict[str, str]) -> None:
-    try:
-        conf = (root / KUBELET_CONF).read_text()
-    except OSError:
-        posted.pop(str(root), None)
-        return
-    if posted.get(str(root)) == conf or not network_ready(root):
-        return
-    with contextlib.suppress(Failed, OSError, LookupError, ValueError):
-        if kubelet_ready(root):
-            posted[str(root)] = conf
 
 
 if __name__ == "__main__":

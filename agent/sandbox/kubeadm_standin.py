@@ -374,9 +374,27 @@ def _register_node(root: Path, server: str, api: dict[str, str], token: str,
     post_node_status(server, ca, token, name, network_ready(root))
 
 
+def kubelet_sync(root: Path, posted: dict[str, str]) -> None:
+    """One look of the running kubelet of the node under `root`: once it has joined and a
+    CNI configuration is in place, post its Node Ready (again after a new join).
+    `posted` holds, per root, the kubelet.conf it was posted with."""
+    try:
+        conf = (root / KUBELET_CONF).read_text()
+    except OSError:
+        posted.pop(str(root), None)
+        return
+    if posted.get(str(root)) == conf or not network_ready(root):
+        return
+    try:
+        if kubelet_ready(root):
+            posted[str(root)] = conf
+    except (Failed, OSError, LookupError, ValueError):
+        pass  # not registered (yet), or the API is away: the next look tries again
+
+
 def kubelet_ready(root: Path) -> bool:
-    """Post Ready for the kubelet of the node under `root` (the sandbox's kubelets, once
-    the CNI configuration is there); False when the node has not joined."""
+    """Post Ready for the kubelet of the node under `root`; False when the node has not
+    joined."""
     try:
         conf = yaml.safe_load((root / KUBELET_CONF).read_text())
         flags = (root / KUBELET_FLAGS).read_text()

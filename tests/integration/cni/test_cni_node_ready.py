@@ -50,7 +50,7 @@ class Machine:
 @pytest.fixture
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, JoinWorld]]:
     root = tmp_path_factory.mktemp("n")
-    with joinable(root, tmp_path_factory.mktemp("t")) as joined:
+    with joinable(root, tmp_path_factory.mktemp("t"), kubelet=False) as joined:
         yield root, joined
 
 
