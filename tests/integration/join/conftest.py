@@ -2,9 +2,9 @@
 
 The node is a temporary root with what a healthy node shows: /proc files, a container
 runtime socket that answers, `kubeadm` and `kubelet` on PATH. The cluster is an API
-endpoint listening on 127.0.0.1 and the world file of the kubeadm on PATH (which tokens
-it knows, its CA pin, which Nodes exist). Tests only put kubeadm on PATH; what answers is
-the stand-in (agent/sandbox/kubeadm_standin.py)."""
+stand-in listening on 127.0.0.1, where the kubelet registers its Node, and the world file
+of the kubeadm on PATH (which tokens it knows, its CA pin, which Nodes are Ready). Tests
+only put kubeadm on PATH; what answers is the stand-in (agent/sandbox/kubeadm_standin.py)."""
 
 from __future__ import annotations
 
