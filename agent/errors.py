@@ -68,6 +68,7 @@ class Reason(enum.StrEnum):
     # CNI
     CNIInstalled = "CNIInstalled"
     CNIBroken = "CNIBroken"
+    KubeletReady = "KubeletReady"
     # lifecycle (the daemon, after the bootstrap)
     NodeReset = "NodeReset"
     AddressesReleased = "AddressesReleased"
@@ -185,8 +186,10 @@ REASONS: dict[Reason, ReasonInfo] = {
         "The workload cluster's API server cannot be reached.",
         "Check controlPlaneEndpoint and the route to it."),
     Reason.KubeletNotHealthy: ReasonInfo(
-        "The kubelet did not become healthy after join.",
-        "Read `journalctl -u kubelet`; check the container runtime."),
+        "The kubelet did not become healthy after join, or did not register its Node "
+        "on the workload cluster.",
+        "Read `journalctl -u kubelet`; check the container runtime and that the Node name "
+        "is the kubelet's --hostname-override."),
     Reason.JoinTimeout: ReasonInfo(
         "kubeadm join did not finish in time.", "Check the API server and kubelet."),
     Reason.CNIInstalled: ReasonInfo(
@@ -195,6 +198,10 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.CNIBroken: ReasonInfo(
         "The CNI check failed; the plugin's own error is in the message.",
         "Fix the conflist or plugin binaries named in the message."),
+    Reason.KubeletReady: ReasonInfo(
+        "The Node is Ready on the workload cluster, as its kubelet reports it (condition "
+        "WorkloadNodeReady, set once the Node's Ready condition is True).",
+        "Nothing to do."),
     Reason.NodeReset: ReasonInfo(
         "The Machine is being deleted and `kubeadm reset -f` undid the join.",
         "Nothing to do; CAPI deletes the Machine once its finalizers are gone."),

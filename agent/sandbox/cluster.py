@@ -1,6 +1,8 @@
-"""The management cluster of the sandbox: the API stand-in as its own process in the
-router namespace (HTTPS, the real CRDs, the in-cluster IPAM pool controller), an admin
-client that reaches it from outside that namespace, and the objects a node needs.
+"""The clusters of the sandbox: the API stand-in as its own process in the router
+namespace, once as the management cluster (HTTPS, the real CRDs, the in-cluster IPAM pool
+controller) and once as the workload cluster the nodes join (where their kubelets
+register their Nodes); an admin client that reaches each from outside that namespace,
+and the objects a node needs.
 
 Seeded as Cluster API and CABPK would leave them: a Cluster, per node a Machine whose
 `spec.readinessGates` names the agent's summary condition, the bootstrap data Secret in
@@ -27,7 +29,13 @@ from agent.errors import PermanentError
 from agent.kube.rbac import NodeIdentity, render_node_rbac
 from agent.report import SUMMARY
 from agent.sandbox.cleanup import Registry
-from agent.sandbox.netns import GATEWAY, MANAGEMENT_ADDRESS, MANAGEMENT_PORT
+from agent.sandbox.netns import (
+    GATEWAY,
+    MANAGEMENT_ADDRESS,
+    MANAGEMENT_PORT,
+    WORKLOAD_ADDRESS,
+    WORKLOAD_PORT,
+)
 
 Obj = dict[str, Any]
 NAMESPACE, CLUSTER, POOL = "demo", "demo", "demo-pool"
@@ -132,6 +140,12 @@ class Admin:
         doc = self.call("GET", "/sandbox/v1/counters")
         return {(c["verb"], c["resource"]): c["count"] for c in doc["counters"]}
 
+    def node(self, name: str) -> Obj | None:
+        """The Node as `kubectl get node NAME -o yaml` shows it (on the workload
+        cluster); None when there is none."""
+        found: Obj = self.call("GET", f"/api/v1/nodes/{name}", ok=(200, 404))
+        return found if found.get("kind") == "Node" else None
+
     def claims(self) -> list[Obj]:
         items: list[Obj] = self.call(
             "GET", f"/apis/{IPAM}/v1beta2/namespaces/{self.ns}/ipaddressclaims")["items"]
@@ -139,28 +153,38 @@ class Admin:
 
 
 def start_standin(registry: Registry, router: str) -> Admin:
-    """The stand-in on MANAGEMENT_ADDRESS:MANAGEMENT_PORT in the router namespace, once
-    it answers."""
-    state = registry.base / "apiserver"
+    """The management stand-in on MANAGEMENT_ADDRESS:MANAGEMENT_PORT in the router
+    namespace, once it answers."""
+    admin = _spawn(registry, router, "apiserver", MANAGEMENT_ADDRESS, MANAGEMENT_PORT, [])
+    admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                        "metadata": {"name": NAMESPACE}})
+    return admin
+
+
+def start_workload(registry: Registry, router: str) -> Admin:
+    """The workload cluster's API (a second stand-in, its own CA) on
+    WORKLOAD_ADDRESS:WORKLOAD_PORT in the router namespace, once it answers."""
+    return _spawn(registry, router, "workload-apiserver", WORKLOAD_ADDRESS, WORKLOAD_PORT,
+                  ["--no-ipam"])
+
+
+def _spawn(registry: Registry, router: str, name: str, address: str, port: int,
+           extra: list[str]) -> Admin:
+    state = registry.base / name
     state.mkdir()
+    log = registry.base / f"{name}.log"
     registry.spawn(["ip", "netns", "exec", router, sys.executable, "-m",
-                    "agent.sandbox.apiserver", "--host", MANAGEMENT_ADDRESS, "--port",
-                    str(MANAGEMENT_PORT), "--state-dir", str(state)],
-                   registry.base / "apiserver.log")
+                    "agent.sandbox.apiserver", "--host", address, "--port", str(port),
+                    "--state-dir", str(state), *extra], log)
     kubeconfig = state / "admin.kubeconfig"
     deadline = time.monotonic() + START_WAIT
     while not kubeconfig.exists():
         if time.monotonic() > deadline:
-            log = (registry.base / "apiserver.log").read_text()[-800:]
-            raise PermanentError(f"the management API stand-in did not start within "
-                                 f"{START_WAIT:g}s: {log}")
+            raise PermanentError(f"the API stand-in {name} did not start within "
+                                 f"{START_WAIT:g}s: {log.read_text()[-800:]}")
         time.sleep(0.05)
     doc = yaml.safe_load(kubeconfig.read_text())
-    admin = Admin(MANAGEMENT_ADDRESS, MANAGEMENT_PORT, router, state / "ca.crt",
-                  doc["users"][0]["user"]["token"])
-    admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                        "metadata": {"name": NAMESPACE}})
-    return admin
+    return Admin(address, port, router, state / "ca.crt", doc["users"][0]["user"]["token"])
 
 
 def seed_cluster(admin: Admin, *, pool: list[str]) -> None:

@@ -65,7 +65,8 @@ class Node:
     workload: dict[str, Any] = field(default_factory=lambda: {
         "version": "v1.31.2", "tokens": {"abcdef": "0123456789abcdef"},
         "caCertHash": CA_HASH})
-    """The kubeadm stand-in's world: the workload cluster as this node's kubeadm sees it."""
+    """The kubeadm stand-in's world: the workload cluster as this node's kubeadm sees it
+    (the sandbox adds `apiServer`, the workload API where its kubelet registers)."""
 
     @property
     def name(self) -> str:

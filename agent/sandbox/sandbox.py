@@ -1,7 +1,8 @@
 """The whole sandbox, brought up and torn down as one: namespaces and wires, the NTP
-server, the management API stand-in with its objects, the workload endpoints, the
-nodes. `Sandbox.up()` is a context manager: on the way out everything recorded is undone
-(also on Ctrl-C or a failure), unless the sandbox is kept for inspection.
+server, the management API stand-in with its objects, a second stand-in as the workload
+cluster's API, the runtime sockets and kubelets (agent/sandbox/endpoints.py), the nodes.
+`Sandbox.up()` is a context manager: on the way out everything recorded is undone (also
+on Ctrl-C or a failure), unless the sandbox is kept for inspection.
 
 `Sandbox.up(external=KUBECONFIG)` uses an external API server in place of the stand-in
 (the e2e suite's MACHINE_AGENT_TEST_KUBECONFIG; see agent.sandbox.external).
@@ -24,7 +25,14 @@ from agent.errors import PermanentError
 from agent.ipam.base import ENTRY_POINT_GROUP
 from agent.sandbox.chrony import start_server
 from agent.sandbox.cleanup import Registry, leftovers
-from agent.sandbox.cluster import POOL_RANGE, Admin, seed_cluster, seed_machine, start_standin
+from agent.sandbox.cluster import (
+    POOL_RANGE,
+    Admin,
+    seed_cluster,
+    seed_machine,
+    start_standin,
+    start_workload,
+)
 from agent.sandbox.external import connect
 from agent.sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT, Network
 from agent.sandbox.node import Addressing, Node
@@ -69,6 +77,8 @@ class Sandbox:
     registry: Registry
     network: Network
     admin: Admin
+    workload: Admin
+    """The workload cluster's API, where the nodes' kubelets register their Nodes."""
     ntp: subprocess.Popen[bytes]
     features: Features
     nodes: list[Node] = field(default_factory=list)
@@ -115,11 +125,16 @@ class Sandbox:
             progress(f"management API: https://{admin.host}:{admin.port} (external, "
                      f"namespace {admin.ns}), relayed at https://198.51.100.1:6443; the "
                      "pool controller runs here as its client")
+        workload = start_workload(registry, network.router)
+        progress(f"workload API stand-in: https://{WORKLOAD_ADDRESS}:{WORKLOAD_PORT} (the "
+                 "kubelets register their Nodes there)")
         seed_cluster(admin, pool=[POOL_RANGE])
-        box = cls(registry, network, admin, ntp, features)
+        box = cls(registry, network, admin, workload, ntp, features)
         addressing = Addressing(IPAM_PLUGIN if features.ipam else None)
         for index in range(count):
             node = Node(index, network.add_node(index), registry.base / f"n{index}")
+            node.workload["apiServer"] = {"ca": str(workload.ca),
+                                          "signerToken": workload.token}
             token = seed_machine(admin, node.name, f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}")
             node.prepare(registry, admin, token=token, addressing=addressing,
                          extra=box._cni_settings(node))
@@ -143,9 +158,9 @@ class Sandbox:
 
     def _start_endpoints(self) -> None:
         argv = ["ip", "netns", "exec", self.network.router, sys.executable, "-m",
-                "agent.sandbox.endpoints", "--tcp", f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}"]
+                "agent.sandbox.endpoints"]
         for node in self.nodes:
-            argv += ["--unix", str(node.runtime_socket)]
+            argv += ["--unix", str(node.runtime_socket), "--kubelet", str(node.root)]
         log = self.registry.base / "endpoints.log"
         self.registry.spawn(argv, log)
         deadline = time.monotonic() + START_WAIT

@@ -61,3 +61,14 @@ def assert_bootstrapped(box: Sandbox, node: Node) -> None:
         assert conditions[kind]["status"] == "True", (kind, conditions[kind])
     assert conditions["Ready"]["reason"] == "NotReady"  # CAPI's own condition untouched
     assert node.joined
+    # the Node on the workload cluster: registered by its kubelet, named in NodeJoined,
+    # Ready once the CNI list was in place, and that reported as the agent's own type
+    assert conditions["NodeJoined"]["message"].endswith(f"; Node {node.name} registered")
+    registered = box.workload.node(node.name)
+    assert registered is not None
+    ready = next(c for c in registered["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "KubeletReady")
+    reported = conditions["WorkloadNodeReady"]
+    assert (reported["status"], reported["reason"]) == ("True", "KubeletReady")
+    assert reported["message"] == (f"Node {node.name} is Ready (KubeletReady): kubelet is "
+                                   "posting ready status")

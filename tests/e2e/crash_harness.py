@@ -9,7 +9,12 @@ What is compared (`Outcome`):
 - management API: the agent's Machine conditions (type, status, reason; CAPI's own Ready
   too), Events per reason about this Machine, and with the `capi` IPAM plugin the
   IPAddressClaims and IPAddresses (count per owner, no address twice, none orphaned).
-- the workload cluster (kubeadm stand-in's world): how many times this node joined.
+- the workload cluster: how many times this node joined (the kubeadm stand-in's world),
+  and its Node's Ready status there.
+
+The credential the cluster issued the kubelet at join (in kubelet.conf) is new with every
+join, as a real kubelet's client certificate is: files compare with it replaced by
+`<kubelet-credential>`, like the management token.
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ class Outcome:
     events: dict[str, int]
     claims: dict[str, Any]
     joins: int
+    node_ready: str
+    """The Node's Ready status on the workload cluster ("absent": not registered)."""
     problems: list[str] = field(default_factory=list)
     """Invariants broken in this run alone (an address twice, an orphaned claim)."""
 
@@ -148,6 +155,9 @@ class Slot:
         subst = {self.token: "<management-token>"}
         if address:
             subst[address] = "<address>"
+        kubelet = _kubelet_credential(node.root)
+        if kubelet:
+            subst[kubelet] = "<kubelet-credential>"
         return Outcome(
             links=_links(box, node),
             addresses=[(link, subst.get(a, a)) for link, a in _addresses(box, node)],
@@ -159,6 +169,7 @@ class Slot:
             events=self._events(),
             claims=self._claims(problems),
             joins=json.loads(node.world.read_text()).get("joins", []).count(node.name),
+            node_ready=_node_ready(box, node),
             problems=problems)
 
     def _events(self) -> dict[str, int]:
@@ -313,6 +324,23 @@ def _namespaces(box: Sandbox) -> set[str]:
 def _named_namespaces(*logs: list[str]) -> set[str]:
     return {m.group(1) for log in logs for line in log
             if (m := _NETNS_ADD.search(line))}
+
+
+def _kubelet_credential(root: Path) -> str | None:
+    try:
+        conf = yaml.safe_load((root / "etc/kubernetes/kubelet.conf").read_text())
+    except OSError:
+        return None
+    token = conf["users"][0]["user"].get("token")
+    return str(token) if token else None
+
+
+def _node_ready(box: Sandbox, node: Node) -> str:
+    found = box.workload.node(node.name)
+    if found is None:
+        return "absent"
+    return next((str(c["status"]) for c in found.get("status", {}).get("conditions", [])
+                 if c["type"] == "Ready"), "no Ready condition")
 
 
 def _conditions(machine: dict[str, Any]) -> dict[str, tuple[str, str]]:
