@@ -156,3 +156,7 @@ class CNISpec:
     manifest: ManifestSpec | None = setting(
         "CNI manifest applied to the workload cluster by this node (set it on the first "
         "control-plane node); server-side apply is safe to repeat.", default=None)
+    ready_timeout: Duration = setting(
+        "On a joined node without a manifest: how long to wait, once the list is written, "
+        "for the kubelet to turn the Node Ready (read with its kubelet.conf).",
+        default=Duration(600), check=checks.positive)

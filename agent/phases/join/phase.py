@@ -18,6 +18,7 @@ from agent.logs import REDACT
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
 from agent.phases.join.managed import KUBELET_CONF, ManagedJoin, node_state
+from agent.phases.join.node import confirm_node
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.source import JoinSource, resolve
 from agent.state import digest
@@ -92,14 +93,19 @@ class JoinPhase(Phase):
         if not ctx.host.exists(SENTINEL):
             raise PermanentError(f"{SENTINEL} is missing", reason=Reason.InternalError)
         attempts = ctx.journal.extra.get("join", {}).get("attempts", [])
+        registered = confirm_node(ctx.host, source.target.node_name,
+                                  float(ctx.config.spec.join.registration_timeout),
+                                  ctx.progress)
         return {"node": source.target.node_name, "apiServer": server,
                 "kubernetesVersion": str(source.version),
                 "joinConfiguration": source.facts.api_version,
-                "attempts": len(attempts)}
+                "attempts": len(attempts), "nodeRegistered": registered}
 
     def message(self, result: dict[str, Any]) -> str:
+        registered = (f"; Node {result['nodeRegistered']} registered"
+                      if result.get("nodeRegistered") else "")
         return (f"Node {result.get('node')} joined {result.get('apiServer')} "
-                f"(Kubernetes {result.get('kubernetesVersion')})")
+                f"(Kubernetes {result.get('kubernetesVersion')}){registered}")
 
 
 def _time_gate(ctx: PhaseContext) -> str | None:
