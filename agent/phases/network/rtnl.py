@@ -171,8 +171,8 @@ class Rtnl:
 
         Only the last request of a send asks for an ack: the kernel answers a refused
         request whether or not it asked, and handles a send's messages in order, so
-        once the last one is answered every refusal before it has arrived. One answer
-        per request was one `recv` each, a third of the Python time of 1,100 changes."""
+        once the last one is answered every refusal before it has arrived. An ack per
+        request was a `recv` each: 1,100 of them, ~40 % of this method's time."""
         results: list[tuple[int, str]] = []
         for start in range(0, len(requests), BATCH):
             chunk = requests[start:start + BATCH]
