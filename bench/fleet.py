@@ -1,8 +1,8 @@
 """A fleet of agents reporting to one management API: requests in total, latency, and the
 request rate after an outage against the steady rate.
 
-The scenario is a rolling provisioning: N machines boot at uniformly random times over the
-run; each runs a bootstrap's reporting (four phases, each "running", three progress
+The scenario is a rolling provisioning: N machines boot at uniformly random times over
+the run; each runs a bootstrap's reporting (four phases, each "running", three progress
 messages, then True; the summary and a final publish) through the real
 `agent.kube.reporter.MachineReporter` on the real `agent.kube.client.Client` (one
 requests Session, so one keep-alive TLS connection, per agent), and its network phase
@@ -10,21 +10,21 @@ claims the node's address through the real `capi` IPAM plugin (`agent.ipam.capi`
 IPAddressClaim created, then waited on (list, watch) until the stand-in's in-cluster
 pool controller binds an IPAddress, which is read — retried as the orchestrator retries
 a phase (spec.retry's defaults). A claim that still fails ends that bootstrap as the
-agent would: NetworkReady False, the summary False, a final publish. Agents are threads, a few
-hundred per worker process (`python -m bench.fleet` reads its share as JSON on stdin);
-the API stand-in (`python -m agent.sandbox.apiserver`) is its own process, so its CPU
-does not share a GIL with the agents. After a warm-up (one bootstrap's length) and a
-steady window, the stand-in drops every API request for the outage (its fault API, path
-`^/apis?/`), then serves again; the rate in the window after it is compared with the
-steady rate.
+agent would: NetworkReady False, the summary False, a final publish. Agents are threads,
+a few hundred per worker process (`python -m bench.fleet` reads its share as JSON on
+stdin); the API stand-in (`python -m agent.sandbox.apiserver`) is its own process, so
+its CPU does not share a GIL with the agents. After a warm-up (one bootstrap's length)
+and a steady window, the stand-in drops every API request for the outage (its fault API,
+path `^/apis?/`), then serves again; the rate in the window after it is compared with
+the steady rate.
 
 Rates and latencies are the agents' own (each request timed in the Session, dropped
 ones counted as sent; a watch counts until its answer's headers); the total is the
 stand-in's counter.
 
 Quick mode runs the same scenario 12 times faster (every agent-side time — reporting
-interval, retry backoff, bootstrap pace — and the outage scaled by 1/12) with a tenth of
-the agents, so the load on the stand-in is the same.
+interval, retry backoffs, claim time-out, bootstrap pace — and the outage scaled by
+1/12) with a tenth of the agents, so the load on the stand-in is the same.
 """
 
 from __future__ import annotations
