@@ -20,6 +20,7 @@ from agent.config.cni import PluginSource
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.base import Change
+from agent.tls import Trust, default_bundle, explain
 
 MAX_BUNDLE = 512 * 1024 * 1024
 """Largest bundle accepted (bytes); upstream's full plugin set is about 50 MB."""
@@ -87,11 +88,26 @@ def download(url: str) -> bytes:
                                       hint="point spec.cni.plugins.url at a plugin bundle")
             return bytes(body)
     except requests.exceptions.SSLError as err:
-        raise BundleError(f"TLS verification of {url} failed: {err}",
-                          hint="the server's certificate must chain to a trusted CA") from err
+        problem, fix = explain(err, _trust(url))
+        raise BundleError(f"TLS verification of {url} failed: {problem}; nothing was "
+                          "installed", hint=fix) from err
     except requests.RequestException as err:
         raise TemporaryError(f"cannot download {url}: {err}", reason=Reason.CNIBroken,
                              hint="check the route and proxy; the agent retries") from err
+
+
+def _trust(url: str) -> Trust:
+    """How the download server is verified: requests' CA bundle, or the one
+    REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE names (requests.get honours them)."""
+    import os
+    from urllib.parse import urlsplit
+
+    bundle = (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+              or default_bundle())
+    return Trust(trusted=bundle, name=urlsplit(url).hostname or "",
+                 name_setting="spec.cni.plugins.url",
+                 ca_fix="serve the bundle with a certificate from a CA in that bundle, or "
+                        "ship it on the node (spec.cni.plugins.source: bundle)")
 
 
 def read_plugins(payload: bytes, origin: str) -> dict[str, bytes]:
