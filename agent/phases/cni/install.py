@@ -106,8 +106,8 @@ def _trust(url: str) -> Trust:
               or default_bundle())
     return Trust(trusted=bundle, name=urlsplit(url).hostname or "",
                  name_setting="spec.cni.plugins.url",
-                 ca_fix="serve the bundle with a certificate from a CA in that bundle, or "
-                        "ship it on the node (spec.cni.plugins.source: bundle)")
+                 ca_fix=f"the download server needs a certificate from a CA in {bundle}, "
+                        "or ship the plugins on the node (spec.cni.plugins.source: bundle)")
 
 
 def read_plugins(payload: bytes, origin: str) -> dict[str, bytes]:
