@@ -9,6 +9,7 @@ Imports nothing of the agent and is imported only on the error path (ssl stays l
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -68,7 +69,8 @@ def explain(err: BaseException, trust: Trust) -> tuple[str, str]:
 
 
 def _innermost(err: BaseException) -> str:
-    """The innermost cause's text: requests wraps urllib3 wraps the ssl error."""
+    """The innermost cause's text, without OpenSSL's source line: requests wraps urllib3
+    wraps the ssl error."""
     while err.__context__ is not None:
         err = err.__context__
-    return str(err)[:300]
+    return re.sub(r" \(_ssl\.c:\d+\)$", "", str(err))[:300]

@@ -7,6 +7,8 @@ NetBox: a refusal never gets as far as NetBox's API."""
 from __future__ import annotations
 
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,23 @@ def test_without_ca_file_the_default_bundle_is_named_and_ca_file_is_the_fix(
         err.message
     assert err.hint == "give NetBox's CA in spec.ipam.plugins.netbox.caFile"
     assert netbox.seen == []
+
+
+def test_a_plain_http_server_at_an_https_url_is_a_failed_handshake_naming_the_url_setting(
+        trusted: Issuer, tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"https://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(IPAMUnavailable) as caught:
+            netbox_plugin(tmp_path / "node", url, trusted).claim(REQUEST)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    err = caught.value
+    assert err.message.startswith(
+        f"netbox: TLS verification of {url} failed: the TLS handshake failed: "), err.message
+    assert "_ssl.c" not in str(err) and TOKEN not in str(err)
+    assert err.hint == "spec.ipam.plugins.netbox.url must name the server's HTTPS endpoint"
