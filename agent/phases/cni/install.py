@@ -59,7 +59,8 @@ def fetch_bundle(host: Host, source: PluginSource) -> Bundle | None:
         origin = source.path
     else:
         assert source.url is not None
-        payload = download(source.url)
+        payload = download(source.url, "spec.cni.plugins.url",
+                           "ship the plugins on the node (spec.cni.plugins.source: bundle)")
         origin = source.url
     actual = hashlib.sha256(payload).hexdigest()
     if actual != source.sha256:
@@ -70,8 +71,9 @@ def fetch_bundle(host: Host, source: PluginSource) -> Bundle | None:
     return Bundle(origin, actual, read_plugins(payload, origin))
 
 
-def download(url: str) -> bytes:
-    """The body of an https URL, TLS verified, at most MAX_BUNDLE bytes."""
+def download(url: str, setting: str, instead: str) -> bytes:
+    """The body of an https URL, TLS verified, at most MAX_BUNDLE bytes. For the fixes:
+    `setting` names the URL's setting, `instead` how to do without the download."""
     import requests
 
     try:
@@ -85,18 +87,17 @@ def download(url: str) -> bytes:
                 body += chunk
                 if len(body) > MAX_BUNDLE:
                     raise BundleError(f"{url} is larger than {MAX_BUNDLE} bytes",
-                                      hint="point spec.cni.plugins.url at a plugin bundle")
+                                      hint=f"check {setting}")
             return bytes(body)
     except requests.exceptions.SSLError as err:
-        problem, fix = explain(err, _trust(url))
-        raise BundleError(f"TLS verification of {url} failed: {problem}; nothing was "
-                          "installed", hint=fix) from err
+        problem, fix = explain(err, _trust(url, setting, instead))
+        raise BundleError(f"TLS verification of {url} failed: {problem}", hint=fix) from err
     except requests.RequestException as err:
         raise TemporaryError(f"cannot download {url}: {err}", reason=Reason.CNIBroken,
                              hint="check the route and proxy; the agent retries") from err
 
 
-def _trust(url: str) -> Trust:
+def _trust(url: str, setting: str, instead: str) -> Trust:
     """How the download server is verified: requests' CA bundle, or the one
     REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE names (requests.get honours them)."""
     import os
@@ -105,9 +106,9 @@ def _trust(url: str) -> Trust:
     bundle = (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
               or default_bundle())
     return Trust(trusted=bundle, name=urlsplit(url).hostname or "",
-                 name_setting="spec.cni.plugins.url",
+                 name_setting=setting,
                  ca_fix=f"the download server needs a certificate from a CA in {bundle}, "
-                        "or ship the plugins on the node (spec.cni.plugins.source: bundle)")
+                        f"or {instead}")
 
 
 def read_plugins(payload: bytes, origin: str) -> dict[str, bytes]:

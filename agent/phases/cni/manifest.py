@@ -46,7 +46,9 @@ def load_manifest(host: Host, spec: ManifestSpec) -> Manifest:
     if spec.url is not None:
         from agent.phases.cni.install import download
 
-        payload, origin = download(spec.url), spec.url
+        payload = download(spec.url, "spec.cni.manifest.url",
+                           "put the manifest on the node (spec.cni.manifest.file)")
+        origin = spec.url
     else:
         assert spec.file is not None  # the config requires one of file or url
         try:
