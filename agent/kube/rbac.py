@@ -27,6 +27,8 @@ class NodeIdentity:
     config_name: str = ""
     discovery: bool = False
     """Also allow listing Machines (discovery by label or providerID)."""
+    cni_manifest_configmap: str = ""
+    """The ConfigMap of spec.cni.manifest.configMapRef (first control-plane node)."""
 
 
 def render_node_rbac(identity: NodeIdentity) -> str:
@@ -34,7 +36,8 @@ def render_node_rbac(identity: NodeIdentity) -> str:
 
     values = asdict(identity)
     values["subject_namespace"] = identity.subject_namespace or identity.namespace
-    for key in ("namespace", "machine", "cluster", "bootstrap_secret", "config_name"):
+    for key in ("namespace", "machine", "cluster", "bootstrap_secret", "config_name",
+                "cni_manifest_configmap"):
         problem = checks.k8s_name(values[key]) if values[key] else None
         if problem:
             raise ValueError(f"{key}: {problem}")

@@ -22,7 +22,16 @@ from agent.phases.cni.conflist import (
     to_text,
 )
 from agent.phases.cni.install import fetch_bundle, install_change
-from agent.phases.cni.manifest import WorkloadCluster, load_manifest, wait_node_ready
+from agent.phases.cni.manifest import (
+    Decision,
+    WorkloadCluster,
+    decide,
+    load_manifest,
+    wait_node_ready,
+)
+
+APPLIED = "manifestApplied"
+"""Journal key (extra["cni"]): the sha256 of the manifest this node applied."""
 
 ClusterFactory = Callable[[Host, str], WorkloadCluster]
 """Builds the workload-cluster client from (host, kubeconfig path)."""
@@ -58,15 +67,22 @@ class CNIPhase(Phase):
             write = file_change(ctx.host, path, to_text(doc))
             if write is not None:
                 plan.changes.append(write)
-        if spec.manifest is not None:
-            manifest = load_manifest(ctx.host, spec.manifest)
+        decision = _decision(ctx)
+        if decision is not None:
+            plan.notes.append(f"CNI manifest {'applied' if decision.apply else 'not applied'}"
+                              f" by this node: {decision.why}")
+        if spec.manifest is not None and decision is not None and decision.apply:
+            manifest = load_manifest(ctx.host, spec.manifest, ctx.management, ctx.machine)
             make_cluster, kubeconfig = self.cluster, spec.manifest.kubeconfig
+            journal = ctx.journal
 
             def apply(h: Host) -> None:
                 cluster = make_cluster(h, kubeconfig)
                 for obj in manifest.objects:
                     cluster.apply(obj)
                     h.record_effect(f"apply {obj['kind']} {obj['metadata']['name']}")
+                journal.extra.setdefault("cni", {})[APPLIED] = manifest.sha256
+                journal.save()
 
             plan.changes.append(Change(
                 f"manifest:{manifest.sha256}",
@@ -99,7 +115,10 @@ class CNIPhase(Phase):
                           plugins=sorted({t for _, t in plugin_types(doc)}))
             if spec.check.enabled:
                 result["check"] = prove(ctx.host, doc, spec.bin_dir, spec.check, found.ranges)
-        if spec.manifest is not None:
+        decision = _decision(ctx)
+        if decision is not None:
+            result["manifest"] = {"applied": decision.apply, "why": decision.why}
+        if spec.manifest is not None and decision is not None and decision.apply:
             node = spec.manifest.node_name or self._node_name(ctx)
             cluster = self.cluster(ctx.host, spec.manifest.kubeconfig)
             wait_node_ready(cluster, node, float(spec.manifest.ready_timeout), ctx.host,
@@ -131,4 +150,16 @@ class CNIPhase(Phase):
             parts.append("not proved: spec.cni.check.enabled is false")
         if result.get("nodeReady"):
             parts.append(f"Node {result['node']} is Ready")
+        manifest = result.get("manifest")
+        if manifest and not manifest["applied"]:
+            parts.append(f"CNI manifest not applied here ({manifest['why']})")
         return "; ".join(parts) or "no CNI configuration list to write (spec.cni.conflist unset)"
+
+
+def _decision(ctx: PhaseContext) -> Decision | None:
+    """Whether this node applies the CNI manifest; None without one."""
+    spec = ctx.config.spec.cni.manifest
+    if spec is None:
+        return None
+    applied = bool(ctx.journal.extra.get("cni", {}).get(APPLIED))
+    return decide(spec, ctx.machine, applied)
