@@ -38,6 +38,7 @@ class Reason(enum.StrEnum):
     ManagementUnauthorized = "ManagementUnauthorized"
     ManagementForbidden = "ManagementForbidden"
     MachineNotFound = "MachineNotFound"
+    BootstrapDataMissing = "BootstrapDataMissing"
     # network
     NetworkConfigured = "NetworkConfigured"
     AddressConflict = "AddressConflict"
@@ -67,6 +68,7 @@ class Reason(enum.StrEnum):
     # CNI
     CNIInstalled = "CNIInstalled"
     CNIBroken = "CNIBroken"
+    KubeletReady = "KubeletReady"
     # lifecycle (the daemon, after the bootstrap)
     NodeReset = "NodeReset"
     AddressesReleased = "AddressesReleased"
@@ -124,6 +126,11 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.MachineNotFound: ReasonInfo(
         "No Machine (or more than one) matches this node's identity.",
         "Set spec.identity.machine or label the Machine with this host's UUID."),
+    Reason.BootstrapDataMissing: ReasonInfo(
+        "The Machine's bootstrap data Secret (or its spec.bootstrap.dataSecretName) did not "
+        "appear within spec.management.bootstrapWait; the message names the Secret.",
+        "Check the bootstrap provider (CABPK: the Machine's KubeadmConfig and the "
+        "controller's logs); the daemon tries again later, `machine-agent run` exits."),
     Reason.NetworkConfigured: ReasonInfo(
         "Interfaces, addresses, routes and DNS are applied and verified.", "Nothing to do."),
     Reason.AddressConflict: ReasonInfo(
@@ -179,8 +186,10 @@ REASONS: dict[Reason, ReasonInfo] = {
         "The workload cluster's API server cannot be reached.",
         "Check controlPlaneEndpoint and the route to it."),
     Reason.KubeletNotHealthy: ReasonInfo(
-        "The kubelet did not become healthy after join.",
-        "Read `journalctl -u kubelet`; check the container runtime."),
+        "The kubelet did not become healthy after join, or did not register its Node "
+        "on the workload cluster.",
+        "Read `journalctl -u kubelet`; check the container runtime and that the Node name "
+        "is the kubelet's --hostname-override."),
     Reason.JoinTimeout: ReasonInfo(
         "kubeadm join did not finish in time.", "Check the API server and kubelet."),
     Reason.CNIInstalled: ReasonInfo(
@@ -189,6 +198,10 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.CNIBroken: ReasonInfo(
         "The CNI check failed; the plugin's own error is in the message.",
         "Fix the conflist or plugin binaries named in the message."),
+    Reason.KubeletReady: ReasonInfo(
+        "The Node is Ready on the workload cluster, as its kubelet reports it (condition "
+        "WorkloadNodeReady, set once the Node's Ready condition is True).",
+        "Nothing to do."),
     Reason.NodeReset: ReasonInfo(
         "The Machine is being deleted and `kubeadm reset -f` undid the join.",
         "Nothing to do; CAPI deletes the Machine once its finalizers are gone."),

@@ -145,6 +145,7 @@ class Orchestrator:
                      rec.finished_at, extra={"phase": name})
             self.conditions.set(phase.condition, "True", phase.reason(rec.result),
                                 phase.message(rec.result))
+            self._reported(phase, rec.result)
             return PhaseOutcome(name, "up-to-date", reason=str(Reason.UpToDate))
         self.conditions.set(phase.condition, "Unknown", Reason.InProgress, "running")
         self._publish(final=False)
@@ -177,9 +178,14 @@ class Orchestrator:
         message = phase.message(out)
         reason = phase.reason(out)
         self.conditions.set(phase.condition, "True", reason, message)
+        self._reported(phase, out)
         log.info("done: %s", message, extra={"phase": name})
         return PhaseOutcome(name, "applied", changes=applied, reason=str(reason),
                             message=message)
+
+    def _reported(self, phase: Phase, result: dict[str, Any]) -> None:
+        for kind, reason, message in phase.reported(result):
+            self.conditions.set(kind, "True", reason, message)
 
     def _failed(self, phase: Phase, reason: Reason, message: str,
                 temporary: bool) -> PhaseOutcome:

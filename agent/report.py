@@ -14,6 +14,9 @@ from agent.state import STATE_DIR
 
 SUMMARY = "NodeBootstrapped"
 """The summary condition type; put it in Machine.spec.readinessGates."""
+NODE_READY = "WorkloadNodeReady"
+"""The Node's Ready condition as the cni phase saw it True on the workload cluster. The
+agent's own type: CAPI's controller owns `Ready`, `NodeReady` and `NodeHealthy`."""
 STATUS_FILE = f"{STATE_DIR}/status.json"
 SENTINEL = "/run/cluster-api/bootstrap-success.complete"
 """The bootstrap provider contract's sentinel file (cluster-api docs/book/src/developer/

@@ -18,7 +18,12 @@ from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.credentials import store_credentials
 from agent.kube.kubeconfig import load_credentials
-from agent.kube.machine import MachineReader, MachineView, ManagementSource
+from agent.kube.machine import (
+    BootstrapDataMissing,
+    MachineReader,
+    MachineView,
+    ManagementSource,
+)
 from agent.kube.reporter import MachineReporter
 from agent.orchestrator import Orchestrator
 from agent.phases.base import Phase
@@ -92,8 +97,18 @@ def open_session(host: Host, files: Iterable[str] = (), *,
                            progress=lambda message: log.info("%s", message),
                            monotonic=host.clock.monotonic)
     backoff = Backoff(spec.retry.initial_delay, spec.retry.max_delay, spec.retry.attempts)
-    machine = retry(lambda: reader.read(spec.identity), backoff, sleep=host.clock.sleep,
+
+    def read() -> MachineView | BootstrapDataMissing:
+        try:
+            return reader.read(spec.identity)
+        except BootstrapDataMissing as err:
+            return err  # waited spec.management.bootstrapWait already: not once per retry
+
+    outcome = retry(read, backoff, sleep=host.clock.sleep,
                     on_retry=lambda err, n, pause: log.warning(
                         "reading the Machine failed (%s); retrying in %.1fs", err, pause))
+    if isinstance(outcome, BootstrapDataMissing):
+        raise outcome
+    machine = outcome
     full = [*sources, machine.config] if machine.config is not None else sources
     return Session(load_config(host, full), machine, client, sources)

@@ -1,25 +1,30 @@
 """A fleet of agents reporting to one management API: requests in total, latency, and the
 request rate after an outage against the steady rate.
 
-The scenario is a rolling provisioning: N machines boot at uniformly random times over the
-run; each runs a bootstrap's reporting (four phases, each "running", three progress
+The scenario is a rolling provisioning: N machines boot at uniformly random times over
+the run; each runs a bootstrap's reporting (four phases, each "running", three progress
 messages, then True; the summary and a final publish) through the real
 `agent.kube.reporter.MachineReporter` on the real `agent.kube.client.Client` (one
-requests Session, so one keep-alive TLS connection, per agent). Agents are threads, a few
-hundred per worker process (`python -m bench.fleet` reads its share as JSON on stdin);
-the API stand-in (`python -m agent.sandbox.apiserver`) is its own process, so its CPU
-does not share a GIL with the agents. After a warm-up (one bootstrap's length) and a
-steady window, the stand-in drops every API request for the outage (its fault API, path
-`^/apis?/`), then serves again; the rate in the window after it is compared with the
-steady rate.
+requests Session, so one keep-alive TLS connection, per agent), and its network phase
+claims the node's address through the real `capi` IPAM plugin (`agent.ipam.capi`): an
+IPAddressClaim created, then waited on (list, watch) until the stand-in's in-cluster
+pool controller binds an IPAddress, which is read — retried as the orchestrator retries
+a phase (spec.retry's defaults). A claim that still fails ends that bootstrap as the
+agent would: NetworkReady False, the summary False, a final publish. Agents are threads,
+a few hundred per worker process (`python -m bench.fleet` reads its share as JSON on
+stdin); the API stand-in (`python -m agent.sandbox.apiserver`) is its own process, so
+its CPU does not share a GIL with the agents. After a warm-up (one bootstrap's length)
+and a steady window, the stand-in drops every API request for the outage (its fault API,
+path `^/apis?/`), then serves again; the rate in the window after it is compared with
+the steady rate.
 
 Rates and latencies are the agents' own (each request timed in the Session, dropped
-ones counted as sent); the total is the stand-in's counter. Only the IPAM claim path is
-missing: the `capi` plugin is not on main yet.
+ones counted as sent; a watch counts until its answer's headers); the total is the
+stand-in's counter.
 
 Quick mode runs the same scenario 12 times faster (every agent-side time — reporting
-interval, retry backoff, bootstrap pace — and the outage scaled by 1/12) with a tenth of
-the agents, so the load on the stand-in is the same.
+interval, retry backoffs, claim time-out, bootstrap pace — and the outage scaled by
+1/12) with a tenth of the agents, so the load on the stand-in is the same.
 """
 
 from __future__ import annotations
@@ -47,6 +52,10 @@ if TYPE_CHECKING:
 NAMESPACE = "fleet"
 CLUSTER = "fleet"
 GROUP = "fleet:agents"
+POOL = "fleet-pool"
+POOL_ADDRESSES = "2001:db8:f1ee::10-2001:db8:f1ee::fff"
+"""One IPv6 pool for every agent: 4,080 addresses (no IPv4 documentation range has
+1,000)."""
 PHASES = {"NetworkReady": "NetworkConfigured", "TimeSynchronized": "TimeSynchronized",
           "NodeJoined": "Joined", "CNIReady": "CNIInstalled"}
 """Each phase's condition and its success reason."""
@@ -71,6 +80,8 @@ class Scenario:
     back: float = 60.0
     """The window after the outage whose rate is compared with the steady one."""
     tail: float = 20.0
+    claim_timeout: float = 120.0
+    """The capi plugin's default wait for the provider's answer."""
 
     @property
     def total(self) -> float:
@@ -117,7 +128,7 @@ def standin(state: Path) -> Iterator[Api]:
     import yaml
 
     proc = subprocess.Popen([sys.executable, "-m", "agent.sandbox.apiserver", "--port", "0",
-                             "--state-dir", str(state), "--no-ipam"],
+                             "--state-dir", str(state)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             cwd=ROOT)
     try:
@@ -140,9 +151,9 @@ def standin(state: Path) -> Iterator[Api]:
 
 
 def seed(api: Api, agents: int) -> list[dict[str, str]]:
-    """The namespace, one Role for every agent (bound to a group: the stand-in's
-    authorizer scans every binding per request, which 1,000 per-node Roles would turn
-    into its own cost), and per agent a Machine and a token."""
+    """The namespace, the IPAM pool, one Role for every agent (bound to a group: the
+    stand-in's authorizer scans every binding per request, which 1,000 per-node Roles
+    would turn into its own cost), and per agent a Machine and a token."""
     capi = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}"
     rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"
     api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
@@ -151,14 +162,24 @@ def seed(api: Api, agents: int) -> list[dict[str, str]]:
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
         "metadata": {"name": CLUSTER},
         "spec": {"controlPlaneEndpoint": {"host": "203.0.113.10", "port": 6443}}})
-    # The reporting rules of agent/templates/rbac/node-rbac.yaml, without resourceNames.
+    api.call("POST", f"/apis/ipam.cluster.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}"
+                     "/inclusterippools", {
+        "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
+        "metadata": {"name": POOL},
+        "spec": {"addresses": [POOL_ADDRESSES], "prefix": 64, "gateway": "2001:db8:f1ee::1"}})
+    # The reporting and IPAM rules of agent/templates/rbac/node-rbac.yaml, without
+    # resourceNames.
     api.call("POST", f"{rbac}/roles", {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "fleet-agent"},
         "rules": [{"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines/status"],
                    "verbs": ["patch"]},
                   {"apiGroups": ["events.k8s.io"], "resources": ["events"],
-                   "verbs": ["create"]}]})
+                   "verbs": ["create"]},
+                  {"apiGroups": ["ipam.cluster.x-k8s.io"], "resources": ["ipaddressclaims"],
+                   "verbs": ["create", "get", "list", "watch", "delete"]},
+                  {"apiGroups": ["ipam.cluster.x-k8s.io"], "resources": ["ipaddresses"],
+                   "verbs": ["get"]}]})
     api.call("POST", f"{rbac}/rolebindings", {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "fleet-agent"},
@@ -274,6 +295,10 @@ def rows(sc: Scenario, reqs: list[list[float]], boots: list[dict[str, Any]], t0:
     peak = max(per_slot.values(), default=0) / slot
     finished = [b for b in boots if b["finished"] is not None]
     undelivered = sum(1 for b in finished if not b["delivered"])
+    claims = [b["claim"] for b in boots if b["claim"] is not None]
+    lo, hi = sc.window("steady")
+    claimed = [c["seconds"] for c in claims if c["ok"] and lo <= c["begun"] - t0 < hi]
+    refused = sum(1 for c in claims if not c["ok"])
     outage = f"{sc.outage * sc.scale:.3g} s"
     window = f"{sc.back * sc.scale:.3g} s"
     shown = ", ".join(f"{n} {verb}" for verb, n in sorted(served.items()))
@@ -298,6 +323,12 @@ def rows(sc: Scenario, reqs: list[list[float]], boots: list[dict[str, Any]], t0:
             "steady rate", "(reference)"),
         Row(f"fleet: bootstraps whose final status was not delivered (of {len(finished)})",
             sample([undelivered], "boots"), goal="(reference)"),
+        Row("fleet: IPAM claim, create to IPAddress read, p50, steady",
+            sample([pct(claimed, 0.5)], "s"), goal="(reference)"),
+        Row("fleet: IPAM claim, create to IPAddress read, p99, steady",
+            sample([pct(claimed, 0.99)], "s"), goal="(reference)"),
+        Row(f"fleet: IPAM claims that failed after the phase's retries (of {len(claims)})",
+            sample([refused], "claims"), goal="(reference)"),
     ]
 
 
@@ -308,15 +339,19 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     import requests
 
-    from agent.errors import Reason
+    from agent.config.fields import Duration
+    from agent.config.retry import RetrySpec
+    from agent.errors import AgentError, Reason
     from agent.host import Clock, Host
-    from agent.kube.client import Client
+    from agent.ipam.base import ClaimRequest, PluginEnv
+    from agent.ipam.capi import CAPIOptions, CAPIPlugin
+    from agent.kube.client import DEFAULT_BACKOFF, Client
     from agent.kube.facts import MachineFacts
     from agent.kube.kubeconfig import Credentials
     from agent.kube.machine import MachineView
     from agent.kube.reporter import DELIVERY_BACKOFF, MachineReporter
     from agent.report import SUMMARY, Conditions
-    from agent.retry import Backoff
+    from agent.retry import Backoff, retry
     from agent.state import Journal
 
     logging.basicConfig(level=logging.CRITICAL)  # 1,000 agents' warnings are noise here
@@ -328,6 +363,13 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     boots: list[dict[str, Any]] = []
     backoff = Backoff(DELIVERY_BACKOFF.base * sc.scale, DELIVERY_BACKOFF.cap * sc.scale,
                       DELIVERY_BACKOFF.attempts)
+    # the client's own retries: the reporter sends with one attempt, a claim with these
+    client_backoff = Backoff(DEFAULT_BACKOFF.base * sc.scale, DEFAULT_BACKOFF.cap * sc.scale,
+                             DEFAULT_BACKOFF.attempts)
+    phase_spec = RetrySpec()  # how the orchestrator retries a phase that failed for now
+    phase_backoff = Backoff(phase_spec.initial_delay * sc.scale,
+                            phase_spec.max_delay * sc.scale, phase_spec.attempts)
+    ipam = CAPIOptions(timeout=Duration(sc.claim_timeout * sc.scale))
 
     class TimedSession(requests.Session):
         def request(self, method: str | bytes, url: str | bytes, *args: Any,
@@ -360,19 +402,39 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         if stop.wait(max(0.0, start + float(agent["boot"]) * sc.scale - time.monotonic())):
             return
         client = Client(Credentials(spec["url"], token=agent["token"], ca_file=spec["ca"]),
-                        timeout=10.0, session=TimedSession(), sleep=clock.sleep)
-        view = MachineView(MachineFacts(NAMESPACE, agent["name"], agent["uid"], CLUSTER),
-                           "v1beta2", 1, None)
+                        timeout=10.0, backoff=client_backoff, session=TimedSession(),
+                        sleep=clock.sleep)
+        facts = MachineFacts(NAMESPACE, agent["name"], agent["uid"], CLUSTER)
+        view = MachineView(facts, "v1beta2", 1, None)
         reporter = MachineReporter(client, view, MemoryJournal(host), clock=clock,
                                    interval=5.0 * sc.scale, backoff=backoff)
         conditions = Conditions(host, list(PHASES))
         record: dict[str, Any] = {"name": agent["name"], "finished": None,
-                                  "delivered": False}
+                                  "delivered": False, "claim": None}
         boots.append(record)
+        plugin = CAPIPlugin(ipam, PluginEnv(host, facts, client))
+        request = ClaimRequest(claim_key=f"{agent['uid']}/eth0/ipv6", pool=POOL,
+                               family="ipv6", interface="eth0", machine_namespace=NAMESPACE,
+                               machine_name=agent["name"])
         try:
             for phase in PHASES:
                 conditions.set(phase, "Unknown", Reason.InProgress, "running")
                 reporter.publish(conditions.all(), final=False)
+                if phase == "NetworkReady":  # the network phase claims first, as the agent
+                    begun = time.monotonic()
+                    try:
+                        retry(lambda: plugin.claim(request), phase_backoff, sleep=clock.sleep)
+                    except AgentError as err:
+                        record["claim"] = {"begun": begun, "ok": False,
+                                           "seconds": time.monotonic() - begun}
+                        if stop.is_set():
+                            return
+                        conditions.set(phase, "False", err.reason, str(err))
+                        conditions.set(SUMMARY, "False", err.reason, f"{phase}: {err}")
+                        reporter.publish(conditions.all(), final=True)
+                        return
+                    record["claim"] = {"begun": begun, "ok": True,
+                                       "seconds": time.monotonic() - begun}
                 for k in range(PROGRESS_STEPS):
                     # A step's length varies as real waits do (NTP, kubeadm).
                     if stop.wait(rng.uniform(0.5, 1.5) * sc.step * sc.scale):

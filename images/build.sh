@@ -114,6 +114,11 @@ install_units() {  # $1: tree
   # network configuration that would race the agent's.
   install -D -m 0644 "$HERE/files/99-machine-agent.cfg" \
     "$tree/etc/cloud/cloud.cfg.d/99-machine-agent.cfg"
+  # What any Kubernetes node needs before kubeadm join (the join preflight checks it):
+  # br_netfilter loaded, IPv4 forwarding and the bridge's iptables hooks on.
+  install -D -m 0644 "$HERE/files/kubernetes-modules.conf" \
+    "$tree/etc/modules-load.d/kubernetes.conf"
+  install -D -m 0644 "$HERE/files/kubernetes-sysctl.conf" "$tree/etc/sysctl.d/99-kubernetes.conf"
   mkdir -p "$tree/etc/machine-agent/config.d"
   # networkd applies what the network phase renders (its default renderer).
   systemctl --root="$tree" enable machine-agent.service systemd-networkd.service >&2

@@ -1,23 +1,25 @@
 """A node root ready to join, and the workload cluster it joins — shared by the suites.
 
 The root shows what a healthy node shows: /proc files, a container runtime socket that
-answers, `kubeadm` and `kubelet` on PATH. The cluster is an API endpoint listening on
-127.0.0.1 and the world file of the kubeadm on PATH (which tokens it knows, its CA pin,
-which Nodes exist). Tests only put kubeadm on PATH; what answers is the stand-in
-(agent/sandbox/kubeadm_standin.py)."""
+answers, `kubeadm` and `kubelet` on PATH. The cluster is an API stand-in listening on
+127.0.0.1 (where the kubelet registers its Node after the join) and the world file of the
+kubeadm on PATH (which tokens it knows, its CA pin, which Nodes are Ready). Tests only put
+kubeadm on PATH; what answers is the stand-in (agent/sandbox/kubeadm_standin.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from agent.sandbox.kubeadm_standin import install
+from agent.sandbox.apiserver import ApiServer
+from agent.sandbox.kubeadm_standin import install, kubelet_sync
 
 TOKEN = "abcdef.0123456789abcdef"
 FRESH_TOKEN = "ghijkl.0123456789ghijkl"
@@ -41,11 +43,15 @@ class JoinWorld:
     world_path: Path
     endpoint: str
     """host:port of the workload cluster's API endpoint."""
+    api: ApiServer
+    """The workload cluster's API (an admin can read the Nodes there)."""
 
 
 @contextlib.contextmanager
-def joinable(root: Path, tools: Path) -> Iterator[JoinWorld]:
+def joinable(root: Path, tools: Path, *, kubelet: bool = True) -> Iterator[JoinWorld]:
     """Prepare `root` as a healthy node and `tools` with the stand-in; sockets close after.
+    With `kubelet`, a running kubelet turns the Node Ready once a CNI configuration is
+    in place (as the sandbox's do); without, the test plays that part.
 
     Keep `root` short: the runtime socket path must fit in sun_path (108 bytes)."""
     for path, text in HEALTHY_PROC.items():
@@ -54,21 +60,34 @@ def joinable(root: Path, tools: Path) -> Iterator[JoinWorld]:
         target.write_text(text)
     (root / "var/run/containerd").mkdir(parents=True)
     runtime = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    api = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    api = ApiServer(tools / "workload-api", ipam=False).start()
+    stop = threading.Event()
+
+    def run_kubelet() -> None:
+        posted: dict[str, str] = {}
+        while not stop.wait(0.05):
+            kubelet_sync(root, posted)
+
+    running = threading.Thread(target=run_kubelet, name="kubelet", daemon=True)
     try:
         runtime.bind(str(root / "var/run/containerd/containerd.sock"))
         runtime.listen(8)
-        api.bind(("127.0.0.1", 0))
-        api.listen(8)
         world = tools / "world.json"
         world.write_text(json.dumps({"version": "v1.31.2",
                                      "tokens": {"abcdef": "0123456789abcdef"},
-                                     "caCertHash": CA_HASH}))
+                                     "caCertHash": CA_HASH,
+                                     "apiServer": {"ca": str(api.ca_path),
+                                                   "signerToken": api.admin_token}}))
         install(tools / "bin", root, world)
-        yield JoinWorld(tools / "bin", world, f"127.0.0.1:{api.getsockname()[1]}")
+        if kubelet:
+            running.start()
+        yield JoinWorld(tools / "bin", world, f"127.0.0.1:{api.port}", api)
     finally:
+        stop.set()
+        if running.is_alive():
+            running.join(timeout=5)
         runtime.close()
-        api.close()
+        api.stop()
 
 
 def cloud_config(endpoint: str, token: str = TOKEN, version: str = "v1beta4",

@@ -35,20 +35,20 @@ cloud-init's own final stage (runcmd) without waiting for itself. No /run/cloud-
 
 from __future__ import annotations
 
-import email
-import email.policy
 import json
 import logging
 import posixpath
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from email.message import Message
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config.sources import Fragment, parse_fragment
 from agent.errors import FieldError, Reason, TemporaryError
 from agent.host import Host
+
+if TYPE_CHECKING:
+    from email.message import Message
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +205,9 @@ def _user_data_fragments(host: Host, data: dict[str, Any], data_file: str,
         return []
     if b"mime-version:" not in raw[:4096].lower():
         return []
+    import email  # lazy: ~7 ms of imports, for MIME user-data only
+    import email.policy
+
     message = email.message_from_bytes(raw, policy=email.policy.compat32)
     out: list[Fragment] = []
     for index, part in enumerate(message.walk(), start=1):

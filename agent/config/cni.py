@@ -181,3 +181,7 @@ class CNISpec:
     manifest: ManifestSpec | None = setting(
         "CNI manifest applied to the workload cluster by the first control-plane node "
         "(see manifest.apply); server-side apply is safe to repeat.", default=None)
+    ready_timeout: Duration = setting(
+        "On a joined node that does not apply a manifest: how long to wait, once the list "
+        "is written, for the kubelet to turn the Node Ready (read with its kubelet.conf).",
+        default=Duration(600), check=checks.positive)

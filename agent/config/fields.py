@@ -8,7 +8,6 @@ source of truth for validation, `config show` and the generated reference.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import enum
 import functools
 import re
@@ -171,6 +170,8 @@ class Decoder:
         hints = _type_hints(typing.cast(type, cls))
         for key in value:
             if key not in fields:
+                import difflib  # lazy: only for a misspelt key
+
                 close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
                 self.fail(join_path(path, str(key)), "unknown field",
                           f"did you mean {close[0]!r}?" if close else

@@ -128,6 +128,10 @@ class JoinSpec:
     api_check_timeout: Duration = setting(
         "Time-out of the preflight TCP check of the API endpoint.", default=Duration(5),
         check=checks.positive)
+    registration_timeout: Duration = setting(
+        "After the join, how long to wait for the kubelet to register the Node (read "
+        "from the workload cluster with its kubelet.conf).", default=Duration(120),
+        check=checks.positive)
 
     def validate(self) -> Iterator[tuple[str, str, str | None]]:
         if self.source == "config" and self.discovery is None:

@@ -23,7 +23,9 @@ from agent.errors import REASONS, Reason
 
 CONDITIONS = {
     "NetworkReady": "network", "TimeSynchronized": "time", "NodeJoined": "join",
-    "CNIReady": "cni", "NodeBootstrapped": "summary of all phases (the readiness gate)"}
+    "CNIReady": "cni", "NodeBootstrapped": "summary of all phases (the readiness gate)",
+    "WorkloadNodeReady": "cni: the Node's Ready condition on the workload cluster, set "
+                         "once it is True"}
 
 
 def _type_name(tp: Any) -> str:

@@ -8,6 +8,8 @@ handler, unlike a Lock or an Event's). The watches of the Machine and of its Age
 threads; they are blocked in a read between changes, so an idle daemon does not run.
 
 What the events lead to:
+- a bootstrap that failed for a temporary reason, or could not start (`StartAgain`):
+  tried again after a jittered pause that grows to 5 minutes, resuming from the journal;
 - the management cluster answers again after an outage (`Recovered`): the reports kept
   in the journal meanwhile are sent at once;
 - the Machine is being deleted (`deletionTimestamp`): the delete policy
@@ -69,7 +71,8 @@ class Stop:
 
 @dataclass(frozen=True)
 class StartAgain:
-    """Time to try the bootstrap again after the management cluster could not be read."""
+    """Time to try the bootstrap again: the management cluster could not be read, or a
+    phase failed for a reason that may pass."""
 
 
 Event = Stop | StartAgain | Update | Recovered
@@ -174,6 +177,13 @@ class Daemon:
             summary = orchestrator.conditions.get(SUMMARY)
             log.info("bootstrap finished: %s (%s); serving until stopped",
                      "ok" if result.ok else "not complete", summary.message)
+            if result.ok:
+                self._start_failures = 0
+            elif result.temporary:
+                # The phase's own retries ran out on something that may pass (an IPAM
+                # backend or the API down for a while): a node left there would never
+                # join without a restart, so the whole bootstrap is tried again later.
+                self._start_again_later()
         self._start_watching()
         return EXIT_OK
 
@@ -214,6 +224,9 @@ class Daemon:
             reporter.publish(conditions.all(), final=True)
 
     def _start_watching(self) -> None:
+        if self.watches is not None:  # a bootstrap tried again: follow its session
+            self.watches.stop()
+            self.watches = None
         session = self.session
         if (session is None or session.machine is None or session.client is None
                 or not session.loaded.config.spec.lifecycle.watch):
@@ -306,4 +319,4 @@ def _publisher(orchestrator: Orchestrator) -> Callable[[bool], None]:
 
 
 START_BACKOFF = Backoff(base=2.0, cap=300.0, attempts=0)
-"""Pauses before another bootstrap when the management cluster could not be read."""
+"""Pauses before another bootstrap after a temporary failure."""

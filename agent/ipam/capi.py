@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from agent.config import checks
 from agent.config.fields import Duration, setting
-from agent.errors import AgentError, PermanentError, Reason, TemporaryError
+from agent.errors import AgentError, PermanentError, Reason
 from agent.ipam.base import (
     Allocation,
     ClaimRequest,
@@ -41,7 +41,7 @@ from agent.kube.errors import (
     Unauthorized,
 )
 from agent.kube.facts import MachineFacts
-from agent.kube.watch import Watcher
+from agent.kube.watch import WaitTimedOut, Watcher
 
 GROUP = "ipam.cluster.x-k8s.io"
 CLUSTER_LABEL = "cluster.x-k8s.io/cluster-name"
@@ -224,7 +224,7 @@ class CAPIPlugin:
                 claim = watcher.until(answered, deadline,
                                       f"an IPAddress for {where} from {ref['kind']} "
                                       f"{ref['name']!r}")
-            except TemporaryError as err:  # the watch's deadline passed
+            except WaitTimedOut as err:
                 raise IPAMUnavailable(
                     f"capi: no IPAddress for {where} within {self.options.timeout:g}s: "
                     f"the provider of {ref['kind']} {ref['name']!r} did not answer",

@@ -77,6 +77,8 @@ class Client:
         # Proxies, CA bundles and .netrc from the environment must not change where the
         # agent connects or what it trusts.
         session.trust_env = False
+        if creds.tls_server_name:
+            session.mount(f"{creds.server}/", _server_name_adapter(creds.tls_server_name))
         self.session = session
         self.headers = {"Accept": "application/json",
                         "User-Agent": f"machine-agent/{__version__}"}
@@ -184,10 +186,9 @@ class Client:
                 verify=self.creds.verify, cert=self.creds.cert, stream=stream,
                 allow_redirects=False)
         except requests.exceptions.SSLError as err:
+            problem, hint = _tls_problem(err, self.creds)
             raise Unreachable(f"{what}: TLS verification of {self.creds.server} failed: "
-                              f"{_short(err)}",
-                              hint="check spec.management's CA; the agent never skips "
-                                   "verification unless configured to") from err
+                              f"{problem}", hint=hint) from err
         except requests.RequestException as err:
             raise Unreachable(f"{what}: no answer from {self.creds.server}: "
                               f"{type(err).__name__}: {_short(err)}") from err
@@ -209,6 +210,18 @@ class Client:
         log.warning("%s; retrying in %.1fs (attempt %d)", err, pause, attempt + 1)
 
 
+def _server_name_adapter(name: str) -> Any:
+    """A transport that verifies the server's certificate against `name` (and sends it
+    as SNI) instead of the URL's host: kubeconfig's tls-server-name."""
+    from requests.adapters import HTTPAdapter
+
+    class ServerNameAdapter(HTTPAdapter):
+        def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+            super().init_poolmanager(*args, server_hostname=name, **kwargs)
+
+    return ServerNameAdapter()
+
+
 def _shut_down(response: requests.Response) -> None:
     """Shut the response's connection down in both directions. The base class's
     shutdown on purpose: ssl.SSLSocket.shutdown also drops its TLS state, which the
@@ -218,6 +231,51 @@ def _shut_down(response: requests.Response) -> None:
     if isinstance(sock, socket.socket):
         with contextlib.suppress(OSError):
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+_CA_HINT = ("give the management cluster's CA: certificate-authority-data in the "
+            "kubeconfig, or spec.management.caFile; the agent never skips verification "
+            "unless configured to")
+_CLOCK_HINT = ("if the certificate is current, this node's clock is wrong (it reads {now}; "
+               "the time phase runs later): set it, e.g. from the BMC or hwclock; else "
+               "renew the API server's serving certificate")
+
+
+def _tls_problem(err: Exception, creds: Credentials) -> tuple[str, str]:
+    """What is wrong with the server's certificate, in words, and what fixes it.
+
+    OpenSSL's verify code tells an untrusted issuer, a name the certificate does not
+    list and a validity period apart; each has a different fix.
+    """
+    import ssl
+    from datetime import UTC, datetime
+    from urllib.parse import urlsplit
+
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, ssl.SSLCertVerificationError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return _short(err), _CA_HINT
+    code, text = cause.verify_code, str(cause.verify_message)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    trusted = creds.ca_file or "the system's CA store"
+    if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
+        return ("the server's certificate has expired",
+                _CLOCK_HINT.format(now=now))
+    if code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
+        return ("the server's certificate is not valid yet",
+                _CLOCK_HINT.format(now=now))
+    if code in (62, 64):  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+        name = urlsplit(creds.server).hostname
+        return (f"the server's certificate is not valid for {name!r}",
+                "spec.management's server (or the kubeconfig's) must name the API server "
+                "by a host name or address its certificate lists in subjectAltName")
+    # Issuer unknown, self-signed, chain not to a trusted CA; a signature failure is a CA
+    # of the same name with another key (a regenerated cluster).
+    if code in (2, 7, 18, 19, 20, 21):
+        return (f"the server's certificate is not signed by a CA this node trusts "
+                f"({trusted}): {text}", _CA_HINT)
+    return f"{text} (OpenSSL verify code {code})", _CA_HINT
 
 
 def _short(err: Exception) -> str:

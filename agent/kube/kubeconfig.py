@@ -7,6 +7,9 @@ key *data* from a kubeconfig are written through the Host to `/run/machine-agent
 
 TLS is always verified. `insecure-skip-tls-verify` in a kubeconfig is refused unless
 `spec.management.insecureSkipTLSVerify` says so too, and then every start warns loudly.
+A cluster's `tls-server-name` (as kubectl's) is the name the server's certificate is
+verified against, and sent as SNI, when the URL's host is not in the certificate: a
+server reached through a relay or a load balancer's address.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.config import checks
 from agent.config.management import ManagementSpec
 from agent.errors import PermanentError, Reason
 from agent.host import Host
@@ -38,6 +42,8 @@ class Credentials:
     client_key: str | None = None
     ca_file: str | None = None
     insecure: bool = False
+    tls_server_name: str | None = None
+    """The name to verify the server's certificate against instead of the URL's host."""
 
     @property
     def verify(self) -> bool | str:
@@ -149,6 +155,11 @@ def _from_kubeconfig(path: str, host: Host, allow_insecure: bool,
         token = _read(host, _resolve(base, str(user["tokenFile"])), where).strip()
     if token:
         REDACT.add(str(token))
+    server_name = cluster.get("tls-server-name")
+    problem = checks.host_name(str(server_name)) if server_name is not None else None
+    if problem:
+        raise _bad(where, f"tls-server-name: {problem}",
+                   "give the name the server's certificate holds, without scheme or port")
     return Credentials(
         server.rstrip("/"),
         token=str(token) if token else None,
@@ -158,7 +169,8 @@ def _from_kubeconfig(path: str, host: Host, allow_insecure: bool,
         ca_file=None if insecure else _material(host, material, cluster,
                                                 "certificate-authority", base, "ca.crt",
                                                 where),
-        insecure=insecure)
+        insecure=insecure,
+        tls_server_name=str(server_name) if server_name else None)
 
 
 def _resolve(base: str, path: str) -> str:

@@ -27,12 +27,12 @@ from agent import dmi
 from agent.config import checks
 from agent.config.identity import IdentitySpec
 from agent.config.sources import Fragment, parse_fragment
-from agent.errors import FieldError, PermanentError, Reason
+from agent.errors import FieldError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.kube.client import Client, Object, resource_path
 from agent.kube.errors import NotFound
 from agent.kube.facts import CONTROL_PLANE_LABEL, MachineFacts
-from agent.kube.watch import Watcher
+from agent.kube.watch import WaitTimedOut, Watcher
 from agent.logs import REDACT
 
 log = logging.getLogger(__name__)
@@ -94,8 +94,24 @@ class ManagementSource:
         return [fragment]
 
 
+class BootstrapDataMissing(TemporaryError):
+    """The bootstrap data did not appear within spec.management.bootstrapWait."""
+
+    reason = Reason.BootstrapDataMissing
+
+
+def _missing(what: str, wait: float) -> BootstrapDataMissing:
+    return BootstrapDataMissing(
+        f"{what} did not appear within spec.management.bootstrapWait ({wait:g}s)",
+        hint="the bootstrap provider writes it once the Machine's bootstrap config is "
+             "ready (CABPK: check the Machine's KubeadmConfig and the controller's logs)")
+
+
 class MachineReader:
-    """Reads the Machine and what it points at, in as few requests as possible."""
+    """Reads the Machine and what it points at, in as few requests as possible.
+
+    The wait for the bootstrap data is bounded by `wait` from the first `read`: a read
+    retried after a failure does not start the wait over."""
 
     def __init__(self, client: Client, host: Host, *, wait: float,
                  progress: Callable[[str], None] = lambda message: None,
@@ -105,9 +121,12 @@ class MachineReader:
         self.wait = wait
         self.progress = progress
         self.monotonic = monotonic
+        self._deadline: float | None = None
 
     def read(self, identity: IdentitySpec) -> MachineView:
-        deadline = self.monotonic() + self.wait
+        if self._deadline is None:
+            self._deadline = self.monotonic() + self.wait
+        deadline = self._deadline
         version, machine = self._find(identity)
         meta, spec = machine.get("metadata", {}), machine.get("spec", {})
         namespace, name = str(meta["namespace"]), str(meta["name"])
@@ -205,9 +224,13 @@ class MachineReader:
         watcher = Watcher(self.client, resource_path(GROUP, version, "machines",
                                                      namespace=namespace),
                           field_selector=f"metadata.name={name}", monotonic=self.monotonic)
-        return watcher.until(
-            lambda m: bool(m.get("spec", {}).get("bootstrap", {}).get("dataSecretName")),
-            deadline, f"Machine {namespace}/{name} spec.bootstrap.dataSecretName")
+        try:
+            return watcher.until(
+                lambda m: bool(m.get("spec", {}).get("bootstrap", {}).get("dataSecretName")),
+                deadline, f"Machine {namespace}/{name} spec.bootstrap.dataSecretName")
+        except WaitTimedOut as err:
+            raise _missing(f"Machine {namespace}/{name} spec.bootstrap.dataSecretName (the "
+                           "name of its bootstrap data Secret)", self.wait) from err
 
     def _cluster(self, version: str, namespace: str,
                  cluster: str) -> tuple[str | None, bool | None]:
@@ -238,8 +261,13 @@ class MachineReader:
                                                          namespace=namespace),
                               field_selector=f"metadata.name={name}",
                               monotonic=self.monotonic)
-            secret = watcher.until(lambda s: "value" in (s.get("data") or {}), deadline,
-                                   f"the bootstrap data Secret {namespace}/{name}")
+            try:
+                secret = watcher.until(lambda s: "value" in (s.get("data") or {}), deadline,
+                                       f"the bootstrap data Secret {namespace}/{name}")
+            except WaitTimedOut as err:
+                raise _missing(f"the bootstrap data Secret {namespace}/{name} (named by "
+                               "the Machine's spec.bootstrap.dataSecretName)",
+                               self.wait) from err
         data = secret.get("data") or {}
         value = _decode(data.get("value"), f"Secret {namespace}/{name} key value")
         REDACT.add(value)

@@ -32,15 +32,25 @@ class NodeIdentity:
 
 
 def render_node_rbac(identity: NodeIdentity) -> str:
-    """The Role and RoleBinding as YAML. Names are checked, since they reach a manifest."""
-
+    """The Role and RoleBinding as YAML. Every value is checked, since it reaches a
+    manifest; a bad one raises ValueError naming its field."""
     values = asdict(identity)
     values["subject_namespace"] = identity.subject_namespace or identity.namespace
-    for key in ("namespace", "machine", "cluster", "bootstrap_secret", "config_name",
-                "cni_manifest_configmap"):
-        problem = checks.k8s_name(values[key]) if values[key] else None
+    problems = {key: checks.k8s_namespace(values[key])
+                for key in ("namespace", "subject_namespace")}
+    problems |= {key: checks.k8s_name(values[key]) if values[key] else None
+                 for key in ("machine", "cluster", "bootstrap_secret", "config_name",
+                             "cni_manifest_configmap")}
+    # A ServiceAccount is an object name; a user or group name is what the credentials
+    # authenticate as (e.g. system:node:worker-0): any one line of text.
+    problems["subject_name"] = (
+        checks.k8s_name(identity.subject_name) if identity.subject_kind == "ServiceAccount"
+        else checks.safe_text(identity.subject_name) or (
+            None if identity.subject_name.strip() else "is empty"))
+    problems["subject_kind"] = checks.one_of(("ServiceAccount", "User", "Group"))(
+        identity.subject_kind)
+    problems["config_kind"] = checks.one_of(("configmap", "secret", ""))(identity.config_kind)
+    for key, problem in problems.items():
         if problem:
             raise ValueError(f"{key}: {problem}")
-    if any(c in identity.subject_name for c in "\n\"'{}[]#"):
-        raise ValueError(f"subject_name: {identity.subject_name!r} is not a plain name")
     return render(TEMPLATE, **values)

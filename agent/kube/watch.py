@@ -30,6 +30,10 @@ RELISTS = 3
 """Lists tried in a row when each answers 410 Gone."""
 
 
+class WaitTimedOut(TemporaryError):
+    """The deadline passed before an object matched."""
+
+
 @dataclass
 class WatchStats:
     """What happened while waiting (for logs and tests)."""
@@ -52,7 +56,7 @@ class Watcher:
 
     def until(self, predicate: Callable[[Object], bool], deadline: float,
               describe: str) -> Object:
-        """The first object for which `predicate` holds; TemporaryError at the deadline."""
+        """The first object for which `predicate` holds; WaitTimedOut at the deadline."""
         version = self._relist_matching(predicate)
         while isinstance(version, str):
             remaining = deadline - self.monotonic()
@@ -62,7 +66,7 @@ class Watcher:
                 remaining, MAX_WATCH_SECONDS))))
         if isinstance(version, dict):
             return version
-        raise TemporaryError(f"timed out waiting for {describe}",
+        raise WaitTimedOut(f"timed out waiting for {describe}",
                              hint="the agent keeps waiting on the next attempt")
 
     def _relist_matching(self, predicate: Callable[[Object], bool]) -> str | Object:

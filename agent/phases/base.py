@@ -124,6 +124,11 @@ class Phase:
         """The condition message on success."""
         return f"{self.name} phase completed"
 
+    def reported(self, result: dict[str, Any]) -> list[tuple[str, Reason, str]]:
+        """Further True conditions (type, reason, message) the result establishes, set
+        with the phase's own on success."""
+        return []
+
 
 def file_change(host: Host, path: str, content: str, *, mode: int = 0o644) -> Change | None:
     """A change that writes `content` to `path`, with its diff; None when already so."""

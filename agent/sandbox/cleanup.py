@@ -17,7 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -48,6 +48,7 @@ class Registry:
         self.record = record
         self.tools = Host(base)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._hooks: list[Callable[[], None]] = []
 
     @classmethod
     def create(cls, parent: str | None = None) -> Registry:
@@ -103,6 +104,11 @@ class Registry:
             self.record.pids.remove(proc.pid)
         self.save()
 
+    def on_undo(self, hook: Callable[[], None]) -> None:
+        """Run `hook` first when this process undoes the sandbox (the objects made on an
+        external API server); not recorded, so a later `--cleanup` does not run it."""
+        self._hooks.append(hook)
+
     def keep(self) -> None:
         self.record.kept = True
         self.save()
@@ -115,6 +121,10 @@ class Registry:
         if self.record.owner != os.getpid() and Path(f"/proc/{self.record.owner}").exists() \
                 and not self.record.kept:
             return
+        for hook in reversed(self._hooks):
+            with contextlib.suppress(Exception):  # undo never raises; each hook says why
+                hook()
+        self._hooks.clear()
         for pid in reversed(self.record.pids):
             self._stop(pid)
         for path in self.record.pidfiles:

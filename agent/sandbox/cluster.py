@@ -1,6 +1,8 @@
-"""The management cluster of the sandbox: the API stand-in as its own process in the
-router namespace (HTTPS, the real CRDs, the in-cluster IPAM pool controller), an admin
-client that reaches it from outside that namespace, and the objects a node needs.
+"""The clusters of the sandbox: the API stand-in as its own process in the router
+namespace, once as the management cluster (HTTPS, the real CRDs, the in-cluster IPAM pool
+controller) and once as the workload cluster the nodes join (where their kubelets
+register their Nodes); an admin client that reaches each from outside that namespace,
+and the objects a node needs.
 
 Seeded as Cluster API and CABPK would leave them: a Cluster, per node a Machine whose
 `spec.readinessGates` names the agent's summary condition, the bootstrap data Secret in
@@ -17,7 +19,7 @@ import socket
 import ssl
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,13 @@ from agent.errors import PermanentError
 from agent.kube.rbac import NodeIdentity, render_node_rbac
 from agent.report import SUMMARY
 from agent.sandbox.cleanup import Registry
-from agent.sandbox.netns import GATEWAY, MANAGEMENT_ADDRESS, MANAGEMENT_PORT
+from agent.sandbox.netns import (
+    GATEWAY,
+    MANAGEMENT_ADDRESS,
+    MANAGEMENT_PORT,
+    WORKLOAD_ADDRESS,
+    WORKLOAD_PORT,
+)
 
 Obj = dict[str, Any]
 NAMESPACE, CLUSTER, POOL = "demo", "demo", "demo-pool"
@@ -38,45 +46,74 @@ START_WAIT = 20.0
 CA_HASH = "sha256:" + "5e" * 32
 """The workload cluster CA's pin in the bootstrap data (the kubeadm stand-in's world)."""
 TOKEN = "abcdef.0123456789abcdef"
+TOKEN_SECONDS = 3600
+"""Lifetime of a node's ServiceAccount token (TokenRequest)."""
 
 
-class NetnsHTTPSConnection(http.client.HTTPSConnection):
-    """HTTPS to an address inside a network namespace this process is not in."""
+class _Connection(http.client.HTTPSConnection):
+    """HTTPS to an address, from inside a network namespace this process is not in (when
+    `netns` is set), verifying the certificate against `server_name`."""
 
-    def __init__(self, netns: str, host: str, port: int, context: ssl.SSLContext,
-                 timeout: float) -> None:
+    def __init__(self, netns: str | None, host: str, port: int, server_name: str,
+                 context: ssl.SSLContext, timeout: float) -> None:
         super().__init__(host, port, context=context, timeout=timeout)
         self._netns = netns
+        self._server_name = server_name
         self._tls = context
 
     def connect(self) -> None:
-        from pyroute2 import netns
+        if self._netns is None:
+            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        else:
+            from pyroute2 import netns
 
-        sock: socket.socket = netns.create_socket(self._netns, socket.AF_INET,
-                                                  socket.SOCK_STREAM, flags=0)
-        sock.settimeout(self.timeout)
-        sock.connect((self.host, self.port))
-        self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
+            sock = netns.create_socket(self._netns, socket.AF_INET, socket.SOCK_STREAM,
+                                       flags=0)
+            sock.settimeout(self.timeout)
+            sock.connect((self.host, self.port))
+        self.sock = self._tls.wrap_socket(sock, server_hostname=self._server_name)
 
 
 @dataclass
 class Admin:
-    """Raw API access as an administrator: what `kubectl` would see."""
+    """Raw API access as an administrator: what `kubectl` would see. The stand-in is
+    reached inside the router namespace; an external server from this process's own."""
 
-    netns: str
-    ca: Path
-    token: str
+    host: str
+    port: int
+    netns: str | None
+    ca: Path | None
+    """The server's CA (None: the system's trust store)."""
+    token: str | None = field(default=None, repr=False)
+    cert: tuple[str, str] | None = None
+    """A client certificate and key (files), as kind's admin kubeconfig has."""
+    server_name: str | None = None
+    """The name the server's certificate holds, when not `host`."""
+    ns: str = NAMESPACE
+    """The namespace the sandbox's objects live in."""
     timeout: float = 10.0
+
+    @property
+    def external(self) -> bool:
+        return self.netns is None
+
+    @property
+    def tls_name(self) -> str:
+        return self.server_name or self.host
 
     def call(self, method: str, path: str, body: Any = None, *,
              content_type: str = "application/json", ok: tuple[int, ...] = (200, 201)) -> Any:
-        context = ssl.create_default_context(cafile=str(self.ca))
-        conn = NetnsHTTPSConnection(self.netns, MANAGEMENT_ADDRESS, MANAGEMENT_PORT, context,
-                                    self.timeout)
+        context = ssl.create_default_context(cafile=str(self.ca) if self.ca else None)
+        if self.cert:
+            context.load_cert_chain(*self.cert)
+        conn = _Connection(self.netns, self.host, self.port, self.tls_name, context,
+                           self.timeout)
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         try:
             conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                         headers={"Authorization": f"Bearer {self.token}",
-                                  "Content-Type": content_type, "Accept": "application/json"})
+                         headers=headers)
             response = conn.getresponse()
             text = response.read().decode()
         finally:
@@ -91,72 +128,94 @@ class Admin:
 
     def machine(self, name: str) -> Obj:
         """The Machine as `kubectl get machine NAME -o yaml` shows it."""
-        result: Obj = self.call("GET", f"/apis/{CAPI}/namespaces/{NAMESPACE}/machines/{name}")
+        result: Obj = self.call("GET", f"/apis/{CAPI}/namespaces/{self.ns}/machines/{name}")
         return result
 
     def counters(self) -> dict[tuple[str, str], int]:
-        """Requests the stand-in has served, by (verb, resource)."""
+        """Requests the stand-in has served, by (verb, resource): a stand-in-only hook
+        (a real API server has no such endpoint)."""
+        if self.external:
+            raise PermanentError("request counters are a stand-in-only hook (/sandbox/v1/"
+                                 "counters); a real API server has none")
         doc = self.call("GET", "/sandbox/v1/counters")
         return {(c["verb"], c["resource"]): c["count"] for c in doc["counters"]}
 
+    def node(self, name: str) -> Obj | None:
+        """The Node as `kubectl get node NAME -o yaml` shows it (on the workload
+        cluster); None when there is none."""
+        found: Obj = self.call("GET", f"/api/v1/nodes/{name}", ok=(200, 404))
+        return found if found.get("kind") == "Node" else None
+
     def claims(self) -> list[Obj]:
         items: list[Obj] = self.call(
-            "GET", f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddressclaims")["items"]
+            "GET", f"/apis/{IPAM}/v1beta2/namespaces/{self.ns}/ipaddressclaims")["items"]
         return items
 
 
 def start_standin(registry: Registry, router: str) -> Admin:
-    """The stand-in on MANAGEMENT_ADDRESS:MANAGEMENT_PORT in the router namespace, once
-    it answers."""
-    state = registry.base / "apiserver"
-    state.mkdir()
-    registry.spawn(["ip", "netns", "exec", router, sys.executable, "-m",
-                    "agent.sandbox.apiserver", "--host", MANAGEMENT_ADDRESS, "--port",
-                    str(MANAGEMENT_PORT), "--state-dir", str(state)],
-                   registry.base / "apiserver.log")
-    kubeconfig = state / "admin.kubeconfig"
-    deadline = time.monotonic() + START_WAIT
-    while not kubeconfig.exists():
-        if time.monotonic() > deadline:
-            log = (registry.base / "apiserver.log").read_text()[-800:]
-            raise PermanentError(f"the management API stand-in did not start within "
-                                 f"{START_WAIT:g}s: {log}")
-        time.sleep(0.05)
-    doc = yaml.safe_load(kubeconfig.read_text())
-    admin = Admin(router, state / "ca.crt", doc["users"][0]["user"]["token"])
+    """The management stand-in on MANAGEMENT_ADDRESS:MANAGEMENT_PORT in the router
+    namespace, once it answers."""
+    admin = _spawn(registry, router, "apiserver", MANAGEMENT_ADDRESS, MANAGEMENT_PORT, [])
     admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                         "metadata": {"name": NAMESPACE}})
     return admin
 
 
+def start_workload(registry: Registry, router: str) -> Admin:
+    """The workload cluster's API (a second stand-in, its own CA) on
+    WORKLOAD_ADDRESS:WORKLOAD_PORT in the router namespace, once it answers."""
+    return _spawn(registry, router, "workload-apiserver", WORKLOAD_ADDRESS, WORKLOAD_PORT,
+                  ["--no-ipam"])
+
+
+def _spawn(registry: Registry, router: str, name: str, address: str, port: int,
+           extra: list[str]) -> Admin:
+    state = registry.base / name
+    state.mkdir()
+    log = registry.base / f"{name}.log"
+    registry.spawn(["ip", "netns", "exec", router, sys.executable, "-m",
+                    "agent.sandbox.apiserver", "--host", address, "--port", str(port),
+                    "--state-dir", str(state), *extra], log)
+    kubeconfig = state / "admin.kubeconfig"
+    deadline = time.monotonic() + START_WAIT
+    while not kubeconfig.exists():
+        if time.monotonic() > deadline:
+            raise PermanentError(f"the API stand-in {name} did not start within "
+                                 f"{START_WAIT:g}s: {log.read_text()[-800:]}")
+        time.sleep(0.05)
+    doc = yaml.safe_load(kubeconfig.read_text())
+    return Admin(address, port, router, state / "ca.crt", doc["users"][0]["user"]["token"])
+
+
 def seed_cluster(admin: Admin, *, pool: list[str]) -> None:
     """The Cluster and the IPAM pool the Machines draw from."""
-    admin.create(f"/apis/{CAPI}/namespaces/{NAMESPACE}/clusters", {
+    admin.create(f"/apis/{CAPI}/namespaces/{admin.ns}/clusters", {
         "apiVersion": CAPI, "kind": "Cluster",
-        "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
+        "metadata": {"name": CLUSTER, "namespace": admin.ns},
         "spec": {"controlPlaneEndpoint": {"host": "203.0.113.10", "port": 6443}}})
-    admin.create(f"/apis/{IPAM}/v1alpha2/namespaces/{NAMESPACE}/inclusterippools", {
+    admin.create(f"/apis/{IPAM}/v1alpha2/namespaces/{admin.ns}/inclusterippools", {
         "apiVersion": f"{IPAM}/v1alpha2", "kind": "InClusterIPPool",
-        "metadata": {"name": POOL, "namespace": NAMESPACE},
+        "metadata": {"name": POOL, "namespace": admin.ns},
         "spec": {"addresses": pool, "prefix": 24, "gateway": GATEWAY}})
 
 
 def take_address(admin: Admin, name: str) -> None:
     """Another Machine's claim on the pool (what a full pool looks like)."""
-    admin.create(f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddressclaims", {
+    admin.create(f"/apis/{IPAM}/v1beta2/namespaces/{admin.ns}/ipaddressclaims", {
         "apiVersion": f"{IPAM}/v1beta2", "kind": "IPAddressClaim",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": admin.ns},
         "spec": {"poolRef": {"apiGroup": IPAM, "kind": "InClusterIPPool", "name": POOL}}})
 
 
 def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKEN) -> str:
     """A Machine (CAPI's own Ready False, the agent's readiness gate), its bootstrap
-    Secret, and the node's RBAC; returns the node's bearer token."""
+    Secret, the node's ServiceAccount bound by the shipped RBAC; returns a token for it
+    from the TokenRequest API."""
     secret = f"{machine}-bootstrap"
-    base = f"/apis/{CAPI}/namespaces/{NAMESPACE}"
+    base = f"/apis/{CAPI}/namespaces/{admin.ns}"
     admin.create(f"{base}/machines", {
         "apiVersion": CAPI, "kind": "Machine",
-        "metadata": {"name": machine, "namespace": NAMESPACE,
+        "metadata": {"name": machine, "namespace": admin.ns,
                      "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
         "spec": {"clusterName": CLUSTER, "version": "v1.31.2",
                  "bootstrap": {"dataSecretName": secret},
@@ -166,28 +225,31 @@ def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKE
     admin.call("PATCH", f"{base}/machines/{machine}/status?fieldManager=capi-machine-"
                "controller&force=true", {
                    "apiVersion": CAPI, "kind": "Machine",
-                   "metadata": {"name": machine, "namespace": NAMESPACE},
+                   "metadata": {"name": machine, "namespace": admin.ns},
                    "status": {"conditions": [{
                        "type": "Ready", "status": "False", "reason": "NotReady",
                        "message": "waiting for the node",
                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
                content_type="application/apply-patch+yaml")
-    admin.create(f"/api/v1/namespaces/{NAMESPACE}/secrets", {
+    admin.create(f"/api/v1/namespaces/{admin.ns}/secrets", {
         "apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
-        "metadata": {"name": secret, "namespace": NAMESPACE,
+        "metadata": {"name": secret, "namespace": admin.ns,
                      "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
         "data": {"value": _b64(cloud_config(endpoint, token)),
                  "format": _b64("cloud-config")}})
     account = f"machine-agent-{machine}"
-    rbac = render_node_rbac(NodeIdentity(NAMESPACE, machine, CLUSTER, secret, account))
+    rbac = render_node_rbac(NodeIdentity(admin.ns, machine, CLUSTER, secret, account))
     for doc in yaml.safe_load_all(rbac):
         plural = "roles" if doc["kind"] == "Role" else "rolebindings"
-        admin.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/{plural}",
+        admin.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{admin.ns}/{plural}",
                      doc)
-    issued = admin.create("/sandbox/v1/tokens", {
-        "user": f"system:serviceaccount:{NAMESPACE}:{account}",
-        "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"]})
-    return str(issued["token"])
+    admin.create(f"/api/v1/namespaces/{admin.ns}/serviceaccounts", {
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": account, "namespace": admin.ns}})
+    issued = admin.create(f"/api/v1/namespaces/{admin.ns}/serviceaccounts/{account}/token", {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": TOKEN_SECONDS}})
+    return str(issued["status"]["token"])
 
 
 def cloud_config(endpoint: str, token: str) -> str:

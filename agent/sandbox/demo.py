@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from agent.report import SUMMARY
+from agent.report import NODE_READY, SUMMARY
 from agent.sandbox.cleanup import leftovers
 from agent.sandbox.cluster import NAMESPACE
 from agent.sandbox.faults import CATALOGUE, Fault
@@ -130,6 +130,10 @@ def _highlights(node: Node) -> None:
     if node.joined:
         say(f"join      /etc/kubernetes/kubelet.conf written by kubeadm (stand-in) under "
             f"{node.root}")
+    registered = result("join").get("nodeRegistered")
+    if registered:
+        say(f"node      Node {registered} registered by its kubelet on the workload cluster "
+            f"({result('join').get('apiServer')}), read with its kubelet.conf")
     cni = result("cni")
     if cni:
         say(f"cni       {cni}")
@@ -139,7 +143,7 @@ def _check(box: Sandbox, node: Node, fault: Fault | None) -> list[str]:
     conditions = box.conditions(node)
     problems = []
     if fault is None:
-        for kind in (*PHASE_CONDITIONS, SUMMARY):
+        for kind in (*PHASE_CONDITIONS, NODE_READY, SUMMARY):
             c = conditions.get(kind)
             if c is None or c["status"] != "True":
                 problems.append(f"{kind} is {c and c['status']} ({c and c['reason']})")
@@ -165,6 +169,9 @@ where to look:
   the Machine          ip netns exec {box.network.router} kubectl --kubeconfig \\
                          {base}/apiserver/admin.kubeconfig -n {NAMESPACE} get machine \\
                          {node.name} -o yaml
+  the Node             ip netns exec {box.network.router} kubectl --kubeconfig \\
+                         {base}/workload-apiserver/admin.kubeconfig get node {node.name} \\
+                         -o yaml
   the node's network   ip -n {node.netns} addr; ip -n {node.netns} route
   files it wrote       {node.root}/etc (systemd-networkd, chrony, kubernetes)
   logs                 {base}/*.log, {base}/n0/chrony""")

@@ -1,10 +1,12 @@
-"""`python -m agent.sandbox.endpoints --tcp HOST:PORT --unix PATH ...`: sockets that
-accept connections and close them, until SIGTERM.
+"""`python -m agent.sandbox.endpoints --unix PATH --kubelet ROOT ...`: sockets that accept
+connections and close them, and the nodes' kubelets, until SIGTERM.
 
-They stand for what the join phase's preflight connects to and the sandbox has no real
-program for: the workload cluster's API endpoint (the kubeadm stand-in answers for the
-cluster itself) and each node's container runtime socket. A process of their own, so
-that a sandbox kept with --keep still answers after the demo has exited.
+The sockets stand for what the join phase's preflight connects to and the sandbox has no
+real program for: each node's container runtime socket. The kubelet of each node root
+(`--kubelet`) does what a running kubelet does once a CNI configuration appears in
+/etc/cni/net.d: it posts its Node Ready, with the credentials of its kubelet.conf (the
+kubeadm stand-in registered the Node NotReady at join). A process of their own, so that
+a sandbox kept with --keep still answers after the demo has exited.
 """
 
 from __future__ import annotations
@@ -15,21 +17,18 @@ import selectors
 import signal
 import socket
 import sys
+from pathlib import Path
+
+from agent.sandbox.kubeadm_standin import kubelet_sync
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent.sandbox.endpoints",
                                      description=__doc__)
-    parser.add_argument("--tcp", action="append", default=[], metavar="HOST:PORT")
     parser.add_argument("--unix", action="append", default=[], metavar="PATH")
+    parser.add_argument("--kubelet", action="append", default=[], metavar="ROOT")
     args = parser.parse_args(argv)
     listeners: list[socket.socket] = []
-    for spec in args.tcp:
-        host, _, port = spec.rpartition(":")
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host.strip("[]"), int(port)))
-        listeners.append(sock)
     for path in args.unix:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(path)
@@ -42,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     running = [True]
     signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
     print("ready", flush=True)
+    posted: dict[str, str] = {}  # per node root, the kubelet.conf Ready was posted with
     while running[0]:
+        for root in args.kubelet:
+            kubelet_sync(Path(root), posted)
         for key, _ in selector.select(timeout=0.2):
             listener = key.fileobj
             assert isinstance(listener, socket.socket)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.errors import PermanentError, Reason
-from agent.sandbox.cluster import IPAM, NAMESPACE, POOL, take_address
+from agent.sandbox.cluster import IPAM, POOL, take_address
 from agent.sandbox.netns import GATEWAY, static_address
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class Fault:
 
 def _pool_exhausted(box: Sandbox) -> None:
     """The pool holds one address, and another Machine's claim already has it."""
-    box.admin.call("PATCH", f"/apis/{IPAM}/v1alpha2/namespaces/{NAMESPACE}/"
+    box.admin.call("PATCH", f"/apis/{IPAM}/v1alpha2/namespaces/{box.admin.ns}/"
                    f"inclusterippools/{POOL}", {"spec": {"addresses": [
                        static_address(0).split("/")[0]]}},
                    content_type="application/merge-patch+json")

@@ -7,14 +7,27 @@ in kubeadm's order, writes what kubeadm writes under $KUBEADM_STANDIN_ROOT, and 
 kubeadm's own words (copied from kubernetes/kubernetes cmd/kubeadm, file named at each);
 `reset -f` removes what join wrote; `version -o short` prints the version.
 
+After a successful join it also does what the kubelet then does on a real node: its
+kubelet.conf carries the credential the cluster issued it (TLS bootstrap), and with it
+the kubelet registers its Node, NotReady until a CNI configuration is in /etc/cni/net.d
+(the kubelet's network readiness). Simplified: the cluster is an API stand-in
+(agent/sandbox/apiserver), which authenticates bearer tokens only, so the credential is a
+token for `system:node:<name>` (group `system:nodes`) issued through its sandbox hook, not
+a client certificate; kubelet.conf carries it inline.
+
 The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   version             kubeadm/kubelet version, default v1.31.2
   tokens              {token id: secret} the cluster knows (absent: any token works)
   caCertHash          the cluster CA's pin (absent: any pin works)
   apiReachable        false: discovery cannot connect
+  apiServer           {"ca": CA file, "signerToken": token}: the workload API stand-in at
+                      the discovery endpoint (its CA, as cluster-info holds it; a token
+                      allowed to issue credentials, standing for the CSR signer); absent:
+                      no API to register with, kubelet.conf carries no credentials
   readyNodes          names of Nodes already Ready in the cluster
   failNext            failures for the next joins, one consumed per join:
-                      "kubelet-unhealthy", "preflight:<Check>:<message>", "hang:<seconds>"
+                      "kubelet-unhealthy", "preflight:<Check>:<message>", "hang:<seconds>",
+                      "node-not-registered" (join succeeds; the kubelet never registers)
   joins               (written) the names that joined, in order
 Run as `python -m agent.sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
 `kubeadm` and `kubelet` wrappers into a bin directory with the root and world baked in.
@@ -22,10 +35,14 @@ Run as `python -m agent.sandbox.kubeadm_standin [kubelet] ARGS`; `install()` wri
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import ssl
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +55,8 @@ CA_CERT = "etc/kubernetes/pki/ca.crt"
 KUBELET_CONFIG = "var/lib/kubelet/config.yaml"
 KUBELET_FLAGS = "var/lib/kubelet/kubeadm-flags.env"
 WRITTEN = (KUBELET_CONF, BOOTSTRAP_CONF, CA_CERT, KUBELET_CONFIG, KUBELET_FLAGS)
+CNI_CONF_DIR = "etc/cni/net.d"
+API_TIMEOUT = 10.0
 
 # The JoinConfiguration schema: field -> type, per apis/kubeadm/v1beta3/types.go and
 # v1beta4/types.go. A dict is a nested object; [x] a list of x; "str:str" a string map.
@@ -174,9 +193,13 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                          "'curl -sSL http://127.0.0.1:10248/healthz' returned error: Get "
                          "\"http://127.0.0.1:10248/healthz\": context deadline exceeded")
         print("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap")
-        _write(root / KUBELET_CONF, _kubeconfig(endpoint, "default-auth"))
+        api = world.get("apiServer")
+        credential = _issue(endpoint, api, name) if api else None
+        _write(root / KUBELET_CONF, _kubeconfig(endpoint, "default-auth", api, credential))
     finally:
         (root / BOOTSTRAP_CONF).unlink(missing_ok=True)
+    if api and credential and failure != "node-not-registered":
+        _register_node(root, endpoint, api, credential, name)
     world.setdefault("joins", []).append(name)
     world.setdefault("readyNodes", []).append(name)
     print("\nThis node has joined the cluster:\n* Certificate signing request was sent to "
@@ -291,13 +314,125 @@ def _join_args(args: list[str]) -> tuple[str, set[str]]:
     return config, ignored
 
 
-def _kubeconfig(server: str, user: str) -> str:
+def _kubeconfig(server: str, user: str, api: dict[str, str] | None = None,
+                token: str | None = None) -> str:
+    cluster: dict[str, str] = {"server": server}
+    if api:
+        cluster["certificate-authority-data"] = base64.b64encode(
+            Path(api["ca"]).read_bytes()).decode()
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "default-context",
-        "clusters": [{"name": "default-cluster", "cluster": {"server": server}}],
+        "clusters": [{"name": "default-cluster", "cluster": cluster}],
         "contexts": [{"name": "default-context",
                       "context": {"cluster": "default-cluster", "user": user}}],
-        "users": [{"name": user, "user": {}}]})
+        "users": [{"name": user, "user": {"token": token} if token else {}}]})
+
+
+def _api(server: str, ca: str, token: str, method: str, path: str,
+         body: dict[str, Any] | None = None,
+         content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
+    """One request to the workload API stand-in; `ca` is its CA certificate (PEM)."""
+    request = urllib.request.Request(
+        f"{server}{path}", method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": content_type})
+    context = ssl.create_default_context(cadata=ca)
+    try:
+        with urllib.request.urlopen(request, timeout=API_TIMEOUT, context=context) as resp:
+            return resp.status, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+    except OSError as err:
+        raise Failed(f"error execution phase kubelet-start: {method} {server}{path}: "
+                     f"{err}") from err
+
+
+def _issue(server: str, api: dict[str, str], name: str) -> str:
+    """The kubelet's credential, as TLS bootstrap gets it signed by the cluster."""
+    status, doc = _api(server, Path(api["ca"]).read_text(), api["signerToken"], "POST",
+                       "/sandbox/v1/tokens",
+                       {"user": f"system:node:{name}", "groups": ["system:nodes"]})
+    if status != 201:
+        raise Failed("error execution phase kubelet-start: error waiting for the kubelet "
+                     f"to perform the TLS Bootstrap: HTTP {status}: {doc.get('message')}")
+    return str(doc["token"])
+
+
+def _register_node(root: Path, server: str, api: dict[str, str], token: str,
+                   name: str) -> None:
+    """What the kubelet does once it runs: register its Node (an existing one is taken
+    over, pkg/kubelet/kubelet_node_status.go tryRegisterWithAPIServer), then post its
+    status, NotReady until the runtime finds a CNI configuration."""
+    ca = Path(api["ca"]).read_text()
+    status, doc = _api(server, ca, token, "POST", "/api/v1/nodes", {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                              "kubernetes.io/os": "linux"}}})
+    if status not in (201, 409):
+        raise Failed(f"error execution phase kubelet-start: registering Node {name}: "
+                     f"HTTP {status}: {doc.get('message')}")
+    post_node_status(server, ca, token, name, network_ready(root))
+
+
+def kubelet_sync(root: Path, posted: dict[str, str]) -> None:
+    """One look of the running kubelet of the node under `root`: once it has joined and a
+    CNI configuration is in place, post its Node Ready (again after a new join).
+    `posted` holds, per root, the kubelet.conf it was posted with."""
+    try:
+        conf = (root / KUBELET_CONF).read_text()
+    except OSError:
+        posted.pop(str(root), None)
+        return
+    if posted.get(str(root)) == conf or not network_ready(root):
+        return
+    try:
+        if kubelet_ready(root):
+            posted[str(root)] = conf
+    except (Failed, OSError, LookupError, ValueError):
+        pass  # not registered (yet), or the API is away: the next look tries again
+
+
+def kubelet_ready(root: Path) -> bool:
+    """Post Ready for the kubelet of the node under `root`; False when the node has not
+    joined."""
+    try:
+        conf = yaml.safe_load((root / KUBELET_CONF).read_text())
+        flags = (root / KUBELET_FLAGS).read_text()
+    except OSError:
+        return False
+    cluster, user = conf["clusters"][0]["cluster"], conf["users"][0]["user"]
+    if "certificate-authority-data" not in cluster or "token" not in user:
+        return False
+    name = flags.split("--hostname-override=", 1)[1].split('"')[0].split()[0]
+    post_node_status(cluster["server"],
+                     base64.b64decode(cluster["certificate-authority-data"]).decode(),
+                     user["token"], name, True)
+    return True
+
+
+def network_ready(root: Path) -> bool:
+    """The container runtime's NetworkReady: a CNI configuration file is in place."""
+    conf_dir = root / CNI_CONF_DIR
+    return conf_dir.is_dir() and any(
+        p.suffix in (".conf", ".conflist", ".json") for p in conf_dir.iterdir())
+
+
+def post_node_status(server: str, ca: str, token: str, name: str, ready: bool) -> None:
+    """The kubelet's Ready condition (pkg/kubelet/nodestatus/setters.go ReadyCondition)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                 "message": "kubelet is posting ready status"} if ready else {
+        "type": "Ready", "status": "False", "reason": "KubeletNotReady",
+        "message": "container runtime network not ready: NetworkReady=false "
+                   "reason:NetworkPluginNotReady message:Network plugin returns error: "
+                   "cni plugin not initialized"}
+    condition.update(lastHeartbeatTime=now, lastTransitionTime=now)
+    status, doc = _api(server, ca, token, "PATCH", f"/api/v1/nodes/{name}/status",
+                       {"status": {"conditions": [condition]}},
+                       "application/merge-patch+json")
+    if status != 200:
+        raise Failed(f"error execution phase kubelet-start: updating Node {name} status: "
+                     f"HTTP {status}: {doc.get('message')}")
 
 
 def _write(path: Path, text: str) -> None:

@@ -20,7 +20,7 @@ import yaml
 
 from agent.sandbox.chrony import Client
 from agent.sandbox.cleanup import Registry
-from agent.sandbox.cluster import CA_HASH, NAMESPACE, POOL
+from agent.sandbox.cluster import CA_HASH, POOL, Admin
 from agent.sandbox.kubeadm_standin import install
 from agent.sandbox.netns import (
     DATA_LINK,
@@ -65,7 +65,8 @@ class Node:
     workload: dict[str, Any] = field(default_factory=lambda: {
         "version": "v1.31.2", "tokens": {"abcdef": "0123456789abcdef"},
         "caCertHash": CA_HASH})
-    """The kubeadm stand-in's world: the workload cluster as this node's kubeadm sees it."""
+    """The kubeadm stand-in's world: the workload cluster as this node's kubeadm sees it
+    (the sandbox adds `apiServer`, the workload API where its kubelet registers)."""
 
     @property
     def name(self) -> str:
@@ -83,24 +84,32 @@ class Node:
     def runtime_socket(self) -> Path:
         return self.root / RUNTIME_SOCKET.lstrip("/")
 
-    def prepare(self, registry: Registry, *, ca: Path, token: str,
+    def prepare(self, registry: Registry, admin: Admin, *, token: str,
                 addressing: Addressing, extra: dict[str, Any] | None = None) -> None:
+        """The node's root, its kubeadm stand-in, chrony client, AgentConfig and
+        management kubeconfig: the sandbox's API endpoint, `admin`'s CA, and the server's
+        name as `tls-server-name` when it is an external server reached through the
+        relay."""
         for path, text in HEALTHY_PROC.items():
             self.write(path, text)
         self.runtime_socket.parent.mkdir(parents=True, exist_ok=True)
         self.save_world()
         install(self.home / "bin", self.root, self.world)
         chrony = Client(registry, self.home / "chrony", self.root)
+        cluster = {"server": f"https://{MANAGEMENT_ADDRESS}:{MANAGEMENT_PORT}"}
+        if admin.ca is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(
+                admin.ca.read_bytes()).decode()
+        if admin.external:
+            cluster["tls-server-name"] = admin.tls_name
         self.write("/etc/machine-agent/management.kubeconfig", yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "node",
-            "clusters": [{"name": "management", "cluster": {
-                "server": f"https://{MANAGEMENT_ADDRESS}:{MANAGEMENT_PORT}",
-                "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()}}],
+            "clusters": [{"name": "management", "cluster": cluster}],
             "users": [{"name": self.name, "user": {"token": token}}],
             "contexts": [{"name": "node", "context": {"cluster": "management",
                                                       "user": self.name}}]}), mode=0o600)
         spec: dict[str, Any] = {
-            "identity": {"machine": {"namespace": NAMESPACE, "name": self.name}},
+            "identity": {"machine": {"namespace": admin.ns, "name": self.name}},
             "management": {"kubeconfig": "/etc/machine-agent/management.kubeconfig",
                            "requestTimeout": "5s", "bootstrapWait": "10s"},
             "network": {

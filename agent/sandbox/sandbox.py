@@ -1,12 +1,11 @@
 """The whole sandbox, brought up and torn down as one: namespaces and wires, the NTP
-server, the management API stand-in with its objects, the workload endpoints, the
-nodes. `Sandbox.up()` is a context manager: on the way out everything recorded is undone
-(also on Ctrl-C or a failure), unless the sandbox is kept for inspection.
+server, the management API stand-in with its objects, a second stand-in as the workload
+cluster's API, the runtime sockets and kubelets (agent/sandbox/endpoints.py), the nodes.
+`Sandbox.up()` is a context manager: on the way out everything recorded is undone (also
+on Ctrl-C or a failure), unless the sandbox is kept for inspection.
 
-Not done: a real management API server in place of the stand-in
-(MACHINE_AGENT_TEST_KUBECONFIG). A node namespace reaches only the sandbox's router; a
-relay there to the real server would present the server's certificate under the relay's
-address, and the agent's kubeconfig loader has no `tls-server-name` to accept that.
+`Sandbox.up(external=KUBECONFIG)` uses an external API server in place of the stand-in
+(the e2e suite's MACHINE_AGENT_TEST_KUBECONFIG; see agent.sandbox.external).
 """
 
 from __future__ import annotations
@@ -26,7 +25,15 @@ from agent.errors import PermanentError
 from agent.ipam.base import ENTRY_POINT_GROUP
 from agent.sandbox.chrony import start_server
 from agent.sandbox.cleanup import Registry, leftovers
-from agent.sandbox.cluster import POOL_RANGE, Admin, seed_cluster, seed_machine, start_standin
+from agent.sandbox.cluster import (
+    POOL_RANGE,
+    Admin,
+    seed_cluster,
+    seed_machine,
+    start_standin,
+    start_workload,
+)
+from agent.sandbox.external import connect
 from agent.sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT, Network
 from agent.sandbox.node import Addressing, Node
 
@@ -70,6 +77,8 @@ class Sandbox:
     registry: Registry
     network: Network
     admin: Admin
+    workload: Admin
+    """The workload cluster's API, where the nodes' kubelets register their Nodes."""
     ntp: subprocess.Popen[bytes]
     features: Features
     nodes: list[Node] = field(default_factory=list)
@@ -77,8 +86,10 @@ class Sandbox:
     @classmethod
     @contextlib.contextmanager
     def up(cls, nodes: int = 1, *, keep: bool = False,
-           progress: Callable[[str], None] = lambda message: None) -> Iterator[Sandbox]:
-        """A running sandbox with `nodes` nodes ready for the agent."""
+           progress: Callable[[str], None] = lambda message: None,
+           external: Path | None = None) -> Iterator[Sandbox]:
+        """A running sandbox with `nodes` nodes ready for the agent; its management API is
+        the stand-in, or the server the admin kubeconfig `external` names."""
         if shutil.which("ip") is None or shutil.which("chronyd") is None:
             raise PermanentError("the sandbox needs `ip` (iproute2) and `chronyd` (chrony)",
                                  hint="apt-get install iproute2 chrony")
@@ -88,7 +99,7 @@ class Sandbox:
         registry = Registry.create()
         kept = False
         try:
-            box = cls._bring_up(registry, nodes, progress)
+            box = cls._bring_up(registry, nodes, progress, external)
             yield box
             kept = keep
         finally:
@@ -98,23 +109,34 @@ class Sandbox:
                 registry.undo()
 
     @classmethod
-    def _bring_up(cls, registry: Registry, count: int,
-                  progress: Callable[[str], None]) -> Sandbox:
+    def _bring_up(cls, registry: Registry, count: int, progress: Callable[[str], None],
+                  external: Path | None) -> Sandbox:
         features = Features.detect()
         network = Network.create(registry)
         progress(f"namespaces: router {network.router} (gateway, management API, NTP, "
                  "workload API)")
         ntp = start_server(registry, network.router)
-        admin = start_standin(registry, network.router)
-        progress("management API stand-in: https://198.51.100.1:6443 (real Cluster API and "
-                 "IPAM CRDs, pool controller running)")
+        if external is None:
+            admin = start_standin(registry, network.router)
+            progress("management API stand-in: https://198.51.100.1:6443 (real Cluster API "
+                     "and IPAM CRDs, pool controller running)")
+        else:
+            admin = connect(registry, network.router, external)
+            progress(f"management API: https://{admin.host}:{admin.port} (external, "
+                     f"namespace {admin.ns}), relayed at https://198.51.100.1:6443; the "
+                     "pool controller runs here as its client")
+        workload = start_workload(registry, network.router)
+        progress(f"workload API stand-in: https://{WORKLOAD_ADDRESS}:{WORKLOAD_PORT} (the "
+                 "kubelets register their Nodes there)")
         seed_cluster(admin, pool=[POOL_RANGE])
-        box = cls(registry, network, admin, ntp, features)
+        box = cls(registry, network, admin, workload, ntp, features)
         addressing = Addressing(IPAM_PLUGIN if features.ipam else None)
         for index in range(count):
             node = Node(index, network.add_node(index), registry.base / f"n{index}")
+            node.workload["apiServer"] = {"ca": str(workload.ca),
+                                          "signerToken": workload.token}
             token = seed_machine(admin, node.name, f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}")
-            node.prepare(registry, ca=admin.ca, token=token, addressing=addressing,
+            node.prepare(registry, admin, token=token, addressing=addressing,
                          extra=box._cni_settings(node))
             box.nodes.append(node)
         progress(f"{count} node namespace(s), each with a Machine (readiness gate "
@@ -136,9 +158,9 @@ class Sandbox:
 
     def _start_endpoints(self) -> None:
         argv = ["ip", "netns", "exec", self.network.router, sys.executable, "-m",
-                "agent.sandbox.endpoints", "--tcp", f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}"]
+                "agent.sandbox.endpoints"]
         for node in self.nodes:
-            argv += ["--unix", str(node.runtime_socket)]
+            argv += ["--unix", str(node.runtime_socket), "--kubelet", str(node.root)]
         log = self.registry.base / "endpoints.log"
         self.registry.spawn(argv, log)
         deadline = time.monotonic() + START_WAIT
@@ -147,6 +169,11 @@ class Sandbox:
                 raise PermanentError(f"the sandbox's endpoints did not start: "
                                      f"{log.read_text()[-500:]}")
             time.sleep(0.05)
+
+    @property
+    def external(self) -> bool:
+        """Whether the management API is an external server (not the stand-in)."""
+        return self.admin.external
 
     def stop_ntp(self) -> None:
         self.registry.stop(self.ntp)

@@ -2,17 +2,32 @@
 and the one way to render them.
 
 Values reaching a template are validated before (agent/config/checks.py); the filter `q`
-quotes a string as JSON, which is also a YAML double-quoted scalar.
+quotes a string as JSON, which is also a YAML double-quoted scalar reading back the same.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import jinja2
+
+
+# Characters a YAML reader does not take as they are inside a double-quoted scalar:
+# non-printable ones (DEL, C1, surrogates, non-characters) and the line breaks NEL, LS and
+# PS, which it would fold into a space.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+
+
+def quote(value: object) -> str:
+    """`value` as JSON, with non-ASCII text as it is (JSON's escape of a character beyond
+    U+FFFF is a surrogate pair, which YAML reads as two broken characters), and the
+    characters YAML does not take as they are escaped."""
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}",
+                            json.dumps(value, ensure_ascii=False))
 
 
 @functools.cache
@@ -23,7 +38,7 @@ def _environment() -> jinja2.Environment:
         loader=jinja2.PackageLoader("agent", "templates"),
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
-    env.filters["q"] = json.dumps
+    env.filters["q"] = quote
     return env
 
 

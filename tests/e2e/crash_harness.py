@@ -9,7 +9,12 @@ What is compared (`Outcome`):
 - management API: the agent's Machine conditions (type, status, reason; CAPI's own Ready
   too), Events per reason about this Machine, and with the `capi` IPAM plugin the
   IPAddressClaims and IPAddresses (count per owner, no address twice, none orphaned).
-- the workload cluster (kubeadm stand-in's world): how many times this node joined.
+- the workload cluster: how many times this node joined (the kubeadm stand-in's world),
+  and its Node's Ready status there.
+
+The credential the cluster issued the kubelet at join (in kubelet.conf) is new with every
+join, as a real kubelet's client certificate is: files compare with it replaced by
+`<kubelet-credential>`, like the management token.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 import yaml
 
 from agent.kube.rbac import NodeIdentity, render_node_rbac
-from agent.sandbox.cluster import CAPI, CLUSTER, IPAM, NAMESPACE, seed_machine
+from agent.sandbox.cluster import CAPI, CLUSTER, IPAM, seed_machine
 from agent.sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT
 from agent.sandbox.node import Addressing, Node
 from agent.sandbox.sandbox import IPAM_PLUGIN, Sandbox
@@ -54,6 +59,8 @@ class Outcome:
     events: dict[str, int]
     claims: dict[str, Any]
     joins: int
+    node_ready: str
+    """The Node's Ready status on the workload cluster ("absent": not registered)."""
     problems: list[str] = field(default_factory=list)
     """Invariants broken in this run alone (an address twice, an orphaned claim)."""
 
@@ -108,17 +115,19 @@ class Slot:
         _wipe(node.home, keep=node.runtime_socket)
         node.workload.pop("joins", None)
         node.workload.pop("readyNodes", None)
-        node.prepare(registry, ca=box.admin.ca, token=self.token,
+        node.prepare(registry, box.admin, token=self.token,
                      addressing=_addressing(box), extra=box._cni_settings(node))
 
     def _forget_machine(self) -> None:
-        """Delete the Machine (its claims go with it, by owner), Secret, Role, binding."""
+        """Delete the Machine (its claims go with it, by owner), Secret, Role, binding and
+        ServiceAccount."""
         admin, name = self.box.admin, self.node.name
-        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"
-        role, binding = _node_rbac_names(name)
-        for path in (f"/apis/{CAPI}/namespaces/{NAMESPACE}/machines/{name}",
-                     f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}-bootstrap",
-                     f"{rbac}/roles/{role}", f"{rbac}/rolebindings/{binding}"):
+        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{admin.ns}"
+        role, binding = _node_rbac_names(admin.ns, name)
+        for path in (f"/apis/{CAPI}/namespaces/{admin.ns}/machines/{name}",
+                     f"/api/v1/namespaces/{admin.ns}/secrets/{name}-bootstrap",
+                     f"{rbac}/roles/{role}", f"{rbac}/rolebindings/{binding}",
+                     f"/api/v1/namespaces/{admin.ns}/serviceaccounts/machine-agent-{name}"):
             admin.call("DELETE", path, ok=(200, 202, 404))
         deadline = time.monotonic() + GC_WAIT
         while self.uid and self._owned_claims(self.uid):
@@ -146,6 +155,9 @@ class Slot:
         subst = {self.token: "<management-token>"}
         if address:
             subst[address] = "<address>"
+        kubelet = _kubelet_credential(node.root)
+        if kubelet:
+            subst[kubelet] = "<kubelet-credential>"
         return Outcome(
             links=_links(box, node),
             addresses=[(link, subst.get(a, a)) for link, a in _addresses(box, node)],
@@ -157,11 +169,12 @@ class Slot:
             events=self._events(),
             claims=self._claims(problems),
             joins=json.loads(node.world.read_text()).get("joins", []).count(node.name),
+            node_ready=_node_ready(box, node),
             problems=problems)
 
     def _events(self) -> dict[str, int]:
         items = self.box.admin.call(
-            "GET", f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events")["items"]
+            "GET", f"/apis/events.k8s.io/v1/namespaces/{self.box.admin.ns}/events")["items"]
         mine = [e for e in items if (e.get("regarding") or {}).get("uid") == self.uid]
         return dict(sorted(collections.Counter(e.get("reason", "") for e in mine).items()))
 
@@ -189,7 +202,7 @@ def pool_problems(box: Sandbox) -> list[str]:
     deadline = time.monotonic() + GC_WAIT
     while True:
         machines = {m["metadata"]["uid"] for m in box.admin.call(
-            "GET", f"/apis/{CAPI}/namespaces/{NAMESPACE}/machines")["items"]}
+            "GET", f"/apis/{CAPI}/namespaces/{box.admin.ns}/machines")["items"]}
         claims = box.admin.claims()
         names = {c["metadata"]["name"] for c in claims}
         problems = [f"claim {c['metadata']['name']} is orphaned" for c in claims
@@ -204,7 +217,7 @@ def pool_problems(box: Sandbox) -> list[str]:
 
 def _ip_addresses(box: Sandbox) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = box.admin.call(
-        "GET", f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddresses")["items"]
+        "GET", f"/apis/{IPAM}/v1beta2/namespaces/{box.admin.ns}/ipaddresses")["items"]
     return items
 
 
@@ -313,14 +326,31 @@ def _named_namespaces(*logs: list[str]) -> set[str]:
             if (m := _NETNS_ADD.search(line))}
 
 
+def _kubelet_credential(root: Path) -> str | None:
+    try:
+        conf = yaml.safe_load((root / "etc/kubernetes/kubelet.conf").read_text())
+    except OSError:
+        return None
+    token = conf["users"][0]["user"].get("token")
+    return str(token) if token else None
+
+
+def _node_ready(box: Sandbox, node: Node) -> str:
+    found = box.workload.node(node.name)
+    if found is None:
+        return "absent"
+    return next((str(c["status"]) for c in found.get("status", {}).get("conditions", [])
+                 if c["type"] == "Ready"), "no Ready condition")
+
+
 def _conditions(machine: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return {c["type"]: (c["status"], c["reason"])
             for c in machine.get("status", {}).get("conditions", [])}
 
 
-def _node_rbac_names(machine: str) -> list[str]:
+def _node_rbac_names(namespace: str, machine: str) -> list[str]:
     """The Role and RoleBinding names the shipped template gives a node (for the reset)."""
     docs = yaml.safe_load_all(render_node_rbac(NodeIdentity(
-        NAMESPACE, machine, CLUSTER, f"{machine}-bootstrap", f"machine-agent-{machine}")))
+        namespace, machine, CLUSTER, f"{machine}-bootstrap", f"machine-agent-{machine}")))
     return [d["metadata"]["name"] for d in docs]
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent.errors import Reason
-from agent.sandbox.cluster import IPAM, NAMESPACE
+from agent.sandbox.cluster import IPAM
 from agent.sandbox.faults import CATALOGUE
 from agent.sandbox.netns import GATEWAY
 from agent.sandbox.node import Node
@@ -38,14 +38,15 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "ca-mismatch": ("join", "kubeadm-join", "caCertHashes"),
     "node-name-taken": ("join", "kubeadm-join", "Node"),
 }
-API = (f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/machines",
-       f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/clusters",
-       f"/api/v1/namespaces/{NAMESPACE}/secrets",
-       f"/api/v1/namespaces/{NAMESPACE}/configmaps",
-       f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events",
-       f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddressclaims",
-       f"/apis/{IPAM}/v1beta2/namespaces/{NAMESPACE}/ipaddresses",
-       f"/apis/{IPAM}/v1alpha2/namespaces/{NAMESPACE}/inclusterippools")
+API = ("/apis/cluster.x-k8s.io/v1beta2/namespaces/{ns}/machines",
+       "/apis/cluster.x-k8s.io/v1beta2/namespaces/{ns}/clusters",
+       "/api/v1/namespaces/{ns}/secrets",
+       "/api/v1/namespaces/{ns}/configmaps",
+       "/apis/events.k8s.io/v1/namespaces/{ns}/events",
+       f"/apis/{IPAM}/v1beta2/namespaces/{{ns}}/ipaddressclaims",
+       f"/apis/{IPAM}/v1beta2/namespaces/{{ns}}/ipaddresses",
+       f"/apis/{IPAM}/v1alpha2/namespaces/{{ns}}/inclusterippools")
+"""What doctor must not change in the sandbox's namespace `ns`."""
 
 
 def doctor(node: Node) -> tuple[int, dict[str, Any]]:
@@ -98,7 +99,7 @@ def snapshot(box: Sandbox, node: Node, ip: dict[str, Any] | None = None) -> dict
     """What doctor must leave as it found it."""
     ip = ip if ip is not None else namespace(box, node)
     api = {}
-    for path in API:
+    for path in (p.format(ns=box.admin.ns) for p in API):
         doc = box.admin.call("GET", path)
         api[path] = (doc["metadata"].get("resourceVersion"),
                      sorted((i["metadata"]["name"], i["metadata"]["resourceVersion"])

@@ -3,8 +3,12 @@ read from the serial console, as an operator of a bare-metal node would.
 
 The image is built by images/build.sh with this test's guest files (tests/e2e/guest/:
 the AgentConfig, a NoCloud seed so cloud-init runs as on real nodes, an NTP server
-inside the guest, and a unit that prints
-`machine-agent status --wait` and `systemctl show` on the console, then powers off).
+inside the guest, CABPK bootstrap data with the world file of the workload cluster it
+joins, socket units standing in for the container runtime's socket and the workload API
+endpoint, and a unit that prints `machine-agent status --wait`, `systemctl show` and what
+the join left on the console, then powers off) and, as the site binaries kubeadm and
+kubelet, the kubeadm stand-in (agent/sandbox/kubeadm_standin.py), built by this test: the
+recipe itself bakes in no kubeadm, real or not.
 The debootstrap tree is cached between runs (see build.sh), so a warm run takes about a
 minute; a cold one adds the debootstrap, a few minutes. Nothing leaves the VM.
 """
@@ -22,6 +26,8 @@ from agent.config import PHASES
 
 REPO = Path(__file__).parents[2]
 GUEST = Path(__file__).parent / "guest"
+STANDIN = REPO / "agent/sandbox/kubeadm_standin.py"
+WORLD = "/var/lib/kubeadm-standin/world.json"  # in the guest files
 BUILD_TIMEOUT = 480
 BOOT_TIMEOUT = 300
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -35,13 +41,29 @@ def run_logged(argv: list[str], log: Path, timeout: float) -> None:
     assert proc.returncode == 0, f"{argv[:3]} failed:\n{log.read_text()[-3000:]}"
 
 
+def site_binaries(bin_dir: Path) -> Path:
+    """kubeadm and kubelet as a site provides them, here the kubeadm stand-in: run by the
+    guest's own python3 (its PyYAML comes with cloud-init), so they need nothing of the
+    agent's venv; its workload cluster is the world file of the guest files."""
+    bin_dir.mkdir()
+    (bin_dir / "kubeadm_standin.py").write_text(STANDIN.read_text())
+    for name, extra in (("kubeadm", ""), ("kubelet", " kubelet")):
+        (bin_dir / name).write_text(
+            f"#!/bin/sh\n# The kubeadm stand-in ({STANDIN.relative_to(REPO)}).\n"
+            f"KUBEADM_STANDIN_WORLD={WORLD} exec /usr/bin/python3 "
+            f"/usr/local/bin/kubeadm_standin.py{extra} \"$@\"\n")
+    return bin_dir
+
+
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The serial console of one boot of a freshly built image, ANSI colours removed."""
     work = tmp_path_factory.mktemp("image")
     started = time.monotonic()
     run_logged(["bash", "images/build.sh", "image", "--out", str(work / "image"),
+                "--site-bin", str(site_binaries(work / "site-bin")),
                 "--overlay", str(GUEST), "--enable", "ntp-test-server.service",
+                "--enable", "cri-standin.socket", "--enable", "apiserver-standin.socket",
                 "--enable", "machine-agent-boot-report.service"],
                work / "build.log", BUILD_TIMEOUT)
     built = time.monotonic()
@@ -105,7 +127,7 @@ def test_the_ntp_server_inside_the_guest_answers(console: list[str]) -> None:
 def test_the_phases_ran_in_order_each_condition_true(console: list[str]) -> None:
     done = [m.group(1) for _, msg in agent_lines(console)
             if (m := re.match(r"INFO\s+(\w+): done: ", msg))]
-    assert done == [p for p in PHASES if p != "join"]  # the baked config skips join
+    assert done == list(PHASES)
     said = report(console)
     for kind in ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady"):
         assert any(line.startswith(f"{kind} True ") for line in said), (kind, said)
@@ -118,3 +140,14 @@ def test_the_agent_stopped_cleanly_at_power_off(console: list[str]) -> None:
     assert not [line for line in console if "machine-agent" in line
                 and re.search(r"Failed|timed out|Traceback", line)]
     assert any(line.endswith("reboot: Power down") for line in console[-5:])
+
+
+def test_the_node_joined_with_the_bootstrap_data(console: list[str]) -> None:
+    said = report(console)
+    assert ("NodeJoined True Joined Node node-0 joined https://192.0.2.10:6443 "
+            "(Kubernetes v1.31.2)") in said, said
+    # kubeadm's kubeconfig for the kubelet, CABPK's sentinel, and the join as the
+    # workload cluster (the stand-in's world) saw it: with the token and CA pin it knows.
+    assert "/etc/kubernetes/kubelet.conf: server: https://192.0.2.10:6443" in said, said
+    assert "/run/cluster-api/bootstrap-success.complete:success" in said, said
+    assert "kubeadm-standin joins: node-0" in said, said

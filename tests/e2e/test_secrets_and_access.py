@@ -4,6 +4,7 @@ reach only its own Machine and bootstrap Secret."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import stat
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.sandbox.cluster import CAPI, NAMESPACE, TOKEN, Admin
+from agent.sandbox.cluster import CAPI, TOKEN, Admin
 from agent.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import assert_bootstrapped
 
@@ -27,7 +28,7 @@ def node_token(root: Path) -> str:
 
 
 def as_node(box: Sandbox, token: str) -> Admin:
-    return Admin(box.admin.netns, box.admin.ca, token)
+    return dataclasses.replace(box.admin, token=token, cert=None)
 
 
 def status_code(client: Admin, method: str, path: str, body: object = None) -> int:
@@ -45,8 +46,8 @@ def test_a_node_credential_reaches_only_its_own_machine_and_secret(
     box = bring_up(2)
     a, b = box.nodes
     client = as_node(box, node_token(a.root))
-    machines = f"/apis/{CAPI}/namespaces/{NAMESPACE}/machines"
-    secrets = f"/api/v1/namespaces/{NAMESPACE}/secrets"
+    machines = f"/apis/{CAPI}/namespaces/{box.admin.ns}/machines"
+    secrets = f"/api/v1/namespaces/{box.admin.ns}/secrets"
     own = {"GET machine": status_code(client, "GET", f"{machines}/{a.name}"),
            "GET secret": status_code(client, "GET", f"{secrets}/{a.name}-bootstrap")}
     assert own == {"GET machine": 200, "GET secret": 200}
@@ -73,7 +74,7 @@ def outputs(box: Sandbox, run_lines: list[str]) -> dict[str, str]:
              "status file": (state / "status.json").read_text(),
              "Machine": json.dumps(box.admin.machine(node.name)),
              "Events": json.dumps(box.admin.call(
-                 "GET", f"/apis/events.k8s.io/v1/namespaces/{NAMESPACE}/events"))}
+                 "GET", f"/apis/events.k8s.io/v1/namespaces/{box.admin.ns}/events"))}
     for args in (("plan",), ("doctor",), ("config", "show"), ("config", "show", "--origin"),
                  ("status",), ("status", "--json")):
         done = subprocess.run(node.agent("--log-level", "debug", *args), capture_output=True,

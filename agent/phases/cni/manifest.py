@@ -3,8 +3,8 @@ the management cluster), applied to the workload cluster with server-side apply 
 first control-plane node only (`decide`), then the wait for this node's Node to be Ready.
 
 The cluster is behind the small `WorkloadCluster` interface (apply one object, read a
-Node's Ready condition), so the phase does not care how it is reached; `workload.py`
-holds the implementation on a kubeconfig.
+Node's Ready condition), so the phase does not care how it is reached;
+`agent/kube/workload.py` holds the implementation on a kubeconfig.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from agent.host import Host
 from agent.kube.client import Client, resource_path
 from agent.kube.errors import NotFound
 from agent.kube.facts import CONTROL_PLANE_LABEL, MachineFacts
+from agent.kube.workload import NodeReadiness
 
 POLL_INTERVAL = 5.0
 """Seconds between looks at the Node while waiting for Ready."""
@@ -29,13 +30,6 @@ POLL_INTERVAL = 5.0
 
 class ManifestError(PermanentError):
     reason = Reason.CNIBroken
-
-
-@dataclass(frozen=True)
-class NodeReadiness:
-    ready: bool
-    detail: str
-    """The Ready condition's reason and message, or why there is none."""
 
 
 class WorkloadCluster(Protocol):
@@ -170,19 +164,21 @@ def parse_objects(payload: bytes, origin: str) -> list[dict[str, Any]]:
 
 
 def wait_node_ready(cluster: WorkloadCluster, node: str, timeout: float, host: Host,
-                    progress: Callable[[str], None]) -> None:
-    """Wait (bounded) for the Node's Ready condition, saying what it waits for."""
+                    progress: Callable[[str], None], since: str) -> NodeReadiness:
+    """Wait (bounded) for the Node's Ready condition, saying what it waits for; the
+    Ready state once True. `since` names what should have made it Ready."""
     start = host.clock.monotonic()
     while True:
         state = cluster.node_readiness(node)
         if state.ready:
-            return
+            return state
         waited = host.clock.monotonic() - start
         if waited >= timeout:
             raise TemporaryError(
-                f"Node {node} is not Ready {waited:.0f}s after the CNI manifest was "
-                f"applied: {state.detail}", reason=Reason.CNIBroken,
-                hint="check the CNI DaemonSet's pods on this node; the agent retries")
+                f"Node {node} is not Ready {waited:.0f}s after {since}: {state.detail}",
+                reason=Reason.CNIBroken,
+                hint="check the CNI DaemonSet's pods on this node and the kubelet's log; "
+                     "the agent retries")
         progress(f"waiting for Node {node} to be Ready ({state.detail}; "
                  f"{waited:.0f}s of {timeout:.0f}s)")
         host.clock.sleep(min(POLL_INTERVAL, timeout - waited))

@@ -29,6 +29,8 @@ from agent.phases.cni.manifest import (
     load_manifest,
     wait_node_ready,
 )
+from agent.phases.join.managed import KUBELET_CONF
+from agent.report import NODE_READY
 
 APPLIED = "manifestApplied"
 """Journal key (extra["cni"]): the sha256 of the manifest this node applied."""
@@ -38,9 +40,11 @@ ClusterFactory = Callable[[Host, str], WorkloadCluster]
 
 
 def _kubeconfig_cluster(host: Host, kubeconfig: str) -> WorkloadCluster:
-    from agent.phases.cni.workload import KubeconfigCluster
+    from agent.kube.workload import KubeconfigCluster
 
-    return KubeconfigCluster(host, kubeconfig)
+    return KubeconfigCluster(host, kubeconfig, reason=Reason.CNIBroken,
+                             missing_hint="the manifest is applied after kubeadm wrote it; "
+                                          "fix spec.cni.manifest.kubeconfig")
 
 
 class CNIPhase(Phase):
@@ -120,15 +124,25 @@ class CNIPhase(Phase):
             result["manifest"] = {"applied": decision.apply, "why": decision.why}
         if spec.manifest is not None and decision is not None and decision.apply:
             node = spec.manifest.node_name or self._node_name(ctx)
-            cluster = self.cluster(ctx.host, spec.manifest.kubeconfig)
-            wait_node_ready(cluster, node, float(spec.manifest.ready_timeout), ctx.host,
-                            ctx.progress)
-            result.update(node=node, nodeReady=True)
+            wait = (spec.manifest.kubeconfig, spec.manifest.ready_timeout,
+                    "the CNI manifest was applied")
+        elif spec.conflist is not None and ctx.host.exists(KUBELET_CONF):
+            # A joined node: its kubelet turns the Node Ready once the list is in place.
+            node = self._node_name(ctx)
+            wait = (KUBELET_CONF, spec.ready_timeout, "the CNI configuration was written")
+        else:
+            return result
+        kubeconfig, timeout, since = wait
+        state = wait_node_ready(self.cluster(ctx.host, kubeconfig), node, float(timeout),
+                                ctx.host, ctx.progress, since)
+        result.update(node=node, nodeReady=True, nodeReadyReason=state.reason,
+                      nodeReadyMessage=state.message)
         return result
 
     @staticmethod
     def _node_name(ctx: PhaseContext) -> str:
-        joined = (ctx.results.get("join") or {}).get("nodeName")
+        join = ctx.results.get("join") or {}
+        joined = join.get("nodeRegistered") or join.get("node")
         if joined:
             return str(joined)
         hostname = (ctx.host.read_text("/etc/hostname") or "").strip().lower()
@@ -154,6 +168,15 @@ class CNIPhase(Phase):
         if manifest and not manifest["applied"]:
             parts.append(f"CNI manifest not applied here ({manifest['why']})")
         return "; ".join(parts) or "no CNI configuration list to write (spec.cni.conflist unset)"
+
+    def reported(self, result: dict[str, Any]) -> list[tuple[str, Reason, str]]:
+        """The Node's Ready condition, once True, as the kubelet put it."""
+        if not result.get("nodeReady"):
+            return []
+        why = result.get("nodeReadyReason") or str(Reason.KubeletReady)
+        text = result.get("nodeReadyMessage") or "Ready"
+        return [(NODE_READY, Reason.KubeletReady, f"Node {result['node']} is Ready ({why}): "
+                                                  f"{text}")]
 
 
 def _decision(ctx: PhaseContext) -> Decision | None:

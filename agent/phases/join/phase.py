@@ -22,6 +22,7 @@ from agent.logs import REDACT
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
 from agent.phases.join.managed import KUBELET_CONF, ManagedJoin, node_state
+from agent.phases.join.node import confirm_node
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.source import JoinSource, resolve
 from agent.state import digest
@@ -136,16 +137,21 @@ class JoinPhase(Phase):
             raise PermanentError(f"{SENTINEL} is missing", reason=Reason.InternalError)
         record = ctx.journal.extra.get("join", {})
         last = {c["index"]: c for c in record.get("commands", [])}
+        registered = confirm_node(ctx.host, source.target.node_name,
+                                  float(ctx.config.spec.join.registration_timeout),
+                                  ctx.progress)
         return {"node": source.target.node_name, "apiServer": server,
                 "kubernetesVersion": str(source.version),
                 "joinConfiguration": source.facts.api_version,
-                "attempts": len(record.get("attempts", [])),
+                "attempts": len(record.get("attempts", [])), "nodeRegistered": registered,
                 "failedCommands": [f"runcmd[{i}] `{c['command']}`"
                                    for i, c in sorted(last.items()) if c["exitStatus"] != 0]}
 
     def message(self, result: dict[str, Any]) -> str:
+        registered = (f"; Node {result['nodeRegistered']} registered"
+                      if result.get("nodeRegistered") else "")
         text = (f"Node {result.get('node')} joined {result.get('apiServer')} "
-                f"(Kubernetes {result.get('kubernetesVersion')})")
+                f"(Kubernetes {result.get('kubernetesVersion')}){registered}")
         failed = result.get("failedCommands")
         if failed:  # a joined node does not run runcmd again: the failure stays named
             text += f"; failed in an earlier run and not run again: {', '.join(failed)}"

@@ -105,14 +105,6 @@ def _addr_op(what: Literal["addr-add", "addr-del"], link: str, iface: str,
     return NetOp(what, link, tuple(params), f"{verb} address {iface} on {link}")
 
 
-def nodad(op: NetOp) -> NetOp:
-    """The same change, adding an IPv6 address without duplicate address detection."""
-    params = dict(op.params)
-    if op.what != "addr-add" or ":" not in params["address"] or "flags" in params:
-        return op
-    return NetOp(op.what, op.link, (*op.params, ("flags", IFA_F_NODAD)), op.summary)
-
-
 def _route_op(what: Literal["route-add", "route-del"], link: str, dst: str, via: str | None,
               table: int, metric: int, proto: int = RTPROT_STATIC,
               scope: int | None = None) -> NetOp:
@@ -133,8 +125,10 @@ def _route_op(what: Literal["route-add", "route-del"], link: str, dst: str, via:
     return NetOp(what, link, tuple(params), f"{verb} route {shown}{extra} on {link}")
 
 
-def forward(plan: NetworkPlan, now: Observed, names: dict[str, str]) -> Diff:
-    """What turns `now` into `plan`: only the difference, so a configured host gives none."""
+def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
+            dad: bool = True) -> Diff:
+    """What turns `now` into `plan`: only the difference, so a configured host gives none.
+    Without `dad`, IPv6 addresses are added without duplicate address detection."""
     diff = Diff()
     for link in plan.links:  # every link exists before any is enslaved to another
         state = now.link(names[link.name])
@@ -168,7 +162,7 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str]) -> Diff:
                 diff.addresses.append(_addr_op("addr-del", name, old))
         for new in want:
             if new not in have:
-                diff.addresses.append(_addr_op("addr-add", name, new))
+                diff.addresses.append(_addr_op("addr-add", name, new, nodad=not dad))
         have_routes = {r.key: r for r in now.routes_of(name)} if state else {}
         want_routes = {r.key: r for r in link.routes}
         for key, r in sorted(have_routes.items(), key=lambda kv: str(kv[0])):

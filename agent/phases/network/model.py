@@ -182,9 +182,12 @@ def _ordered(links: list[LinkPlan]) -> list[LinkPlan]:
     done: list[LinkPlan] = []
     names: set[str] = set()
     for _ in range(len(links)):
+        placed = len(done)
         for link in links:
             if link.name not in names and needs[link.name] <= names:
                 done.append(link)
                 names.add(link.name)
+        if len(done) == placed:  # settled; the passes left were n² for nothing
+            break
     done += [link for link in links if link.name not in names]
     return done

@@ -40,6 +40,8 @@ RT_SCOPE_UNIVERSE = 0
 IFF_UP = 1
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_LINKINFO, IFLA_PERM_ADDRESS, IFLA_INFO_KIND = 18, 54, 1
+LINK_FIELDS = frozenset({IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER,
+                         IFLA_LINKINFO, IFLA_PERM_ADDRESS})
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_TABLE = 1, 4, 5, 6, 15
 
@@ -168,14 +170,14 @@ def addr_dump(rtnl: Rtnl, family: int = socket.AF_UNSPEC) -> Iterator[memoryview
 
 def _link(body: memoryview) -> LinkState:
     _, _, index, flags, _ = IFINFOMSG.unpack_from(body)
-    nla = attributes(body, IFINFOMSG.size, len(body))
+    nla = attributes(body, IFINFOMSG.size, len(body), LINK_FIELDS)
     info = nla.get(IFLA_LINKINFO)
     kind = attributes(info, 0, len(info)).get(IFLA_INFO_KIND) if info is not None else None
     mac = nla.get(IFLA_PERM_ADDRESS) or nla.get(IFLA_ADDRESS)
     return LinkState(
         index=index, name=text(nla[IFLA_IFNAME]),
         kind=text(kind) if kind is not None else None,
-        mac=":".join(f"{b:02x}" for b in bytes(mac)) if mac is not None else "",
+        mac=bytes(mac).hex(":") if mac is not None else "",
         mtu=_u32(nla, IFLA_MTU) or 0, up=bool(flags & IFF_UP),
         master=_u32(nla, IFLA_MASTER), parent=_u32(nla, IFLA_LINK))
 
@@ -250,8 +252,8 @@ def _matching(host: Host, link: LinkPlan, now: Observed,
             if s.name not in drivers:
                 drivers[s.name] = link_driver(host, s.name)
         return [s.name for s in now.links if drivers[s.name] == link.match_driver]
-    wanted = link.match_name or link.name
-    return [s.name for s in now.links if s.name == wanted]
+    found = now.link(link.match_name or link.name)  # indexed: names are unique
+    return [found.name] if found is not None else []
 
 
 SIOCETHTOOL = 0x8946

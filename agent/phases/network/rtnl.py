@@ -54,8 +54,9 @@ NDMSG = struct.Struct("=BxxxiHBB")  # family, index, state, flags, type
 U32 = struct.Struct("=I")
 
 BATCH = 128
-"""Requests per `send`: their acks (36 bytes each with NETLINK_CAP_ACK) and the requests
-themselves stay far below the socket buffers, so no ack is ever dropped."""
+"""Requests per `send`: their answers (36 bytes each with NETLINK_CAP_ACK, were every
+one refused) and the requests themselves stay far below the socket buffers, so no
+answer is ever dropped."""
 DUMP_ATTEMPTS = 5
 """A dump the kernel marks interrupted (the tables changed under it) is taken again."""
 
@@ -87,15 +88,21 @@ def u32(kind: int, value: int) -> bytes:
     return attr(kind, U32.pack(value))
 
 
-def attributes(data: bytes | memoryview, offset: int, end: int) -> dict[int, memoryview]:
-    """The attributes from `offset` to `end` by type (the last of a repeated type)."""
+def attributes(data: bytes | memoryview, offset: int, end: int,
+               wanted: frozenset[int] | None = None) -> dict[int, memoryview]:
+    """The attributes from `offset` to `end` by type (the last of a repeated type); only
+    those of a type in `wanted` when given (a link message carries ~40, and slicing out
+    all of them was most of the time of a link dump)."""
     view = memoryview(data)
     found: dict[int, memoryview] = {}
-    while offset + ATTR.size <= end:
-        size, kind = ATTR.unpack_from(view, offset)
-        if size < ATTR.size:
+    unpack = ATTR.unpack_from  # bound once: this loop runs ~10,000 times an observation
+    while offset + 4 <= end:  # 4: ATTR.size
+        size, kind = unpack(view, offset)
+        if size < 4:
             break
-        found[kind & NLA_TYPE_MASK] = view[offset + ATTR.size:offset + size]
+        kind &= NLA_TYPE_MASK
+        if wanted is None or kind in wanted:
+            found[kind] = view[offset + 4:offset + size]
         offset += (size + 3) & ~3
     return found
 
@@ -160,25 +167,31 @@ class Rtnl:
     def execute(self, requests: Sequence[Request]) -> list[tuple[int, str]]:
         """Send `requests` in order, `BATCH` to a `send`, and return (error code, the
         kernel's text) for each, in the same order: (0, "") for a change made. The kernel
-        runs every message of a send, so one refused does not stop the next."""
+        runs every message of a send, so one refused does not stop the next.
+
+        Only the last request of a send asks for an ack: the kernel answers a refused
+        request whether or not it asked, and handles a send's messages in order, so
+        once the last one is answered every refusal before it has arrived. An ack per
+        request was a `recv` each: 1,100 of them, ~40 % of this method's time."""
         results: list[tuple[int, str]] = []
         for start in range(0, len(requests), BATCH):
             chunk = requests[start:start + BATCH]
-            first = self.seq + 1
+            first, last = self.seq + 1, self.seq + len(chunk)
             out = bytearray()
             for request in chunk:
                 self.seq += 1
-                out += HEADER.pack(HEADER.size + len(request.body), request.kind,
-                                   NLM_F_REQUEST | NLM_F_ACK | request.flags, self.seq, 0)
+                flags = NLM_F_REQUEST | request.flags | (NLM_F_ACK if self.seq == last else 0)
+                out += HEADER.pack(HEADER.size + len(request.body), request.kind, flags,
+                                   self.seq, 0)
                 out += request.body
             self.sock.send(out)
-            acks: dict[int, tuple[int, str]] = {}
-            while len(acks) < len(chunk):
+            answers: dict[int, tuple[int, str]] = {}
+            while last not in answers:
                 data = memoryview(self.sock.recv(1 << 20))
                 for mtype, flags, seq, payload in _messages(data):
-                    if mtype == NLMSG_ERROR and first <= seq <= self.seq:
-                        acks[seq] = _error(mtype, flags, payload)
-            results += [acks[seq] for seq in range(first, self.seq + 1)]
+                    if mtype == NLMSG_ERROR and first <= seq <= last:
+                        answers[seq] = _error(mtype, flags, payload)
+            results += [answers.get(seq, (0, "")) for seq in range(first, last + 1)]
         return results
 
 

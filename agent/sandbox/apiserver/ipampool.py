@@ -247,12 +247,12 @@ class PoolController:
     def _ensure_address(self, claim: Obj, pool: Obj, ref: Obj, pool_ns: str) -> Obj | None:
         store = self._objects.store
         meta = claim["metadata"]
-        addresses, _ = store.list(ADDRESSES, pool_ns or None)
-        in_use = [a for a in addresses if ((a.get("spec") or {}).get("poolRef") or {}) == {
-            "apiGroup": GROUP, "kind": ref["kind"], "name": ref["name"]}]
         mine = store.get(ADDRESSES, meta["namespace"], meta["name"])
-        if mine is not None:
+        if mine is not None:  # before the pool's addresses: every claim event reconciles
             return mine
+        pool_ref = {"apiGroup": GROUP, "kind": ref["kind"], "name": ref["name"]}
+        in_use, _ = store.list(ADDRESSES, pool_ns or None, lambda a: (
+            (a.get("spec") or {}).get("poolRef") or {}) == pool_ref)
         spec = pool.get("spec") or {}
         try:
             ip = first_free(pool_spans(spec), [a["spec"].get("address", "") for a in in_use]

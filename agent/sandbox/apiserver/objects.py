@@ -99,8 +99,8 @@ class Objects:
             if rv > self.store.rv and not self.store.wait_for(rv, 3.0):
                 raise st.timeout(f"Too large resource version: {rv}, current: {self.store.rv}")
         matches = selector_from_query(call.query)
-        objs, rv_now = self.store.list(call.res.id, call.namespace or None)
-        items = [self.output(call, o) for o in objs if matches(o)]
+        objs, rv_now = self.store.list(call.res.id, call.namespace or None, matches)
+        items = [self.output(call, o) for o in objs]
         if not call.res.custom:
             for item in items:
                 item.pop("apiVersion", None)

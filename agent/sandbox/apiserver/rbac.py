@@ -2,9 +2,12 @@
 
 Rules match on verbs, apiGroups, resources (with subresources: `machines/status`,
 `*/status`) and resourceNames, as the real authorizer does. Members of system:masters
-bypass RBAC. Simplified: no aggregated ClusterRoles; non-resource URLs (discovery,
-/version, /healthz) are allowed to every caller; the default ClusterRoles that every real
-cluster has are not created (bind what a test needs).
+bypass RBAC. Kubelets (`system:node:<name>` in `system:nodes`) are authorized as the
+Node authorizer with NodeRestriction admission do for Node objects: read any Node,
+register one, change only their own and its status (other node-scoped objects — pods,
+secrets, leases — are not modelled). Simplified: no aggregated ClusterRoles;
+non-resource URLs (discovery, /version, /healthz) are allowed to every caller; the default
+ClusterRoles that every real cluster has are not created (bind what a test needs).
 """
 
 from __future__ import annotations
@@ -93,6 +96,8 @@ class Authorizer:
     def authorize(self, user: User, attrs: Attributes) -> Decision:
         if user.is_admin:
             return Decision(True, "system:masters")
+        if _node_allows(user, attrs):
+            return Decision(True, "Node authorizer")
         bindings, _ = self._store.list(f"{RBAC}/clusterrolebindings")
         for b in bindings:
             if any(_subject_matches(s, user, "") for s in b.get("subjects") or []) and any(
@@ -107,6 +112,23 @@ class Authorizer:
                         for r in self._rules(b.get("roleRef") or {}, attrs.namespace)):
                     return Decision(True, _allowed_by("RoleBinding", b, user))
         return Decision(False)
+
+
+NODES = "system:nodes"
+NODE_PREFIX = "system:node:"
+
+
+def _node_allows(user: User, attrs: Attributes) -> bool:
+    """plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go NodeRules for nodes,
+    with plugin/pkg/admission/noderestriction's "only its own Node" on changes."""
+    if NODES not in user.groups or not user.name.startswith(NODE_PREFIX) or attrs.group:
+        return False
+    own = attrs.name == user.name.removeprefix(NODE_PREFIX)
+    if attrs.resource == "nodes" and not attrs.subresource:
+        return attrs.verb in ("get", "list", "watch", "create") or (
+            own and attrs.verb in ("update", "patch", "delete"))
+    return attrs.resource == "nodes" and attrs.subresource == "status" and own and \
+        attrs.verb in ("get", "update", "patch")
 
 
 def _allowed_by(kind: str, binding: Obj, user: User) -> str:

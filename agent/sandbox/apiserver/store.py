@@ -13,6 +13,7 @@ import copy
 import queue
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,11 +78,15 @@ class Store:
             obj = self._objects.get(res_id, {}).get((namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
 
-    def list(self, res_id: str, namespace: str | None = None) -> tuple[list[Obj], int]:
+    def list(self, res_id: str, namespace: str | None = None,
+             where: Callable[[Obj], bool] | None = None) -> tuple[list[Obj], int]:
+        """Copies of the objects (of `namespace`) for which `where` holds, by key. `where`
+        sees the stored object and must not change it: filtering before copying keeps a
+        selected list of a large collection cheap, as the real watch cache does."""
         with self.lock:
             objs = [copy.deepcopy(o) for (ns, _), o in
                     sorted(self._objects.get(res_id, {}).items())
-                    if namespace is None or ns == namespace]
+                    if (namespace is None or ns == namespace) and (where is None or where(o))]
             return objs, self._rv
 
     def all_objects(self) -> builtins.list[tuple[str, Obj]]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import yaml
 
 from agent.kube.rbac import NodeIdentity, render_node_rbac
-from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
+from agent.sandbox.apiserver import ApiServer
+from tests.integration.apiserver.kubeclient import CAPI, Kube, condition, machine
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
@@ -97,6 +98,28 @@ def test_cluster_role_bindings_grant_across_namespaces(
     finally:
         admin.delete(f"{RBAC}/clusterrolebindings/{name}")
         admin.delete(f"{RBAC}/clusterroles/{name}")
+
+
+def test_kubelets_register_their_node_and_change_only_its_own(
+        admin: Kube, only_standin: ApiServer) -> None:
+    """What the Node authorizer and NodeRestriction allow a kubelet on Nodes."""
+    kubelet = admin.with_token(only_standin.make_token("system:node:worker-0",
+                                                       ["system:nodes"]))
+    for name in ("worker-0", "worker-1"):
+        kubelet.check(kubelet.post("/api/v1/nodes", json={
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}), 201)
+    ready = {"status": {"conditions": [condition("Ready", reason="KubeletReady")]}}
+    kubelet.check(kubelet.patch("/api/v1/nodes/worker-0/status", ready), 200)
+    kubelet.check(kubelet.get("/api/v1/nodes/worker-1"), 200)
+    denied = kubelet.check(kubelet.patch("/api/v1/nodes/worker-1/status", ready), 403)
+    assert denied["message"] == (
+        'nodes "worker-1" is forbidden: User "system:node:worker-0" cannot patch resource '
+        '"nodes/status" in API group "" at the cluster scope')
+    kubelet.check(kubelet.delete("/api/v1/nodes/worker-1"), 403)
+    kubelet.check(kubelet.get("/api/v1/namespaces/default/secrets"), 403)
+    # the same groups without a node's name are no kubelet
+    stranger = admin.with_token(only_standin.make_token("someone", ["system:nodes"]))
+    stranger.check(stranger.get("/api/v1/nodes/worker-0"), 403)
 
 
 def test_the_node_rbac_grants_get_on_the_cni_manifest_configmap_by_name_only(

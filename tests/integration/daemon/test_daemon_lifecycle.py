@@ -9,7 +9,6 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from agent.host import Host
 from agent.report import read_status
 from agent.sandbox.apiserver import ApiServer
 from agent.state import Journal
+from tests.chronyd import chronyd, free_udp_ports, ntp_server, private_dir
 from tests.integration.daemon.service import Systemd, start, stop, wakeups
 from tests.integration.kube.conftest import CONFIGMAP, MACHINE, Admin, Node
 
@@ -223,43 +223,6 @@ def test_an_outage_and_a_restart_lose_no_report(
     assert not pending_reports(node.root)  # saved as delivered on the way out
 
 
-NTP_PORT, DEAD_PORT = 11131, 11133
-"""Ports of this suite's NTP server and of a server nobody runs (not the time suite's)."""
-
-
-def private_dir(path: Path) -> Path:
-    path.mkdir()
-    path.chmod(0o770)
-    return path
-
-
-def ntp_answers(port: int) -> bool:
-    import ntplib
-
-    try:
-        ntplib.NTPClient().request("127.0.0.1", version=4, port=port, timeout=0.2)
-    except (ntplib.NTPException, OSError):
-        return False
-    return True
-
-
-@contextmanager
-def chronyd(conf: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A private chronyd (-x: the host clock is never touched), stopped afterwards."""
-    with open(conf.with_suffix(".log"), "w") as log:
-        proc = subprocess.Popen(["chronyd", "-f", str(conf), "-x", "-u", "root", "-d"],
-                                stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
 def time_config(run: Path, *ports: int) -> str:
     servers = "".join(f"    - {{host: 127.0.0.1, port: {p}, minpoll: -2, maxpoll: 0}}\n"
                       for p in ports)
@@ -274,39 +237,35 @@ def time_config(run: Path, *ports: int) -> str:
 def test_a_changed_time_server_is_applied_to_chronyd_and_the_node_never_joins_again(
         daemon: Daemon, admin: Admin, node: Node,
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    assert not ntp_answers(NTP_PORT), f"something already serves NTP on {NTP_PORT}"
+    ntp_port, dead_port = free_udp_ports(2)  # a server's, and one nobody serves
     run = private_dir(tmp_path_factory.mktemp("c") / "run")  # short: socket paths
-    server, client = run / "server.conf", run / "client.conf"
-    server.write_text(f"port {NTP_PORT}\nbindaddress 127.0.0.1\nlocal stratum 8\n"
-                      f"allow 127.0.0.1\ncmdport 0\nbindcmdaddress {run}/server.sock\n"
-                      f"pidfile {run}/server.pid\n")
+    client = run / "client.conf"
     # The node's chronyd, as Debian's chrony.conf sets it up: sources from sources.d.
     sources = node.root / "etc/chrony/sources.d"
     sources.mkdir(parents=True)
     client.write_text(f"sourcedir {sources}\nmakestep 1 3\ndriftfile {run}/drift\nport 0\n"
                       f"cmdport 0\nbindcmdaddress {run}/client.sock\n"
                       f"pidfile {run}/client.pid\n")
-    set_config(admin, time_config(run, NTP_PORT))
-    with chronyd(server), chronyd(client):
-        wait_until(lambda: ntp_answers(NTP_PORT), "the test NTP server")
+    set_config(admin, time_config(run, ntp_port))
+    with ntp_server(run, ntp_port), chronyd(client):
         wait_until((run / "client.sock").exists, "the node's chronyd")
         daemon.start()
         wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap")
         dropin = sources / "machine-agent.sources"
-        assert f"port {DEAD_PORT}" not in dropin.read_text()
+        assert f"port {dead_port}" not in dropin.read_text()
         kubelet_conf = (node.root / KUBELET_CONF).stat().st_mtime_ns
         joined = Journal.load(Host(node.root)).phases["join"]
 
-        set_config(admin, time_config(run, NTP_PORT, DEAD_PORT))
+        set_config(admin, time_config(run, ntp_port, dead_port))
         applied = wait_until(lambda: is_true(admin, "AgentConfigApplied") and condition(
             admin, "AgentConfigApplied"), "the change on the Machine")
         assert applied["reason"] == "Reconfigured"
         assert applied["message"] == \
             f"configmap {admin.ns}/{CONFIGMAP} applied to network, time"
-        assert f"server 127.0.0.1 port {DEAD_PORT}" in dropin.read_text()
+        assert f"server 127.0.0.1 port {dead_port}" in dropin.read_text()
         synced = condition(admin, "TimeSynchronized")
         assert synced is not None and synced["status"] == "True", synced
-        assert f"unreachable: 127.0.0.1:{DEAD_PORT}" in synced["message"]
+        assert f"unreachable: 127.0.0.1:{dead_port}" in synced["message"]
         assert "chronyc" in daemon.output() and "reload sources" in daemon.output()
         # Never joined again: the join's record and kubelet.conf are as they were.
         assert Journal.load(Host(node.root)).phases["join"] == joined

@@ -15,6 +15,7 @@ from typing import Any
 
 from agent.host import Host
 from agent.ipam.base import IPAMPlugin, PluginEnv, open_plugin
+from agent.ipam.netbox import CLAIM_FIELD
 from tests.integration.ipam.conftest import Management, NetBox
 from tests.integration.ipam.tcpproxy import TCPProxy
 
@@ -31,6 +32,13 @@ class Harness:
     small_size: int = 3
     bad_credentials: Callable[[], IPAMPlugin] | None = None
     outage: Callable[[], contextlib.AbstractContextManager[None]] | None = None
+    slow: Callable[[float], contextlib.AbstractContextManager[None]] | None = None
+    """Every answer of the backend takes this many seconds longer."""
+    impatient: Callable[[], IPAMPlugin] | None = None
+    """A plugin whose requests time out after `patience` seconds."""
+    patience: float = 0.5
+    held: Callable[[], int] | None = None
+    """How many addresses (or claims) the backend holds for claims (not gateways)."""
     cleanup: list[Callable[[], None]] = field(default_factory=list)
 
     def plugin(self) -> IPAMPlugin:
@@ -84,7 +92,26 @@ def netbox_harness(tmp_path: Path, netbox: NetBox) -> Harness:
         finally:
             proxy.start()
 
-    harness.bad_credentials, harness.outage = bad_credentials, outage
+    @contextlib.contextmanager
+    def slow(seconds: float) -> Iterator[None]:
+        proxy.delay = seconds
+        try:
+            yield
+        finally:
+            proxy.delay = 0.0
+
+    def impatient() -> IPAMPlugin:
+        return open_plugin("netbox", {"netbox": {**harness.settings,
+                                                 "timeout": f"{harness.patience:g}s"}},
+                           PluginEnv(host))
+
+    harness.bad_credentials, harness.outage, harness.slow = bad_credentials, outage, slow
+    def held() -> int:
+        keys = [(r.get("custom_fields") or {}).get(CLAIM_FIELD) for r in netbox.addresses()]
+        return sum(1 for k in keys if k and not k.startswith("machine-agent/gateway/"))
+
+    # A real NetBox on 2 busy cores takes up to half a second to answer a POST.
+    harness.impatient, harness.held, harness.patience = impatient, held, 1.0
     harness.cleanup.append(proxy.stop)
     return harness
 
@@ -118,5 +145,21 @@ def capi_harness(tmp_path: Path, world: Management) -> Harness:
             finally:
                 standin.faults.clear(fault)
 
-        harness.outage = outage
+        @contextlib.contextmanager
+        def slow(seconds: float) -> Iterator[None]:
+            fault = standin.faults.add("latency", path="ipaddress", seconds=seconds)
+            try:
+                yield
+            finally:
+                standin.faults.clear(fault)
+
+        harness.outage, harness.slow = outage, slow
+
+    def impatient() -> IPAMPlugin:
+        """The plugin on a management client whose request time-out is `patience`
+        (spec.management.requestTimeout)."""
+        return open_plugin("capi", {"capi": settings}, PluginEnv(
+            host, world.machine, world.client_with(world.token, timeout=harness.patience)))
+
+    harness.impatient, harness.held = impatient, lambda: len(world.claims())
     return harness

@@ -105,11 +105,11 @@ class Management:
                                  "metadata": {"name": name}, "spec": spec})
         return name
 
-    def client_with(self, token: str) -> Client:
+    def client_with(self, token: str, timeout: float = 5) -> Client:
         return Client(Credentials(self.admin.server, token=token,
                                   ca_file=self.admin.verify if isinstance(
                                       self.admin.verify, str) else None),
-                      timeout=5, backoff=Backoff(0.01, 0.05, 2))
+                      timeout=timeout, backoff=Backoff(0.01, 0.05, 2))
 
     def claims(self) -> list[dict[str, object]]:
         return list(self.admin.call(

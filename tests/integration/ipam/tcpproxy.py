@@ -1,5 +1,6 @@
 """A loopback TCP proxy that a test can stop and start again on the same port: a backend
-that goes away (connection refused, open connections cut) and comes back."""
+that goes away (connection refused, open connections cut) and comes back; and that can
+hold every answer back for `delay` seconds: a slow backend."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import contextlib
 import select
 import socket
 import threading
+import time
 
 
 class TCPProxy:
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.port = 0
+        self.delay = 0.0
+        """Seconds each chunk of an answer is held back (the request is passed at once)."""
         self._listener: socket.socket | None = None
         self._open: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -80,6 +84,8 @@ class TCPProxy:
                     data = sock.recv(65536)
                     if not data:
                         return
+                    if sock is b and self.delay:
+                        time.sleep(self.delay)
                     peers[sock].sendall(data)
         except (OSError, ValueError):
             return

@@ -5,6 +5,7 @@ error reasons for bad credentials and an unavailable backend."""
 from __future__ import annotations
 
 import ipaddress
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -149,3 +150,43 @@ def test_backend_down_is_retried_and_succeeds_when_it_returns(harness: Harness) 
     assert_usable(first)
     assert len(pauses) == 1  # failed while down, succeeded once it was back
     assert plugin.claim(req(harness, "eth0/ipv4")).address == first.address
+
+
+@pytest.mark.parametrize("harness", ["netbox", "capi"], indirect=True)
+def test_slow_backend_times_out_as_temporary_then_succeeds_when_fast_again(
+        harness: Harness) -> None:
+    """Answers four times slower than the plugin's request time-out: the claim gives up
+    within its time-out (not the backend's delay) with a temporary IPAMUnavailable; the
+    agent's retry succeeds once the backend is fast again, and the requests the backend
+    finished after the plugin gave up leave no second address or claim."""
+    if harness.slow is None:
+        pytest.skip("needs the stand-in's fault injection; skipped against a real server")
+    assert harness.impatient is not None and harness.held is not None
+    plugin, delay = harness.impatient(), 4 * harness.patience
+    slowness = harness.slow(delay)
+    slowness.__enter__()
+    try:
+        started = time.monotonic()
+        with pytest.raises(IPAMUnavailable) as info:
+            plugin.claim(req(harness, "eth0/ipv4"))
+        took = time.monotonic() - started
+        assert info.value.temporary and info.value.reason == Reason.IPAMUnavailable
+        assert harness.name in str(info.value) and "Timeout" in str(info.value)
+        assert took < delay, f"the claim waited {took:.1f}s, the backend's whole delay"
+    except BaseException:
+        slowness.__exit__(None, None, None)
+        raise
+    pauses: list[float] = []
+
+    def fast_again(pause: float) -> None:
+        if not pauses:
+            slowness.__exit__(None, None, None)
+            time.sleep(delay)  # the slow requests still in flight land meanwhile
+        pauses.append(pause)
+
+    first = retry(lambda: plugin.claim(req(harness, "eth0/ipv4")), Backoff(0.01, 0.01, 4),
+                  sleep=fast_again)
+    assert_usable(first)
+    assert pauses  # timed out while slow, succeeded once fast again
+    assert plugin.claim(req(harness, "eth0/ipv4")).address == first.address
+    assert harness.held() == 1

@@ -2,9 +2,9 @@
 
 The node is a temporary root with what a healthy node shows: /proc files, a container
 runtime socket that answers, `kubeadm` and `kubelet` on PATH. The cluster is an API
-endpoint listening on 127.0.0.1 and the world file of the kubeadm on PATH (which tokens
-it knows, its CA pin, which Nodes exist). Tests only put kubeadm on PATH; what answers is
-the stand-in (agent/sandbox/kubeadm_standin.py)."""
+stand-in listening on 127.0.0.1, where the kubelet registers its Node, and the world file
+of the kubeadm on PATH (which tokens it knows, its CA pin, which Nodes are Ready). Tests
+only put kubeadm on PATH; what answers is the stand-in (agent/sandbox/kubeadm_standin.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from agent.kube.facts import MachineFacts
 from agent.orchestrator import Orchestrator, RunResult
 from agent.phases.join import JoinPhase
 from agent.report import Condition
+from agent.sandbox.apiserver import ApiServer
 from tests.joinable import joinable
 
 
@@ -51,6 +52,8 @@ class Node:
     world_path: Path
     endpoint: str
     clock: NoSleep
+    api: ApiServer
+    """The workload cluster's API."""
 
     @property
     def world(self) -> dict[str, Any]:
@@ -76,6 +79,19 @@ class Node:
                               machine=machine).run()
         return result, status
 
+    def registered(self, name: str = "worker-0") -> dict[str, Any] | None:
+        """The Node on the workload cluster, as an admin sees it; None if there is none."""
+        import requests
+
+        resp = requests.get(f"{self.api.url}/api/v1/nodes/{name}", timeout=10,
+                            verify=str(self.api.ca_path),
+                            headers={"Authorization": f"Bearer {self.api.admin_token}"})
+        if resp.status_code == 404:
+            return None
+        resp.raise_for_status()
+        node: dict[str, Any] = resp.json()
+        return node
+
     def joined(self) -> bool:
         conf = self.file("/etc/kubernetes/kubelet.conf")
         return conf.exists() and f"https://{self.endpoint}" in conf.read_text()
@@ -100,4 +116,4 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     with joinable(root, tools) as world:
         clock = NoSleep()
         host = Host(root, clock=clock, env={"PATH": f"{world.path}:/usr/bin:/bin"})
-        yield Node(root, host, world.world_path, world.endpoint, clock)
+        yield Node(root, host, world.world_path, world.endpoint, clock, world.api)

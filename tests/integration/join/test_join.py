@@ -9,11 +9,23 @@ import pytest
 
 from agent.errors import AgentError, Reason
 from agent.kube.facts import MachineFacts
+from agent.orchestrator import Orchestrator
 from agent.phases.base import PhaseContext
 from agent.phases.join import JoinPhase
+from agent.report import Condition
 from agent.state import Journal
 from tests.integration.join.conftest import Node, machine_facts
 from tests.joinable import FRESH_TOKEN, TOKEN, cloud_config
+
+
+class Said:
+    """Every NodeJoined message published, progress included."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def publish(self, conditions: list[Condition], final: bool) -> None:
+        self.messages += [c.message for c in conditions if c.type == "NodeJoined"]
 
 
 def journal_text(node: Node) -> str:
@@ -27,8 +39,15 @@ def test_cabpk_bootstrap_data_is_written_run_and_joined(node: Node) -> None:
     assert result.ok, result.outcomes
     assert (joined.status, joined.reason) == ("True", "Joined")
     assert joined.message == (f"Node worker-0 joined https://{node.endpoint} "
-                              "(Kubernetes v1.31.2)")
+                              "(Kubernetes v1.31.2); Node worker-0 registered")
+    assert result.outcomes[0].message == joined.message
     assert node.joined() and node.world["joins"] == ["worker-0"]
+    # the kubelet registered its Node, with its own credentials, NotReady until the CNI
+    registered = node.registered()
+    assert registered is not None
+    (ready,) = registered["status"]["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False",
+                                                                 "KubeletNotReady")
     config = node.file("/run/kubeadm/kubeadm-join-config.yaml")
     assert config.stat().st_mode & 0o777 == 0o640
     assert "name: 'worker-0'" in config.read_text()  # the jinja node name, filled in
@@ -82,7 +101,9 @@ def test_a_failed_command_runs_again_when_the_join_is_retried(node: Node) -> Non
     _, machine = node.run(loaded, machine_facts(data))
     assert machine.conditions["NodeJoined"].reason == "KubeletNotHealthy"
     second, machine = node.run(loaded, machine_facts(data))
-    assert second.ok and machine.conditions["NodeJoined"].message.endswith("(Kubernetes v1.31.2)")
+    assert second.ok and machine.conditions["NodeJoined"].message == (
+        f"Node worker-0 joined https://{node.endpoint} (Kubernetes v1.31.2); Node worker-0 "
+        "registered")  # the failure was made good: no longer named
     commands = json.loads(journal_text(node))["extra"]["join"]["commands"]
     # the failed command ran again, the one that had succeeded did not
     assert [(c["index"], c["exitStatus"]) for c in commands] == [(0, 1), (1, 0), (0, 0)]
@@ -105,6 +126,31 @@ def test_a_joined_node_is_not_joined_again_even_without_the_journal(node: Node) 
     result, machine = node.run(loaded, facts)
     assert result.ok and machine.conditions["NodeJoined"].reason == "Joined"
     assert node.world["joins"] == ["worker-0"]  # kubeadm join ran once, not twice
+    # the skip is backed by the workload cluster: the Node is there
+    assert machine.conditions["NodeJoined"].message.endswith("; Node worker-0 registered")
+
+
+def test_a_node_the_kubelet_never_registers_is_not_reported_joined(node: Node) -> None:
+    node.set_world(failNext=["node-not-registered"])
+    loaded = node.configure({"registrationTimeout": "10s"})
+    facts = machine_facts(cloud_config(node.endpoint))
+    said = Said()
+    result = Orchestrator(loaded, node.host, phases=[JoinPhase()], reporters=[said],
+                          machine=facts).run()
+    assert not result.ok
+    (outcome,) = result.outcomes
+    assert outcome.reason == "KubeletNotHealthy"
+    assert outcome.message.startswith(
+        "kubeadm join succeeded but the kubelet has not registered Node worker-0 on "
+        f"https://{node.endpoint} after 10s")
+    assert "waiting for the kubelet to register Node worker-0 (0s of 10s)" in said.messages
+    assert node.joined() and node.registered() is None  # joined, not half-joined
+    # once the kubelet has registered, a run reports the join without joining again
+    node.api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-0"}})
+    again, machine = node.run(loaded, facts)
+    assert again.ok, again.outcomes
+    assert machine.conditions["NodeJoined"].message.endswith("; Node worker-0 registered")
+    assert node.world["joins"] == ["worker-0"]
 
 
 @pytest.mark.parametrize(("world", "reason", "attempts"), [

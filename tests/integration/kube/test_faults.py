@@ -4,9 +4,14 @@ the correct final status on the Machine and no report lost."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
+import pytest
+
+from agent.errors import Reason
 from agent.host import Host
+from agent.kube.machine import BootstrapDataMissing
 from agent.kube.reporter import JOURNAL_KEY
 from agent.orchestrator import RunResult
 from agent.phases import all_phases
@@ -145,6 +150,36 @@ def test_the_bootstrap_secret_is_awaited_through_closed_watches(
         timer.join()
     assert only_standin.counters()[("watch", "secrets")] >= 3
     assert_bootstrapped(admin)
+
+
+def test_a_bootstrap_secret_that_never_appears_ends_the_wait_at_bootstrap_wait_naming_it(
+        world: World, admin: Admin, only_standin: ApiServer) -> None:
+    """The Machine names its bootstrap data Secret, which is never written: the agent
+    watches for it for spec.management.bootstrapWait (2s here), once, not once per retry
+    of reading the Machine (spec.retry allows 4), then says which Secret is missing."""
+    seed(admin, world, secret_name=None)
+    admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/worker-0",
+                {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                 "metadata": {"name": "worker-0", "namespace": admin.ns},
+                 "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
+    node = make_node(world, admin, node_token(admin, only_standin))
+    node.write("/etc/machine-agent/config.d/50-wait.yaml",
+               "apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
+               "spec:\n  management:\n    bootstrapWait: 2s\n")
+    started = time.monotonic()
+    with pytest.raises(BootstrapDataMissing) as caught:
+        open_session(Host(node.root))
+    took = time.monotonic() - started
+    err = caught.value
+    assert err.reason is Reason.BootstrapDataMissing and err.temporary
+    assert str(err).startswith(
+        f"the bootstrap data Secret {admin.ns}/{SECRET} (named by the Machine's "
+        "spec.bootstrap.dataSecretName) did not appear within "
+        "spec.management.bootstrapWait (2s)"), str(err)
+    assert "KubeadmConfig" in (err.hint or "")
+    # Bounded by the wait (a watch's time-out is whole seconds), not 4 times it.
+    assert 2.0 <= took < 4.0, took
+    assert only_standin.counters()[("watch", "secrets")] >= 1  # watched, not polled
 
 
 def test_410_gone_on_the_list_lists_again(world: World, admin: Admin,

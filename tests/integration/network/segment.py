@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,9 +136,10 @@ class Run:
     """Side effects of this run on the node (netlink changes, files), journal aside."""
 
 
-def run_phase(root: Path, seg: Segment, cfg: AgentConfig) -> Run:
+def run_phase(root: Path, seg: Segment, cfg: AgentConfig,
+              between: Callable[[], object] | None = None) -> Run:
     """Plan, apply and verify the network phase in the node namespace, as the
-    orchestrator does (without its retries)."""
+    orchestrator does (without its retries); `between` runs after the plan."""
     host = Host(root, netns=seg.node)
     journal = Journal.load(host)
     journal.start("network", "test")
@@ -149,6 +150,8 @@ def run_phase(root: Path, seg: Segment, cfg: AgentConfig) -> Run:
 
     phase = NetworkPhase()
     plan = phase.plan(context(host.read_only_view()))
+    if between is not None:
+        between()
     start = len(host.effects.recent)
     phase.apply(context(host), plan)
     result = phase.verify(context(host), plan)

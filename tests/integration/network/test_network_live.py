@@ -10,6 +10,7 @@ import pytest
 
 from agent.errors import AgentError, Reason
 from tests.integration.network.segment import (
+    FAST,
     GATEWAY,
     GATEWAY6,
     Segment,
@@ -63,6 +64,19 @@ def test_second_run_on_a_configured_node_changes_nothing(seg: Segment, tmp_path:
     assert seg.state() == state
 
 
+def test_a_change_made_between_plan_and_apply_is_seen_by_apply(seg: Segment,
+                                                                tmp_path: Path) -> None:
+    # apply reuses the plan's diff only when its snapshot finds what the plan saw
+    seg.listen()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY,
+                                  "addresses": static("192.0.2.10/24", "192.0.2.11/24")}]})
+    run = run_phase(tmp_path, seg, cfg, between=lambda: seg.node_ip(
+        "addr", "add", "192.0.2.11/24", "dev", "n0"))
+    assert run.result["netlinkChanges"] == 3  # up, the other address, default route
+    shown = seg.node_ip("addr", "show", "n0")
+    assert "inet 192.0.2.10/24" in shown and "inet 192.0.2.11/24" in shown
+
+
 def test_dual_stack_waits_for_dad_and_routes_both_families(seg: Segment,
                                                           tmp_path: Path) -> None:
     seg.listen()
@@ -74,6 +88,18 @@ def test_dual_stack_waits_for_dad_and_routes_both_families(seg: Segment,
     assert "scope global" in line and "tentative" not in line and "dadfailed" not in line
     assert f"default via {GATEWAY6} dev n0" in seg.node_ip("-6", "route", "show")
     assert run.result["gateways"] == [GATEWAY, GATEWAY6]
+
+
+def test_with_dad_off_ipv6_addresses_are_added_without_it(seg: Segment,
+                                                          tmp_path: Path) -> None:
+    seg.listen()
+    cfg = config({"conflictDetection": {**FAST, "duplicateAddressDetection": False},
+                  "interfaces": [{"name": "n0", "gateway": GATEWAY,
+                                  "addresses": static("192.0.2.10/24", "2001:db8::10/64")}]})
+    run_phase(tmp_path, seg, cfg)
+    (line,) = [line for line in seg.node_ip("-6", "addr", "show", "n0").splitlines()
+               if "2001:db8::10/64" in line]
+    assert "nodad" in line and "tentative" not in line
 
 
 def test_bridge_with_the_nic_as_member_holds_the_address(seg: Segment, tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,25 +22,12 @@ from typing import Any
 
 import pytest
 
+from tests.chronyd import free_udp_ports, private_dir
+from tests.chronyd import ntp_server as serve_ntp
 
-def _free_udp_port() -> int:
-    """A port nobody on 127.0.0.1 uses now: concurrent runs must not share a server."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-SERVER_PORT = _free_udp_port()
-DEAD_PORT = 11125
-"""Nothing serves NTP here: the 'server down' cases point at it."""
+SERVER_PORT, DEAD_PORT = free_udp_ports(2)
+"""The test NTP server's port, and one nothing serves (the 'server down' cases)."""
 pytestmark = pytest.mark.allow_processes
-
-
-def private_dir(path: Path) -> Path:
-    path.mkdir()
-    path.chmod(0o770)
-    return path
 
 
 def wait_for(condition: Any, what: str, timeout: float = 10.0) -> None:
@@ -52,44 +38,11 @@ def wait_for(condition: Any, what: str, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
-def ntp_answers(port: int) -> bool:
-    import ntplib
-
-    try:
-        ntplib.NTPClient().request("127.0.0.1", version=4, port=port, timeout=0.2)
-    except (ntplib.NTPException, OSError):
-        return False
-    return True
-
-
 @pytest.fixture
 def ntp_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """A chronyd serving time on 127.0.0.1:SERVER_PORT; stopped afterwards."""
-    assert not ntp_answers(SERVER_PORT), f"something already serves NTP on {SERVER_PORT}"
-    home = private_dir(tmp_path_factory.mktemp("srv") / "run")
-    conf = home / "server.conf"
-    conf.write_text(f"""port {SERVER_PORT}
-bindaddress 127.0.0.1
-local stratum 8
-allow 127.0.0.1
-cmdport 0
-bindcmdaddress {home}/chronyd.sock
-pidfile {home}/chronyd.pid
-""")
-    # -u root: the private directory is root's; chronyd refuses one another user owns.
-    with open(home / "chronyd.log", "w") as log:
-        server = subprocess.Popen(["chronyd", "-f", str(conf), "-x", "-u", "root", "-d"],
-                                  stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_for(lambda: ntp_answers(SERVER_PORT), "the test NTP server to answer")
-        yield SERVER_PORT
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=5)
+    with serve_ntp(private_dir(tmp_path_factory.mktemp("srv") / "run"), SERVER_PORT) as port:
+        yield port
 
 
 class Node:
@@ -244,7 +197,7 @@ def test_dead_server_keeps_the_gate_closed_and_join_pending(node: Node) -> None:
     time_cond, join_cond = conditions["TimeSynchronized"], conditions["NodeJoined"]
     assert (time_cond["status"], time_cond["reason"]) == ("False", "TimeNotSynchronized")
     assert "clock not synchronised within 3s" in time_cond["message"]
-    assert "servers tried: 127.0.0.1:11125 unreachable (No response received from " \
+    assert f"servers tried: 127.0.0.1:{DEAD_PORT} unreachable (No response received from " \
         "127.0.0.1)" in time_cond["message"]
     assert "; chronyd's sources: 127.0.0.1 never reached" in time_cond["message"]
     assert (join_cond["status"], join_cond["reason"]) == ("Unknown", "Pending")
@@ -261,7 +214,7 @@ def test_dead_server_with_on_timeout_warn_goes_on_with_a_warning(node: Node) -> 
     assert run.returncode == 0, run.stdout + run.stderr
     cond = node.conditions()["TimeSynchronized"]
     assert (cond["status"], cond["reason"]) == ("True", "TimeNotSynchronized")
-    assert "127.0.0.1:11125 unreachable" in cond["message"]
+    assert f"127.0.0.1:{DEAD_PORT} unreachable" in cond["message"]
     assert cond["message"].endswith("join goes on because spec.time.onTimeout is warn")
     result = node.status()["phases"]["time"]["result"]
     assert result["synchronised"] is False and result["servers"][0]["reachable"] is False

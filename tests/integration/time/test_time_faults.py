@@ -13,13 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.time.test_time_chronyd import (
-    Node,
-    _free_udp_port,
-    node,
-    private_dir,
-    wait_for,
-)
+from tests.chronyd import free_udp_ports, ntp_answers, private_dir
+from tests.integration.time.test_time_chronyd import Node, node, wait_for
 
 pytestmark = pytest.mark.allow_processes
 __all__ = ["node"]  # the fixture, shared with test_time_chronyd.py
@@ -37,18 +32,9 @@ def start_server(home: Path, address: str, port: int, *, offset: str | None = No
     with open(home / f"{address}.log", "w") as log:
         server = subprocess.Popen(["faketime", "-f", offset, *argv] if offset else argv,
                                   stdout=log, stderr=subprocess.STDOUT)
-    wait_for(lambda: _answers(address, port), f"the NTP server on {address}:{port} to answer")
+    wait_for(lambda: ntp_answers(port, address),
+             f"the NTP server on {address}:{port} to answer")
     return server
-
-
-def _answers(address: str, port: int) -> bool:
-    import ntplib
-
-    try:
-        ntplib.NTPClient().request(address, version=4, port=port, timeout=0.2)
-    except (ntplib.NTPException, OSError):
-        return False
-    return True
 
 
 @pytest.fixture
@@ -56,7 +42,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str
     """Two good servers and one whose clock reads an hour ahead, on distinct loopback
     addresses (chronyd keeps one source per address, whatever the port)."""
     home = private_dir(tmp_path_factory.mktemp("ntp") / "run")
-    port = _free_udp_port()
+    (port,) = free_udp_ports()
     found = [(f"127.0.0.{n}", port) for n in (1, 2, 3)]
     started: list[subprocess.Popen[bytes]] = []
     try:
@@ -90,7 +76,8 @@ def test_a_server_an_hour_off_is_outvoted_and_named(
 
 
 def test_chronyd_missing_is_a_clear_error_and_join_waits(node: Node, tmp_path: Path) -> None:
-    config = node.config(11125, syncTimeout="2s")
+    (port,) = free_udp_ports()  # nothing is contacted: chronyd cannot start
+    config = node.config(port, syncTimeout="2s")
     empty = tmp_path / "bin"  # a PATH without chronyd or chronyc
     empty.mkdir()
     run = subprocess.run(node.agent("run", "--only", "time", "--only", "join", "-c",

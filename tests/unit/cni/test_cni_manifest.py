@@ -194,7 +194,7 @@ def test_manifest_is_server_side_applied_and_the_node_waited_for(
                         "0s of 600s)")
     assert "Ready=False KubeletNotReady: container runtime network not ready" in waits[1]
     assert recorder.messages[-1] == "Node node-1 is Ready"
-    key = root / "run/machine-agent/workload/client.key"
+    key = root / "run/machine-agent/workload/admin.conf/client.key"
     assert key.read_bytes() == b"KEY" and key.stat().st_mode & 0o777 == 0o600
 
 

@@ -2,8 +2,8 @@
 or refuses it with an AgentError that names the field, never a traceback or a hang.
 Covered here: AgentConfig (one field at a time replaced by hostile values), IPAM answers
 (validate_allocation), bootstrap cloud-config, chronyc output and kubeadm output.
-The renderers' round trips (a value cannot add a directive) live beside each renderer:
-tests/unit/time/test_time_render.py, tests/unit/network/test_render_roundtrip.py."""
+The renderers' round trips (a value cannot add a directive) are one shared property in
+tests/unit/hostile/test_renderer_roundtrip.py."""
 
 from __future__ import annotations
 

@@ -1,19 +1,23 @@
-"""A minimal workload-cluster client on a kubeconfig: server-side apply and Node readiness.
+"""The agent's one client of the workload cluster, on a kubeconfig: server-side apply
+(the CNI manifest, with admin.conf) and reading this node's Node (after join and for its
+readiness, with the kubelet's own kubelet.conf).
 
-Only what the CNI manifest needs. Resource paths come from API discovery (the manifest's
-kinds include DaemonSets, ClusterRoles, ConfigMaps and CRDs alike). Credentials embedded
-in the kubeconfig (kubeadm's admin.conf embeds them) are written once, private, under
-/run/machine-agent, because requests takes certificates only as files.
+Resource paths come from API discovery (the manifest's kinds include DaemonSets,
+ClusterRoles, ConfigMaps and CRDs alike). Credentials embedded in the kubeconfig
+(kubeadm's admin.conf embeds them) are written once, private, under
+/run/machine-agent/workload/<kubeconfig's file name>/, because requests takes
+certificates only as files.
 """
 
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
-from agent.phases.cni.manifest import NodeReadiness
 
 if TYPE_CHECKING:
     import requests
@@ -24,21 +28,34 @@ TIMEOUT = 30.0
 
 
 class WorkloadAPIError(PermanentError):
-    reason = Reason.CNIBroken
+    """The workload cluster refused a request or cannot be used; the reason is the
+    caller's (what fails for the user: the CNI, the join)."""
+
+
+@dataclass(frozen=True)
+class NodeReadiness:
+    ready: bool
+    detail: str
+    """The Ready condition's status, reason and message, or why there is none."""
+    reason: str = ""
+    message: str = ""
+    """The Ready condition's own reason and message (empty when there is none)."""
 
 
 class KubeconfigCluster:
-    """The workload cluster named by the kubeconfig's current context."""
+    """The workload cluster named by the kubeconfig's current context. `reason` is what
+    its errors report; `missing_hint` what to do when the kubeconfig does not exist."""
 
-    def __init__(self, host: Host, kubeconfig: str) -> None:
+    def __init__(self, host: Host, kubeconfig: str, *, reason: Reason,
+                 missing_hint: str) -> None:
         import requests
         import yaml
 
+        self.reason = reason
         text = host.read_text(kubeconfig)
         if text is None:
             raise WorkloadAPIError(f"the kubeconfig {kubeconfig} does not exist",
-                                   hint="the manifest is applied after kubeadm wrote it; "
-                                        "fix spec.cni.manifest.kubeconfig")
+                                   reason=reason, hint=missing_hint)
         try:
             doc = yaml.safe_load(text)
             current = doc["current-context"]
@@ -47,7 +64,9 @@ class KubeconfigCluster:
             user = _named(doc["users"], context["user"])["user"] or {}
             self.server = str(cluster["server"]).rstrip("/")
         except (yaml.YAMLError, KeyError, TypeError) as err:
-            raise WorkloadAPIError(f"the kubeconfig {kubeconfig} is unusable ({err!r})") from err
+            raise WorkloadAPIError(f"the kubeconfig {kubeconfig} is unusable ({err!r})",
+                                   reason=reason) from err
+        self._credentials = f"{CREDENTIALS_DIR}/{PurePosixPath(kubeconfig).name}"
         self.session = requests.Session()
         # Passed with every request: REQUESTS_CA_BUNDLE would silently override a
         # Session.verify (requests merges the environment over session settings).
@@ -61,15 +80,14 @@ class KubeconfigCluster:
             self.session.headers["Authorization"] = f"Bearer {user['token']}"
         self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
 
-    @staticmethod
-    def _file(host: Host, section: dict[str, Any], key: str, name: str) -> str | None:
+    def _file(self, host: Host, section: dict[str, Any], key: str, name: str) -> str | None:
         """A real path for `key` or `key-data` of a kubeconfig section."""
         if section.get(key):
             return str(host.path(section[key]))
         data = section.get(f"{key}-data")
         if not data:
             return None
-        path = f"{CREDENTIALS_DIR}/{name}"
+        path = f"{self._credentials}/{name}"
         content = base64.b64decode(data)
         if host.exists(path) and host.read_bytes(path) == content:
             return str(host.path(path))
@@ -87,17 +105,25 @@ class KubeconfigCluster:
             raise self._error(resp, f"server-side apply of {obj['kind']} "
                                     f"{obj['metadata']['name']}")
 
-    def node_readiness(self, name: str) -> NodeReadiness:
+    def node(self, name: str) -> dict[str, Any] | None:
+        """The Node object, or None while it is not registered."""
         resp = self._request("GET", f"{self.server}/api/v1/nodes/{name}")
         if resp.status_code == 404:
-            return NodeReadiness(False, "the Node is not registered yet")
+            return None
         if resp.status_code != 200:
             raise self._error(resp, f"reading Node {name}")
-        for cond in resp.json().get("status", {}).get("conditions") or []:
+        node: dict[str, Any] = resp.json()
+        return node
+
+    def node_readiness(self, name: str) -> NodeReadiness:
+        node = self.node(name)
+        if node is None:
+            return NodeReadiness(False, "the Node is not registered yet")
+        for cond in (node.get("status") or {}).get("conditions") or []:
             if cond.get("type") == "Ready":
-                detail = f"Ready={cond.get('status')} {cond.get('reason', '')}: " \
-                         f"{cond.get('message', '')}".strip()
-                return NodeReadiness(cond.get("status") == "True", detail)
+                reason, message = str(cond.get("reason", "")), str(cond.get("message", ""))
+                detail = f"Ready={cond.get('status')} {reason}: {message}".strip()
+                return NodeReadiness(cond.get("status") == "True", detail, reason, message)
         return NodeReadiness(False, "the Node has no Ready condition yet")
 
     def _object_url(self, obj: dict[str, Any]) -> str:
@@ -114,7 +140,8 @@ class KubeconfigCluster:
         found = self._resources[api_version].get(kind)
         if found is None:
             raise WorkloadAPIError(f"the workload cluster does not serve {kind} in "
-                                   f"{api_version}", hint="apply its CRD first in the manifest")
+                                   f"{api_version}", reason=self.reason,
+                                   hint="apply its CRD first in the manifest")
         resource, namespaced = found
         name = obj["metadata"]["name"]
         if namespaced:
@@ -132,8 +159,7 @@ class KubeconfigCluster:
             raise TemporaryError(f"the workload API server {self.server} did not answer: "
                                  f"{err}", reason=Reason.APIServerUnreachable) from err
 
-    @staticmethod
-    def _error(resp: requests.Response, what: str) -> Exception:
+    def _error(self, resp: requests.Response, what: str) -> Exception:
         try:
             message = resp.json().get("message", resp.text[:300])
         except ValueError:
@@ -141,7 +167,8 @@ class KubeconfigCluster:
         text = f"{what} failed: HTTP {resp.status_code}: {message}"
         if resp.status_code == 429 or resp.status_code >= 500:
             return TemporaryError(text, reason=Reason.APIServerUnreachable)
-        return WorkloadAPIError(text, hint="check the manifest and the kubeconfig's rights")
+        return WorkloadAPIError(text, reason=self.reason,
+                                hint="check the request and the kubeconfig's rights")
 
 
 def _named(items: list[dict[str, Any]], name: str) -> dict[str, Any]:

@@ -1,0 +1,89 @@
+"""`python -m agent.sandbox.relay --netns NS --listen HOST:PORT --to HOST:PORT --ready FILE`:
+a TCP relay that listens inside network namespace NS and connects out from its own, until
+SIGTERM.
+
+It puts an external management API server (MACHINE_AGENT_TEST_KUBECONFIG, reached from
+the machine's own network, e.g. kind's 127.0.0.1:PORT) at the sandbox's API endpoint in
+the router namespace, where the nodes reach it. Bytes only: TLS is end to end between the
+agent and the server, which the agent verifies with its kubeconfig's `tls-server-name`.
+`--ready FILE` is written once it listens (and names the sandbox's directory on the command
+line, so that the sandbox's undo recognises the process as its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+CHUNK = 65536
+CONNECT_TIMEOUT = 10.0
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    """Copy until `source` ends, then end `sink`'s sending side (half-close)."""
+    with contextlib.suppress(OSError):
+        while data := source.recv(CHUNK):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
+
+
+def _serve(client: socket.socket, target: tuple[str, int]) -> None:
+    try:
+        upstream = socket.create_connection(target, timeout=CONNECT_TIMEOUT)
+    except OSError:
+        client.close()
+        return
+    upstream.settimeout(None)
+    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+    back.start()
+    _pump(client, upstream)
+    back.join()
+    client.close()
+    upstream.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agent.sandbox.relay", description=__doc__)
+    parser.add_argument("--netns", required=True, help="namespace to listen in")
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT")
+    parser.add_argument("--to", required=True, metavar="HOST:PORT")
+    parser.add_argument("--ready", required=True, type=Path, metavar="FILE")
+    args = parser.parse_args(argv)
+    from pyroute2 import netns
+
+    host, port = _address(args.listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener: socket.socket = netns.create_socket(args.netns, family, socket.SOCK_STREAM,
+                                                  flags=0)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(64)
+    listener.settimeout(0.2)
+    running = [True]
+    signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
+    target = _address(args.to)
+    args.ready.write_text("ready\n")
+    while running[0]:
+        try:
+            client, _ = listener.accept()
+        except TimeoutError:
+            continue
+        client.settimeout(None)
+        threading.Thread(target=_serve, args=(client, target), daemon=True).start()
+    listener.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
