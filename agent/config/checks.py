@@ -92,6 +92,17 @@ def k8s_name(value: str) -> str | None:
     return f"{_shown(value)} is not a valid Kubernetes name (lower case, digits, '-', '.')"
 
 
+_CONFIGMAP_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+
+
+def configmap_key(value: str) -> str | None:
+    """A ConfigMap data key, as the API server validates it (IsConfigMapKey)."""
+    if _CONFIGMAP_KEY.fullmatch(value) and value not in (".", "..") \
+            and not value.startswith(".."):
+        return None
+    return f"{_shown(value)} is not a ConfigMap key (letters, digits, '-', '_', '.')"
+
+
 def k8s_namespace(value: str) -> str | None:
     if len(value) <= 63 and _DNS1123_LABEL.fullmatch(value):
         return None

@@ -119,13 +119,36 @@ class CheckSpec:
 
 
 @dataclass(frozen=True)
+class ConfigMapRef:
+    name: str = setting("The ConfigMap's name, in the Machine's namespace.",
+                        check=checks.k8s_name)
+    key: str = setting("The data key holding the manifest.", default="manifest.yaml",
+                       check=checks.configmap_key)
+
+
+MANIFEST_SOURCES = (("file", "file"), ("url", "url"), ("config_map_ref", "configMapRef"))
+"""The manifest's sources: (attribute, document key)."""
+
+
+@dataclass(frozen=True)
 class ManifestSpec:
     file: str | None = setting("Multi-document YAML manifest on the node.", default=None,
                                check=checks.absolute_path)
     url: str | None = setting("Manifest's https URL (with sha256).", default=None,
                               check=checks.https_url)
-    sha256: str | None = setting("sha256 of the manifest; mandatory with url.", default=None,
+    config_map_ref: ConfigMapRef | None = setting(
+        "A ConfigMap on the management cluster, in the Machine's namespace, read with the "
+        "agent's management credentials (the node's RBAC grants `get` on it by name).",
+        default=None)
+    sha256: str | None = setting("sha256 of the manifest; mandatory with url, optional "
+                                 "with file or configMapRef.", default=None,
                                  check=checks.sha256)
+    apply: Literal["auto", "always", "never"] = setting(
+        "Whether this node applies the manifest. `always`: this is the first control-plane "
+        "node; `never`; `auto`: the Machine says so (labelled "
+        "cluster.x-k8s.io/control-plane while its Cluster's control plane is not "
+        "initialized yet, or this node applied it before). A worker Machine never applies "
+        "it; `machine-agent plan` shows the decision and why.", default="auto")
     kubeconfig: str = setting("Admin kubeconfig of the workload cluster.",
                               default="/etc/kubernetes/admin.conf", check=checks.absolute_path)
     node_name: str | None = setting("Node to wait for; default: the join result's node "
@@ -135,8 +158,10 @@ class ManifestSpec:
                                       default=Duration(600), check=checks.positive)
 
     def validate(self) -> Iterator[Problem]:
-        if (self.file is None) == (self.url is None):
-            yield ("", "give exactly one of file or url", None)
+        given = [key for attr, key in MANIFEST_SOURCES if getattr(self, attr) is not None]
+        if len(given) != 1:
+            got = f" (got {' and '.join(given)})" if given else ""
+            yield ("", f"give exactly one of file, url or configMapRef{got}", None)
         if self.url is not None and self.sha256 is None:
             yield ("sha256", "is required with url", "give the manifest's sha256")
 
@@ -154,9 +179,9 @@ class CNISpec:
         default=None)
     check: CheckSpec = setting("The throwaway ADD/CHECK/DEL proof.", factory=CheckSpec)
     manifest: ManifestSpec | None = setting(
-        "CNI manifest applied to the workload cluster by this node (set it on the first "
-        "control-plane node); server-side apply is safe to repeat.", default=None)
+        "CNI manifest applied to the workload cluster by the first control-plane node "
+        "(see manifest.apply); server-side apply is safe to repeat.", default=None)
     ready_timeout: Duration = setting(
-        "On a joined node without a manifest: how long to wait, once the list is written, "
-        "for the kubelet to turn the Node Ready (read with its kubelet.conf).",
+        "On a joined node that does not apply a manifest: how long to wait, once the list "
+        "is written, for the kubelet to turn the Node Ready (read with its kubelet.conf).",
         default=Duration(600), check=checks.positive)

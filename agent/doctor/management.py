@@ -18,6 +18,7 @@ from agent.doctor.token import token_checks
 from agent.errors import AgentError, ConfigError
 from agent.kube.client import Client, resource_path
 from agent.kube.errors import Unauthorized, Unreachable
+from agent.kube.facts import CONTROL_PLANE_LABEL
 from agent.kube.kubeconfig import load_credentials
 from agent.kube.machine import GROUP, MachineReader
 from agent.phases.network.model import ipam_refs
@@ -200,6 +201,13 @@ def permissions(doctor: Doctor, namespace: str, machine: str,
     if ref and "/" in str(ref):
         kind, _, name = str(ref).partition("/")
         perms.append(Permission("get", "", f"{kind.lower()}s", namespace, name))
+    manifest = spec.cni.manifest
+    if manifest is not None and manifest.config_map_ref is not None and namespace:
+        labels = (raw.get("metadata") or {}).get("labels") or {}
+        perms.append(Permission("get", "", "configmaps", namespace,
+                                manifest.config_map_ref.name,
+                                required=CONTROL_PLANE_LABEL in labels,
+                                why="the CNI manifest of spec.cni.manifest.configMapRef"))
     if namespace:
         perms.append(Permission("create", "events.k8s.io", "events", namespace,
                                 required=spec.reporting.events, why="Events"))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
+"""CAPI's label on control-plane Machines (set by the control-plane provider)."""
+
 
 @dataclass(frozen=True)
 class MachineFacts:
@@ -22,3 +25,9 @@ class MachineFacts:
     bootstrap_data: str | None = None
     """The bootstrap Secret's `value`: secret, never logged."""
     provider_id: str | None = None
+    control_plane: bool = False
+    """The Machine carries CAPI's label `cluster.x-k8s.io/control-plane`."""
+    control_plane_initialized: bool | None = None
+    """Whether the Cluster's control plane was initialized when it was read (v1beta2
+    `status.initialization.controlPlaneInitialized`; v1beta1 `status.controlPlaneReady`
+    or the `ControlPlaneInitialized` condition); None: no Cluster was read."""

@@ -31,7 +31,7 @@ from agent.errors import FieldError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.kube.client import Client, Object, resource_path
 from agent.kube.errors import NotFound
-from agent.kube.facts import MachineFacts
+from agent.kube.facts import CONTROL_PLANE_LABEL, MachineFacts
 from agent.kube.watch import WaitTimedOut, Watcher
 from agent.logs import REDACT
 
@@ -138,14 +138,16 @@ class MachineReader:
             spec = machine.get("spec", {})
             secret_name = spec["bootstrap"]["dataSecretName"]
         cluster_name = str(spec.get("clusterName") or "")
-        endpoint = self._endpoint(version, namespace, cluster_name)
+        endpoint, initialized = self._cluster(version, namespace, cluster_name)
         data, fmt = (self._bootstrap_data(namespace, str(secret_name), deadline)
                      if secret_name else (None, None))
         facts = MachineFacts(
             namespace=namespace, name=name, uid=str(meta.get("uid", "")),
             cluster_name=cluster_name, kubernetes_version=spec.get("version"),
             control_plane_endpoint=endpoint, bootstrap_format=fmt, bootstrap_data=data,
-            provider_id=spec.get("providerID"))
+            provider_id=spec.get("providerID"),
+            control_plane=CONTROL_PLANE_LABEL in (meta.get("labels") or {}),
+            control_plane_initialized=initialized)
         ref = config_ref(namespace, name, meta.get("annotations") or {})
         return MachineView(facts, version, int(meta.get("generation") or 0),
                            self._config_source(ref), meta.get("deletionTimestamp"),
@@ -230,17 +232,21 @@ class MachineReader:
             raise _missing(f"Machine {namespace}/{name} spec.bootstrap.dataSecretName (the "
                            "name of its bootstrap data Secret)", self.wait) from err
 
-    def _endpoint(self, version: str, namespace: str, cluster: str) -> str | None:
+    def _cluster(self, version: str, namespace: str,
+                 cluster: str) -> tuple[str | None, bool | None]:
+        """The Cluster's control-plane endpoint and whether its control plane is
+        initialized (one request)."""
         if not cluster:
-            return None
+            return None, None
         doc = self.client.get(resource_path(GROUP, version, "clusters", namespace=namespace,
                                             name=cluster))
+        initialized = control_plane_initialized(doc.get("status") or {})
         endpoint = doc.get("spec", {}).get("controlPlaneEndpoint") or {}
         if not endpoint.get("host"):
-            return None
+            return None, initialized
         host = str(endpoint["host"])
         host = f"[{host}]" if ":" in host else host
-        return f"{host}:{endpoint.get('port') or 6443}"
+        return f"{host}:{endpoint.get('port') or 6443}", initialized
 
     def _bootstrap_data(self, namespace: str, name: str,
                         deadline: float) -> tuple[str | None, str | None]:
@@ -335,6 +341,21 @@ def config_ref(namespace: str, machine: str,
             f"machine {namespace}/{machine} annotation {CONFIG_ANNOTATION}",
             problem=f"{ref!r} is not configmap/NAME or secret/NAME")
     return ConfigRef(kind, namespace, name, machine)
+
+
+def control_plane_initialized(status: dict[str, Any]) -> bool:
+    """CAPI's contract for "the control plane accepts requests", in either version:
+    v1beta2 `status.initialization.controlPlaneInitialized`; v1beta1
+    `status.controlPlaneReady`; or a `ControlPlaneInitialized` condition (both versions
+    have one, also under `status.v1beta2` and `status.deprecated.v1beta1`). Once true, CAPI
+    never resets it."""
+    if (status.get("initialization") or {}).get("controlPlaneInitialized") is True \
+            or status.get("controlPlaneReady") is True:
+        return True
+    lists = [status.get("conditions"), (status.get("v1beta2") or {}).get("conditions"),
+             ((status.get("deprecated") or {}).get("v1beta1") or {}).get("conditions")]
+    return any(isinstance(c, dict) and c.get("type") == "ControlPlaneInitialized"
+               and c.get("status") == "True" for found in lists for c in found or [])
 
 
 def _decode(value: Any, what: str) -> str:

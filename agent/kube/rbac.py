@@ -27,6 +27,8 @@ class NodeIdentity:
     config_name: str = ""
     discovery: bool = False
     """Also allow listing Machines (discovery by label or providerID)."""
+    cni_manifest_configmap: str = ""
+    """The ConfigMap of spec.cni.manifest.configMapRef (first control-plane node)."""
 
 
 def render_node_rbac(identity: NodeIdentity) -> str:
@@ -37,7 +39,8 @@ def render_node_rbac(identity: NodeIdentity) -> str:
     problems = {key: checks.k8s_namespace(values[key])
                 for key in ("namespace", "subject_namespace")}
     problems |= {key: checks.k8s_name(values[key]) if values[key] else None
-                 for key in ("machine", "cluster", "bootstrap_secret", "config_name")}
+                 for key in ("machine", "cluster", "bootstrap_secret", "config_name",
+                             "cni_manifest_configmap")}
     # A ServiceAccount is an object name; a user or group name is what the credentials
     # authenticate as (e.g. system:node:worker-0): any one line of text.
     problems["subject_name"] = (

@@ -22,9 +22,18 @@ from agent.phases.cni.conflist import (
     to_text,
 )
 from agent.phases.cni.install import fetch_bundle, install_change
-from agent.phases.cni.manifest import WorkloadCluster, load_manifest, wait_node_ready
+from agent.phases.cni.manifest import (
+    Decision,
+    WorkloadCluster,
+    decide,
+    load_manifest,
+    wait_node_ready,
+)
 from agent.phases.join.managed import KUBELET_CONF
 from agent.report import NODE_READY
+
+APPLIED = "manifestApplied"
+"""Journal key (extra["cni"]): the sha256 of the manifest this node applied."""
 
 ClusterFactory = Callable[[Host, str], WorkloadCluster]
 """Builds the workload-cluster client from (host, kubeconfig path)."""
@@ -62,15 +71,22 @@ class CNIPhase(Phase):
             write = file_change(ctx.host, path, to_text(doc))
             if write is not None:
                 plan.changes.append(write)
-        if spec.manifest is not None:
-            manifest = load_manifest(ctx.host, spec.manifest)
+        decision = _decision(ctx)
+        if decision is not None:
+            plan.notes.append(f"CNI manifest {'applied' if decision.apply else 'not applied'}"
+                              f" by this node: {decision.why}")
+        if spec.manifest is not None and decision is not None and decision.apply:
+            manifest = load_manifest(ctx.host, spec.manifest, ctx.management, ctx.machine)
             make_cluster, kubeconfig = self.cluster, spec.manifest.kubeconfig
+            journal = ctx.journal
 
             def apply(h: Host) -> None:
                 cluster = make_cluster(h, kubeconfig)
                 for obj in manifest.objects:
                     cluster.apply(obj)
                     h.record_effect(f"apply {obj['kind']} {obj['metadata']['name']}")
+                journal.extra.setdefault("cni", {})[APPLIED] = manifest.sha256
+                journal.save()
 
             plan.changes.append(Change(
                 f"manifest:{manifest.sha256}",
@@ -103,7 +119,10 @@ class CNIPhase(Phase):
                           plugins=sorted({t for _, t in plugin_types(doc)}))
             if spec.check.enabled:
                 result["check"] = prove(ctx.host, doc, spec.bin_dir, spec.check, found.ranges)
-        if spec.manifest is not None:
+        decision = _decision(ctx)
+        if decision is not None:
+            result["manifest"] = {"applied": decision.apply, "why": decision.why}
+        if spec.manifest is not None and decision is not None and decision.apply:
             node = spec.manifest.node_name or self._node_name(ctx)
             wait = (spec.manifest.kubeconfig, spec.manifest.ready_timeout,
                     "the CNI manifest was applied")
@@ -145,6 +164,9 @@ class CNIPhase(Phase):
             parts.append("not proved: spec.cni.check.enabled is false")
         if result.get("nodeReady"):
             parts.append(f"Node {result['node']} is Ready")
+        manifest = result.get("manifest")
+        if manifest and not manifest["applied"]:
+            parts.append(f"CNI manifest not applied here ({manifest['why']})")
         return "; ".join(parts) or "no CNI configuration list to write (spec.cni.conflist unset)"
 
     def reported(self, result: dict[str, Any]) -> list[tuple[str, Reason, str]]:
@@ -155,3 +177,12 @@ class CNIPhase(Phase):
         text = result.get("nodeReadyMessage") or "Ready"
         return [(NODE_READY, Reason.KubeletReady, f"Node {result['node']} is Ready ({why}): "
                                                   f"{text}")]
+
+
+def _decision(ctx: PhaseContext) -> Decision | None:
+    """Whether this node applies the CNI manifest; None without one."""
+    spec = ctx.config.spec.cni.manifest
+    if spec is None:
+        return None
+    applied = bool(ctx.journal.extra.get("cni", {}).get(APPLIED))
+    return decide(spec, ctx.machine, applied)

@@ -4,15 +4,19 @@ plan: the files of the bootstrap data (or the rendered JoinConfiguration) with m
 diffs, each runcmd entry, the managed join, the CABPK sentinel; nothing but the sentinel
 when the node is already joined to this cluster. apply (the base class) runs them in
 order and journals each, so a failed run resumes at the join, not at the first command.
+
+A failing pre- or post-command does not stop the others (as in cloud-init); the phase
+fails once every step ran, naming each failed command (see `JoinPhase.apply`).
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
-from agent.errors import CommandError, PermanentError, Reason
+from agent.errors import AgentError, CommandError, PermanentError, Reason
 from agent.host import Host
 from agent.logs import REDACT
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
@@ -24,6 +28,14 @@ from agent.phases.join.source import JoinSource, resolve
 from agent.state import digest
 
 JOIN_KEY = "kubeadm-join"
+TAIL = 500
+"""Characters of a command's output kept in the journal and the condition message."""
+
+
+@dataclass
+class JoinPlan(PhasePlan):
+    failed: dict[str, str] = field(default_factory=dict)
+    """runcmd entries that failed while this plan was applied: step key → what failed."""
 
 
 class JoinPhase(Phase):
@@ -33,7 +45,7 @@ class JoinPhase(Phase):
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         source = resolve(ctx.config, ctx.machine, ctx.host)
-        plan = PhasePlan(self.name)
+        plan = JoinPlan(self.name)
         plan.notes.append(f"join {source.target.expected_server or 'the cluster'} as Node "
                           f"{source.target.node_name}: {source.facts.api_version} "
                           f"JoinConfiguration from {source.origin}, Kubernetes "
@@ -52,7 +64,7 @@ class JoinPhase(Phase):
                 if isinstance(step, KubeadmJoin):
                     plan.changes.append(self._join_change(ctx, step, source))
                 else:
-                    plan.changes.append(_command_change(ctx, index, step))
+                    plan.changes.append(_command_change(ctx, index, step, plan.failed))
         sentinel = file_change(ctx.host, SENTINEL, "success\n")
         if sentinel is not None:
             plan.changes.append(sentinel)
@@ -84,6 +96,37 @@ class JoinPhase(Phase):
                       f"retry, at most {spec.max_attempts} attempt(s))", join,
                       diff=source.masked_config)
 
+    def apply(self, ctx: PhaseContext, plan: PhasePlan) -> None:
+        """Run every step; fail afterwards if a runcmd entry failed.
+
+        cloud-init writes runcmd into one `#!/bin/sh` script without `set -e`
+        (cloudinit/config/cc_runcmd.py, cloudinit/util.py `shellify`), run by the
+        scripts_user module (cloudinit/config/cc_scripts_user.py: `subp.runparts` raises
+        when the script exits non-zero, and the module is reported failed). So a failing
+        command does not stop the later ones, and neither does it here. The phase then
+        fails with CommandFailed, like the module: stricter than cloud-init, whose script
+        exits with its last command's status only, because a swallowed failure is the
+        silent half-configured node this phase exists to prevent. The managed kubeadm
+        join keeps its own classification and stops the phase at once (the node is reset
+        clean; post-commands presuppose a joined node). A failed command is not journaled
+        as done: a run that has not joined yet runs it again.
+        """
+        failed = plan.failed if isinstance(plan, JoinPlan) else {}
+        try:
+            super().apply(ctx, plan)
+        finally:
+            if failed:
+                record = ctx.journal.phases[self.name]
+                record.steps = [key for key in record.steps if key not in failed]
+                ctx.journal.save()
+        if failed:
+            raise CommandError(
+                f"{len(failed)} runcmd command(s) failed (the other steps ran"
+                f"{', the node joined' if JOIN_KEY in ctx.journal.phases[self.name].steps else ''}"
+                "): " + "; ".join(failed.values()),
+                hint="fix preKubeadmCommands/postKubeadmCommands; every command's exit "
+                     "status and output tail is in the journal")
+
     def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
         source = resolve(ctx.config, ctx.machine, ctx.host)
         server = source.target.expected_server
@@ -92,20 +135,27 @@ class JoinPhase(Phase):
                                  "not join", reason=Reason.KubeletNotHealthy)
         if not ctx.host.exists(SENTINEL):
             raise PermanentError(f"{SENTINEL} is missing", reason=Reason.InternalError)
-        attempts = ctx.journal.extra.get("join", {}).get("attempts", [])
+        record = ctx.journal.extra.get("join", {})
+        last = {c["index"]: c for c in record.get("commands", [])}
         registered = confirm_node(ctx.host, source.target.node_name,
                                   float(ctx.config.spec.join.registration_timeout),
                                   ctx.progress)
         return {"node": source.target.node_name, "apiServer": server,
                 "kubernetesVersion": str(source.version),
                 "joinConfiguration": source.facts.api_version,
-                "attempts": len(attempts), "nodeRegistered": registered}
+                "attempts": len(record.get("attempts", [])), "nodeRegistered": registered,
+                "failedCommands": [f"runcmd[{i}] `{c['command']}`"
+                                   for i, c in sorted(last.items()) if c["exitStatus"] != 0]}
 
     def message(self, result: dict[str, Any]) -> str:
         registered = (f"; Node {result['nodeRegistered']} registered"
                       if result.get("nodeRegistered") else "")
-        return (f"Node {result.get('node')} joined {result.get('apiServer')} "
+        text = (f"Node {result.get('node')} joined {result.get('apiServer')} "
                 f"(Kubernetes {result.get('kubernetesVersion')}){registered}")
+        failed = result.get("failedCommands")
+        if failed:  # a joined node does not run runcmd again: the failure stays named
+            text += f"; failed in an earlier run and not run again: {', '.join(failed)}"
+        return text
 
 
 def _time_gate(ctx: PhaseContext) -> str | None:
@@ -170,21 +220,28 @@ def _owner_ids(host: Host, owner: tuple[str, str]) -> tuple[int, int] | None:
     return None if (uid, gid) == (os.geteuid(), os.getegid()) else (uid, gid)
 
 
-def _command_change(ctx: PhaseContext, index: int, step: Command) -> Change:
+def _command_change(ctx: PhaseContext, index: int, step: Command,
+                    failed: dict[str, str]) -> Change:
+    """Run one pre- or post-command; record its exit status and output tail in the
+    journal; a failure goes in `failed` instead of stopping the phase."""
     timeout = ctx.config.spec.join.timeout
+    key = f"runcmd:{index}:{digest(step.argv)[7:19]}"
+    shown = REDACT(step.shown)
 
     def run(host: Host) -> None:
-        result = host.run(list(step.argv), timeout=timeout, check=False)
+        status: int | None
+        try:
+            result = host.run(list(step.argv), timeout=timeout, check=False)
+            status, tail = result.returncode, REDACT(result.tail(TAIL))
+        except AgentError as err:  # not found (a list entry), or its time-out
+            status, tail = None, REDACT(err.message)
         record: dict[str, Any] = ctx.journal.extra.setdefault("join", {})
         record.setdefault("commands", []).append({
-            "index": index, "command": REDACT(step.shown), "exitStatus": result.returncode,
-            "outputTail": REDACT(result.tail(500))})
+            "index": index, "command": shown, "exitStatus": status, "outputTail": tail})
         ctx.journal.save()
-        if not result.ok:
-            raise CommandError(f"runcmd[{index}] `{REDACT(step.shown)}` exited "
-                               f"{result.returncode}: {REDACT(result.tail(500))}",
-                               hint="fix the command in the bootstrap data; the agent stops "
-                                    "at the first failing command")
+        if status != 0:
+            how = f"exited {status}" if status is not None else "did not run to its end"
+            failed[key] = f"runcmd[{index}] `{shown}` {how}: {tail or '(no output)'}"
+            ctx.log.warning("%s", failed[key])
 
-    return Change(f"runcmd:{index}:{digest(step.argv)[7:19]}",
-                  f"run {REDACT(step.shown)}", run)
+    return Change(key, f"run {shown}", run)

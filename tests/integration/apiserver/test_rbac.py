@@ -3,6 +3,9 @@ SelfSubjectAccessReview."""
 
 from __future__ import annotations
 
+import yaml
+
+from agent.kube.rbac import NodeIdentity, render_node_rbac
 from agent.sandbox.apiserver import ApiServer
 from tests.integration.apiserver.kubeclient import CAPI, Kube, condition, machine
 
@@ -117,3 +120,30 @@ def test_kubelets_register_their_node_and_change_only_its_own(
     # the same groups without a node's name are no kubelet
     stranger = admin.with_token(only_standin.make_token("someone", ["system:nodes"]))
     stranger.check(stranger.get("/api/v1/nodes/worker-0"), 403)
+
+
+def test_the_node_rbac_grants_get_on_the_cni_manifest_configmap_by_name_only(
+        admin: Kube, ns: str, service_account: tuple[str, Kube]) -> None:
+    _user, agent = service_account
+    for name in ("cni-manifest", "someone-elses"):
+        admin.check(admin.post(f"/api/v1/namespaces/{ns}/configmaps", json={
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+            "data": {"manifest.yaml": "kind: List\n"}}), 201)
+    rbac = render_node_rbac(NodeIdentity(ns, "cp-0", "c1", "cp-0-bootstrap", "agent",
+                                         cni_manifest_configmap="cni-manifest"))
+    for doc in yaml.safe_load_all(rbac):
+        plural = "roles" if doc["kind"] == "Role" else "rolebindings"
+        admin.check(admin.post(f"{RBAC}/namespaces/{ns}/{plural}", json=doc), 201)
+    configmaps = f"/api/v1/namespaces/{ns}/configmaps"
+    assert agent.check(agent.get(f"{configmaps}/cni-manifest"), 200)["data"] == {
+        "manifest.yaml": "kind: List\n"}
+    agent.check(agent.get(f"{configmaps}/someone-elses"), 403)
+    agent.check(agent.get(configmaps), 403)  # no list: the name is all it may read
+    agent.check(agent.get(configmaps, params={"watch": "true"}), 403)
+    denied = agent.check(agent.put(f"{configmaps}/cni-manifest", json={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cni-manifest"},
+        "data": {}}), 403)
+    assert 'cannot update resource "configmaps"' in denied["message"]
+    # without a configMapRef, the rendered RBAC grants no ConfigMap at all
+    assert "configmaps" not in render_node_rbac(NodeIdentity(
+        ns, "cp-0", "c1", "cp-0-bootstrap", "agent"))

@@ -119,8 +119,8 @@ def test_a_manifest_download_names_the_manifest_settings_in_the_fix(
         tmp_path: Path, trusted: Issuer, monkeypatch: pytest.MonkeyPatch) -> None:
     trust(trusted, tmp_path, monkeypatch)
     for case, setting in (("another-host-name", "spec.cni.manifest.url must name"),
-                          ("another-ca", "or put the manifest on the node "
-                                         "(spec.cni.manifest.file)")):
+                          ("another-ca", "or give the manifest as spec.cni.manifest.file or "
+                                         "configMapRef")):
         certs = tmp_path / case
         certs.mkdir()
         with bundle_server(*bad_serving_cert(case, trusted, certs)) as server, \

@@ -95,6 +95,7 @@ def test_manifest_lands_in_the_workload_cluster_and_the_node_becomes_ready(
         config.write_text(yaml.safe_dump({
             "apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
             "spec": {"cni": {"manifest": {"file": "/srv/cni.yaml", "nodeName": "node-1",
+                                          "apply": "always",
                                           "sha256": sha256(MANIFEST.encode()),
                                           "readyTimeout": "30s"}}}}))
         host = Host(root, clock=FastClock())

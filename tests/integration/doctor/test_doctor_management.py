@@ -114,3 +114,27 @@ def test_corrupt_journal_names_the_journal_check(
     journal = by_name(doc)[("journal", "journal")]
     assert journal["status"] == "fail" and "unreadable" in journal["seen"]
     assert "aside" in journal["fix"]
+
+
+def test_the_cni_manifest_configmap_permission_is_reviewed_and_required_on_control_planes(
+        node: Node, admin: Admin, capsys: pytest.CaptureFixture[str]) -> None:
+    node.write("/etc/machine-agent/config.d/cni.yaml",
+               "apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
+               "spec: {cni: {manifest: {configMapRef: {name: cni-manifest}}}}\n")
+
+    def review() -> list[tuple[str, str]]:
+        _code, doc = doctor(node.root, capsys=capsys)
+        return [(c["status"], c["seen"]) for c in doc["checks"]
+                if "spec.cni.manifest.configMapRef" in c["seen"]]
+
+    seen = (f"may not get configmaps {admin.ns}/cni-manifest (the CNI manifest of "
+            "spec.cni.manifest.configMapRef)")
+    # the shipped RBAC was rendered without it: a worker never reads it, so only a warning
+    [(status, message)] = review()
+    assert status == "warn" and message.startswith(seen)
+    admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/{MACHINE}",
+                {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                 "metadata": {"name": MACHINE, "namespace": admin.ns,
+                              "labels": {"cluster.x-k8s.io/control-plane": ""}}}, "kcp")
+    [(status, message)] = review()
+    assert status == "fail" and message.startswith(seen)

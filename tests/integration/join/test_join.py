@@ -62,6 +62,53 @@ def test_cabpk_bootstrap_data_is_written_run_and_joined(node: Node) -> None:
         assert TOKEN not in text
 
 
+def test_a_failing_runcmd_command_does_not_stop_the_others_and_fails_the_phase(
+        node: Node) -> None:
+    data = cloud_config(node.endpoint, pre=("echo pre-one; exit 3", "echo pre-two"),
+                        post=("echo broken >&2; exit 5", "echo post-two"))
+    loaded, facts = node.configure({}), machine_facts(data)
+    result, machine = node.run(loaded, facts)
+    joined = machine.conditions["NodeJoined"]
+    assert not result.ok
+    assert (joined.status, joined.reason) == ("False", "CommandFailed")
+    assert joined.message == (
+        "2 runcmd command(s) failed (the other steps ran, the node joined): "
+        "runcmd[0] `echo pre-one; exit 3` exited 3: pre-one; "
+        "runcmd[3] `echo broken >&2; exit 5` exited 5: broken (fix preKubeadmCommands/"
+        "postKubeadmCommands; every command's exit status and output tail is in the journal)")
+    # every command ran, in order, around the managed join, which still joined
+    assert node.joined() and node.world["joins"] == ["worker-0"]
+    assert node.file("/run/cluster-api/bootstrap-success.complete").exists()
+    commands = json.loads(journal_text(node))["extra"]["join"]["commands"]
+    assert [(c["index"], c["exitStatus"], c["outputTail"]) for c in commands] == [
+        (0, 3, "pre-one"), (1, 0, "pre-two"), (3, 5, "broken"), (4, 0, "post-two")]
+    # a joined node does not run runcmd again, and the condition keeps naming the failure
+    again, machine = node.run(loaded, facts)
+    joined = machine.conditions["NodeJoined"]
+    assert again.ok and joined.reason == "Joined"
+    assert joined.message.endswith(
+        "; failed in an earlier run and not run again: runcmd[0] `echo pre-one; exit 3`, "
+        "runcmd[3] `echo broken >&2; exit 5`")
+    assert len(json.loads(journal_text(node))["extra"]["join"]["commands"]) == 4
+
+
+def test_a_failed_command_runs_again_when_the_join_is_retried(node: Node) -> None:
+    marker = node.file("/run/pre-ran")
+    data = cloud_config(node.endpoint, pre=(f"test -e {marker} || {{ touch {marker}; "
+                                            "echo first; exit 1; }", "echo steady"))
+    node.set_world(failNext=["kubelet-unhealthy"])
+    loaded = node.configure({"maxAttempts": 1})
+    _, machine = node.run(loaded, machine_facts(data))
+    assert machine.conditions["NodeJoined"].reason == "KubeletNotHealthy"
+    second, machine = node.run(loaded, machine_facts(data))
+    assert second.ok and machine.conditions["NodeJoined"].message == (
+        f"Node worker-0 joined https://{node.endpoint} (Kubernetes v1.31.2); Node worker-0 "
+        "registered")  # the failure was made good: no longer named
+    commands = json.loads(journal_text(node))["extra"]["join"]["commands"]
+    # the failed command ran again, the one that had succeeded did not
+    assert [(c["index"], c["exitStatus"]) for c in commands] == [(0, 1), (1, 0), (0, 0)]
+
+
 def test_run_after_a_successful_join_does_nothing(node: Node) -> None:
     loaded, facts = node.configure({}), machine_facts(cloud_config(node.endpoint))
     assert node.run(loaded, facts)[0].ok

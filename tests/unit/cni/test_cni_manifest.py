@@ -165,7 +165,7 @@ def setup(tmp_path: Path, server: str, manifest: bytes, digest: str | None = Non
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({
         "apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
-        "spec": {"cni": {"manifest": {"file": "/srv/cni.yaml",
+        "spec": {"cni": {"manifest": {"file": "/srv/cni.yaml", "apply": "always",
                                       "sha256": digest or sha256(manifest),
                                       "readyTimeout": ready_timeout}},
                  "retry": {"attempts": 1}}}))
