@@ -29,11 +29,16 @@ class Trust:
     """Appended to the node's time in the clock fix (e.g. when the time phase runs)."""
 
 
-def default_bundle() -> str:
-    """The CA bundle requests verifies against with verify=True and no environment."""
+def default_bundle(*, environment: bool = False) -> str:
+    """The CA bundle requests verifies against with verify=True; for a session that
+    honours the environment, the one REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE names."""
+    import os
+
     from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
-    return DEFAULT_CA_BUNDLE_PATH
+    named = (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+             if environment else None)
+    return named or DEFAULT_CA_BUNDLE_PATH
 
 
 def explain(err: BaseException, trust: Trust) -> tuple[str, str]:

@@ -98,13 +98,11 @@ def download(url: str, setting: str, instead: str) -> bytes:
 
 
 def _trust(url: str, setting: str, instead: str) -> Trust:
-    """How the download server is verified: requests' CA bundle, or the one
-    REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE names (requests.get honours them)."""
-    import os
+    """How the download server is verified: requests' CA bundle, or the one the
+    environment names (requests.get honours it)."""
     from urllib.parse import urlsplit
 
-    bundle = (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-              or default_bundle())
+    bundle = default_bundle(environment=True)
     return Trust(trusted=bundle, name=urlsplit(url).hostname or "",
                  name_setting=setting,
                  ca_fix=f"the download server needs a certificate from a CA in {bundle}, "
