@@ -1,10 +1,10 @@
 """Why a server's certificate was refused, in words, and what fixes it.
 
-Shared by the agent's HTTPS clients (the management API, NetBox, CNI downloads): each
-says in its own settings' terms what it trusts and which setting names the server, and
-gets back the problem and the fix. OpenSSL's verify code tells an untrusted issuer, a
-name the certificate does not list and a validity period apart; each has its own fix.
-Imports nothing of the agent and is imported only on the error path (ssl stays lazy).
+Shared by the agent's HTTPS clients (the management and workload APIs, NetBox, CNI
+downloads): each says in its own settings' terms what it trusts and which setting names
+the server, and gets back the problem and the fix. OpenSSL's verify code tells an
+untrusted issuer, a name the certificate does not list and a validity period apart; each
+has its own fix. Imports nothing of the agent; ssl and requests only on the error path.
 """
 
 from __future__ import annotations
