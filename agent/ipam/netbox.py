@@ -39,6 +39,7 @@ from agent.ipam.base import (
     validate_allocation,
 )
 from agent.logs import REDACT
+from agent.tls import Trust, default_bundle, explain
 
 if TYPE_CHECKING:
     import requests
@@ -273,6 +274,16 @@ class NetBoxPlugin:
         body = self._call("GET", path, params={**params, "limit": "1000"}).json()
         return list(body.get("results") or [])
 
+    def _trust(self) -> Trust:
+        """How NetBox's certificate is verified, in the words of the plugin's settings."""
+        if isinstance(self._verify, str):
+            trusted, fix = self._verify, "spec.ipam.plugins.netbox.caFile must hold NetBox's CA"
+        else:
+            trusted, fix = default_bundle(), ("give NetBox's CA in "
+                                              "spec.ipam.plugins.netbox.caFile")
+        return Trust(trusted=trusted, ca_fix=fix, name=urlsplit(self.base).hostname or "",
+                     name_setting="spec.ipam.plugins.netbox.url")
+
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
               **kwargs: Any) -> requests.Response:
         import requests
@@ -282,8 +293,9 @@ class NetBoxPlugin:
                                              verify=self._verify,
                                              timeout=float(self.options.timeout), **kwargs)
         except requests.exceptions.SSLError as err:
-            raise AgentError(f"netbox: TLS verification of {self.base} failed: {err}",
-                             hint="give spec.ipam.plugins.netbox.caFile") from err
+            problem, fix = explain(err, self._trust())
+            raise IPAMUnavailable(f"netbox: TLS verification of {self.base} failed: "
+                                  f"{problem}", hint=fix) from err
         except requests.RequestException as err:
             raise IPAMUnavailable(f"netbox: {self.base} did not answer: "
                                   f"{type(err).__name__}") from err

@@ -22,6 +22,7 @@ from agent import __version__
 from agent.kube.errors import Unreachable, error_from_status
 from agent.kube.kubeconfig import Credentials
 from agent.retry import Backoff, retry
+from agent.tls import Trust, default_bundle, explain
 
 if TYPE_CHECKING:
     import requests
@@ -186,7 +187,7 @@ class Client:
                 verify=self.creds.verify, cert=self.creds.cert, stream=stream,
                 allow_redirects=False)
         except requests.exceptions.SSLError as err:
-            problem, hint = _tls_problem(err, self.creds)
+            problem, hint = explain(err, _trust(self.creds))
             raise Unreachable(f"{what}: TLS verification of {self.creds.server} failed: "
                               f"{problem}", hint=hint) from err
         except requests.RequestException as err:
@@ -236,46 +237,19 @@ def _shut_down(response: requests.Response) -> None:
 _CA_HINT = ("give the management cluster's CA: certificate-authority-data in the "
             "kubeconfig, or spec.management.caFile; the agent never skips verification "
             "unless configured to")
-_CLOCK_HINT = ("if the certificate is current, this node's clock is wrong (it reads {now}; "
-               "the time phase runs later): set it, e.g. from the BMC or hwclock; else "
-               "renew the API server's serving certificate")
 
 
-def _tls_problem(err: Exception, creds: Credentials) -> tuple[str, str]:
-    """What is wrong with the server's certificate, in words, and what fixes it.
-
-    OpenSSL's verify code tells an untrusted issuer, a name the certificate does not
-    list and a validity period apart; each has a different fix.
-    """
-    import ssl
-    from datetime import UTC, datetime
+def _trust(creds: Credentials) -> Trust:
+    """How the client verifies the API server, in the words of spec.management."""
     from urllib.parse import urlsplit
 
-    cause: BaseException | None = err
-    while cause is not None and not isinstance(cause, ssl.SSLCertVerificationError):
-        cause = cause.__cause__ or cause.__context__
-    if cause is None:
-        return _short(err), _CA_HINT
-    code, text = cause.verify_code, str(cause.verify_message)
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    trusted = creds.ca_file or "the system's CA store"
-    if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
-        return ("the server's certificate has expired",
-                _CLOCK_HINT.format(now=now))
-    if code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
-        return ("the server's certificate is not valid yet",
-                _CLOCK_HINT.format(now=now))
-    if code in (62, 64):  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
-        name = urlsplit(creds.server).hostname
-        return (f"the server's certificate is not valid for {name!r}",
-                "spec.management's server (or the kubeconfig's) must name the API server "
-                "by a host name or address its certificate lists in subjectAltName")
-    # Issuer unknown, self-signed, chain not to a trusted CA; a signature failure is a CA
-    # of the same name with another key (a regenerated cluster).
-    if code in (2, 7, 18, 19, 20, 21):
-        return (f"the server's certificate is not signed by a CA this node trusts "
-                f"({trusted}): {text}", _CA_HINT)
-    return f"{text} (OpenSSL verify code {code})", _CA_HINT
+    if creds.tls_server_name:
+        name, setting = creds.tls_server_name, "the kubeconfig's tls-server-name"
+    else:
+        name = urlsplit(creds.server).hostname or creds.server
+        setting = "spec.management's server (or the kubeconfig's)"
+    return Trust(trusted=creds.ca_file or default_bundle(), ca_fix=_CA_HINT, name=name,
+                 name_setting=setting, clock_note="; the time phase runs later")
 
 
 def _short(err: Exception) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
+from agent.tls import Trust, default_bundle, explain
 
 if TYPE_CHECKING:
     import requests
@@ -52,6 +53,7 @@ class KubeconfigCluster:
         import yaml
 
         self.reason = reason
+        self.kubeconfig = kubeconfig
         text = host.read_text(kubeconfig)
         if text is None:
             raise WorkloadAPIError(f"the kubeconfig {kubeconfig} does not exist",
@@ -155,9 +157,26 @@ class KubeconfigCluster:
         try:
             return self.session.request(method, url, timeout=TIMEOUT, verify=self.verify,
                                         **kwargs)
+        except requests.exceptions.SSLError as err:
+            problem, fix = explain(err, self._trust())
+            raise TemporaryError(f"TLS verification of the workload API server "
+                                 f"{self.server} failed: {problem}",
+                                 reason=Reason.APIServerUnreachable, hint=fix) from err
         except requests.RequestException as err:
             raise TemporaryError(f"the workload API server {self.server} did not answer: "
                                  f"{err}", reason=Reason.APIServerUnreachable) from err
+
+    def _trust(self) -> Trust:
+        """How the workload API server is verified, in the kubeconfig's terms."""
+        from urllib.parse import urlsplit
+
+        return Trust(
+            trusted=(self.verify if isinstance(self.verify, str)
+                     else default_bundle(environment=True)),
+            ca_fix=f"{self.kubeconfig} must hold the workload cluster's CA "
+                   "(certificate-authority-data, as kubeadm writes it)",
+            name=urlsplit(self.server).hostname or "",
+            name_setting=f"the server in {self.kubeconfig}")
 
     def _error(self, resp: requests.Response, what: str) -> Exception:
         try:

@@ -20,6 +20,7 @@ from agent.config.cni import PluginSource
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.base import Change
+from agent.tls import Trust, default_bundle, explain
 
 MAX_BUNDLE = 512 * 1024 * 1024
 """Largest bundle accepted (bytes); upstream's full plugin set is about 50 MB."""
@@ -58,7 +59,8 @@ def fetch_bundle(host: Host, source: PluginSource) -> Bundle | None:
         origin = source.path
     else:
         assert source.url is not None
-        payload = download(source.url)
+        payload = download(source.url, "spec.cni.plugins.url",
+                           "ship the plugins on the node (spec.cni.plugins.source: bundle)")
         origin = source.url
     actual = hashlib.sha256(payload).hexdigest()
     if actual != source.sha256:
@@ -69,8 +71,9 @@ def fetch_bundle(host: Host, source: PluginSource) -> Bundle | None:
     return Bundle(origin, actual, read_plugins(payload, origin))
 
 
-def download(url: str) -> bytes:
-    """The body of an https URL, TLS verified, at most MAX_BUNDLE bytes."""
+def download(url: str, setting: str, instead: str) -> bytes:
+    """The body of an https URL, TLS verified, at most MAX_BUNDLE bytes. For the fixes:
+    `setting` names the URL's setting, `instead` how to do without the download."""
     import requests
 
     try:
@@ -84,14 +87,26 @@ def download(url: str) -> bytes:
                 body += chunk
                 if len(body) > MAX_BUNDLE:
                     raise BundleError(f"{url} is larger than {MAX_BUNDLE} bytes",
-                                      hint="point spec.cni.plugins.url at a plugin bundle")
+                                      hint=f"check {setting}")
             return bytes(body)
     except requests.exceptions.SSLError as err:
-        raise BundleError(f"TLS verification of {url} failed: {err}",
-                          hint="the server's certificate must chain to a trusted CA") from err
+        problem, fix = explain(err, _trust(url, setting, instead))
+        raise BundleError(f"TLS verification of {url} failed: {problem}", hint=fix) from err
     except requests.RequestException as err:
         raise TemporaryError(f"cannot download {url}: {err}", reason=Reason.CNIBroken,
                              hint="check the route and proxy; the agent retries") from err
+
+
+def _trust(url: str, setting: str, instead: str) -> Trust:
+    """How the download server is verified: requests' CA bundle, or the one the
+    environment names (requests.get honours it)."""
+    from urllib.parse import urlsplit
+
+    bundle = default_bundle(environment=True)
+    return Trust(trusted=bundle, name=urlsplit(url).hostname or "",
+                 name_setting=setting,
+                 ca_fix=f"the download server needs a certificate from a CA in {bundle}, "
+                        f"or {instead}")
 
 
 def read_plugins(payload: bytes, origin: str) -> dict[str, bytes]:

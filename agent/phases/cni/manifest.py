@@ -90,7 +90,9 @@ def load_manifest(host: Host, spec: ManifestSpec, management: Client | None = No
     if spec.url is not None:
         from agent.phases.cni.install import download
 
-        payload, origin = download(spec.url), spec.url
+        payload = download(spec.url, "spec.cni.manifest.url",
+                           "give the manifest as spec.cni.manifest.file or configMapRef")
+        origin = spec.url
     elif spec.config_map_ref is not None:
         payload, origin = _from_configmap(spec.config_map_ref, management, machine)
     else:

@@ -1,0 +1,81 @@
+"""Why a server's certificate was refused, in words, and what fixes it.
+
+Shared by the agent's HTTPS clients (the management and workload APIs, NetBox, CNI
+downloads): each says in its own settings' terms what it trusts and which setting names
+the server, and gets back the problem and the fix. OpenSSL's verify code tells an
+untrusted issuer, a name the certificate does not list and a validity period apart; each
+has its own fix. Imports nothing of the agent; ssl and requests only on the error path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Trust:
+    """How a client verifies its server, in the words of its configuration."""
+
+    trusted: str
+    """What the client trusts: a CA file's path, or the default bundle's."""
+    ca_fix: str
+    """What to do when the server's certificate is not from a trusted CA."""
+    name: str
+    """The host name or address the certificate must list."""
+    name_setting: str
+    """The setting that gives that name, for the fix."""
+    clock_note: str = ""
+    """Appended to the node's time in the clock fix (e.g. when the time phase runs)."""
+
+
+def default_bundle(*, environment: bool = False) -> str:
+    """The CA bundle requests verifies against with verify=True; for a session that
+    honours the environment, the one REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE names."""
+    import os
+
+    from requests.utils import DEFAULT_CA_BUNDLE_PATH
+
+    named = (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+             if environment else None)
+    return named or DEFAULT_CA_BUNDLE_PATH
+
+
+def explain(err: BaseException, trust: Trust) -> tuple[str, str]:
+    """The problem with the server's certificate and its fix, from a refused request."""
+    import ssl
+    from datetime import UTC, datetime
+
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, ssl.SSLCertVerificationError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:  # not a certificate: a plain-HTTP port, no common protocol version
+        return (f"the TLS handshake failed: {_innermost(err)}",
+                f"{trust.name_setting} must name the server's HTTPS endpoint")
+    code, text = cause.verify_code, str(cause.verify_message)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    clock = (f"if the certificate is current, this node's clock is wrong (it reads "
+             f"{now}{trust.clock_note}): set it, e.g. from the BMC or hwclock; else renew "
+             f"the server's certificate")
+    if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
+        return "the server's certificate has expired", clock
+    if code == 9:  # X509_V_ERR_CERT_NOT_YET_VALID
+        return "the server's certificate is not valid yet", clock
+    if code in (62, 64):  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+        return (f"the server's certificate is not valid for {trust.name!r}",
+                f"{trust.name_setting} must name the server by a host name or address its "
+                f"certificate lists in subjectAltName")
+    # Issuer unknown, self-signed, chain not to a trusted CA; a signature failure is a CA
+    # of the same name with another key (a regenerated cluster).
+    if code in (2, 7, 18, 19, 20, 21):
+        return (f"the server's certificate is not signed by a CA this node trusts "
+                f"({trust.trusted}): {text}", trust.ca_fix)
+    return f"{text} (OpenSSL verify code {code})", trust.ca_fix
+
+
+def _innermost(err: BaseException) -> str:
+    """The innermost cause's text, without OpenSSL's source line: requests wraps urllib3
+    wraps the ssl error."""
+    while err.__context__ is not None:
+        err = err.__context__
+    return re.sub(r" \(_ssl\.c:\d+\)$", "", str(err))[:300]
