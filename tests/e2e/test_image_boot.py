@@ -4,11 +4,14 @@ read from the serial console, as an operator of a bare-metal node would.
 The image is built by images/build.sh with this test's guest files (tests/e2e/guest/:
 the AgentConfig, a NoCloud seed so cloud-init runs as on real nodes, an NTP server
 inside the guest, CABPK bootstrap data with the world file of the workload cluster it
-joins, socket units standing in for the container runtime's socket and the workload API
-endpoint, and a unit that prints `machine-agent status --wait`, `systemctl show` and what
-the join left on the console, then powers off) and, as the site binaries kubeadm and
-kubelet, the kubeadm stand-in (agent/sandbox/kubeadm_standin.py), built by this test: the
-recipe itself bakes in no kubeadm, real or not.
+joins, a socket unit standing in for the container runtime's socket, the workload
+cluster's API server (workload-apiserver.service: the API stand-in of the agent's wheel,
+which completes the world file with its CA and signer token), and a unit that prints
+`machine-agent status --wait`, `systemctl show` and what the join left on the console,
+then powers off) and, as the site binaries kubeadm and kubelet, the kubeadm stand-in
+(agent/sandbox/kubeadm_standin.py), built by this test: the recipe itself bakes in no
+kubeadm, real or not. Its join registers the Node with the kubelet's credential, as the
+kubelet does, and the join phase reads it back.
 The debootstrap tree is cached between runs (see build.sh), so a warm run takes about a
 minute; a cold one adds the debootstrap, a few minutes. Nothing leaves the VM.
 """
@@ -44,7 +47,8 @@ def run_logged(argv: list[str], log: Path, timeout: float) -> None:
 def site_binaries(bin_dir: Path) -> Path:
     """kubeadm and kubelet as a site provides them, here the kubeadm stand-in: run by the
     guest's own python3 (its PyYAML comes with cloud-init), so they need nothing of the
-    agent's venv; its workload cluster is the world file of the guest files."""
+    agent's venv; its workload cluster is the world file of the guest files, which
+    workload-apiserver.service completes with its API server's CA and signer token."""
     bin_dir.mkdir()
     (bin_dir / "kubeadm_standin.py").write_text(STANDIN.read_text())
     for name, extra in (("kubeadm", ""), ("kubelet", " kubelet")):
@@ -63,7 +67,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     run_logged(["bash", "images/build.sh", "image", "--out", str(work / "image"),
                 "--site-bin", str(site_binaries(work / "site-bin")),
                 "--overlay", str(GUEST), "--enable", "ntp-test-server.service",
-                "--enable", "cri-standin.socket", "--enable", "apiserver-standin.socket",
+                "--enable", "cri-standin.socket", "--enable", "workload-apiserver.service",
                 "--enable", "machine-agent-boot-report.service"],
                work / "build.log", BUILD_TIMEOUT)
     built = time.monotonic()
@@ -144,10 +148,14 @@ def test_the_agent_stopped_cleanly_at_power_off(console: list[str]) -> None:
 
 def test_the_node_joined_with_the_bootstrap_data(console: list[str]) -> None:
     said = report(console)
+    # The join phase read the Node back from the workload API with kubelet.conf.
     assert ("NodeJoined True Joined Node node-0 joined https://192.0.2.10:6443 "
-            "(Kubernetes v1.31.2)") in said, said
+            "(Kubernetes v1.31.2); Node node-0 registered") in said, said
     # kubeadm's kubeconfig for the kubelet, CABPK's sentinel, and the join as the
     # workload cluster (the stand-in's world) saw it: with the token and CA pin it knows.
     assert "/etc/kubernetes/kubelet.conf: server: https://192.0.2.10:6443" in said, said
     assert "/run/cluster-api/bootstrap-success.complete:success" in said, said
     assert "kubeadm-standin joins: node-0" in said, said
+    # The workload API server has the Node, NotReady: no CNI configuration (no conflist),
+    # so the kubelet's runtime network is not ready.
+    assert "workload Node: node-0 Ready=False KubeletNotReady" in said, said
