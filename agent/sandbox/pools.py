@@ -16,11 +16,10 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from typing import Any
+from typing import Any, Protocol
 
-from agent.errors import PermanentError
 from agent.sandbox.apiserver.ipampool import NO_ADDRESS, Exhausted, first_free, pool_spans
-from agent.sandbox.cluster import IPAM, Admin
+from agent.sandbox.cluster import IPAM
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -31,11 +30,23 @@ POOL_KINDS = {"InClusterIPPool": "inclusterippools",
               "GlobalInClusterIPPool": "globalinclusterippools"}
 
 
-class PoolClient:
-    """Fulfils the IPAddressClaims of `admin.ns` from their pools until stopped."""
+class AdminAPI(Protocol):
+    """Raw API access as an administrator: the sandbox's Admin, or a test's."""
 
-    def __init__(self, admin: Admin) -> None:
+    ns: str
+
+    def call(self, method: str, path: str, body: Any = None, *,
+             content_type: str = ..., ok: tuple[int, ...] = ...) -> Any: ...
+
+
+class PoolClient:
+    """Fulfils the IPAddressClaims of `admin.ns` from their pools until stopped. Also the
+    provider the IPAM tests play against a real API server (tests/integration/ipam)."""
+
+    def __init__(self, admin: AdminAPI) -> None:
         self.admin = admin
+        self.errors: list[str] = []
+        """What a poll could not do (the next one tries again); tests assert it empty."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sandbox-pool-client",
                                         daemon=True)
@@ -48,11 +59,18 @@ class PoolClient:
         self._stop.set()
         self._thread.join(timeout=10)
 
+    def __enter__(self) -> PoolClient:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _run(self) -> None:
         while not self._stop.wait(POLL):
             try:
                 self.reconcile()
-            except (PermanentError, OSError) as err:  # the next poll tries again
+            except Exception as err:  # an outage or an unexpected answer: poll again
+                self.errors.append(str(err))
                 log.info("sandbox pool client: %s", err)
 
     def _path(self, plural: str, version: str = "v1beta2") -> str:

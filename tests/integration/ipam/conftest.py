@@ -22,7 +22,7 @@ from agent.kube.kubeconfig import Credentials
 from agent.kube.rbac import NodeIdentity, render_node_rbac
 from agent.retry import Backoff
 from agent.sandbox.apiserver import ApiServer
-from tests.integration.ipam.provider import TestProvider
+from agent.sandbox.pools import PoolClient
 from tests.integration.kube import conftest as kube
 from tests.integration.kube.conftest import CLUSTER, MACHINE, SECRET, Admin
 from tests.integration.netbox import nbapi
@@ -151,5 +151,5 @@ def management(standin: ApiServer | None, admin: Admin) -> Iterator[Management]:
     if standin is not None:
         yield world
         return
-    with TestProvider(admin):  # a real API server: the test plays the provider
+    with PoolClient(admin):  # a real API server: the test plays the provider
         yield world

@@ -12,8 +12,8 @@ from agent.host import Host
 from agent.ipam.base import ClaimRequest, IPAMPlugin, PluginEnv, PoolNotFound, open_plugin
 from agent.ipam.capi import claim_name
 from agent.sandbox.apiserver import ApiServer
+from agent.sandbox.pools import PoolClient
 from tests.integration.ipam.conftest import MACHINE, Admin, Management
-from tests.integration.ipam.provider import TestProvider
 
 
 def request(key: str, interface: str = "eth0", pool: str = "v4") -> ClaimRequest:
@@ -92,7 +92,7 @@ def test_the_provider_the_test_plays_on_a_real_server_fulfils_claims(tmp_path: P
                 "metadata": {"name": name}, "spec": {"poolRef": {
                     "apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool",
                     "name": "p"}}})
-        with TestProvider(admin) as provider:
+        with PoolClient(admin) as provider:
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 claims = {c["metadata"]["name"]: c.get("status") or {} for c in admin.call(
