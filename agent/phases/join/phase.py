@@ -114,6 +114,12 @@ class JoinPhase(Phase):
         failed = plan.failed if isinstance(plan, JoinPlan) else {}
         try:
             super().apply(ctx, plan)
+        except AgentError as err:
+            if failed:  # the join failed after pre-commands did: the condition names both
+                err.message += (f"; before it, {len(failed)} runcmd command(s) failed: "
+                                + "; ".join(failed.values()))
+                err.args = (err.message,)
+            raise
         finally:
             if failed:
                 record = ctx.journal.phases[self.name]

@@ -99,7 +99,11 @@ def test_a_failed_command_runs_again_when_the_join_is_retried(node: Node) -> Non
     node.set_world(failNext=["kubelet-unhealthy"])
     loaded = node.configure({"maxAttempts": 1})
     _, machine = node.run(loaded, machine_facts(data))
-    assert machine.conditions["NodeJoined"].reason == "KubeletNotHealthy"
+    joined = machine.conditions["NodeJoined"]
+    assert joined.reason == "KubeletNotHealthy"
+    # the join's own failure first, and the pre-command that failed before it named too
+    assert f"; before it, 1 runcmd command(s) failed: runcmd[0] `test -e {marker} || " \
+           "{ touch" in joined.message and "exited 1: first" in joined.message
     second, machine = node.run(loaded, machine_facts(data))
     assert second.ok and machine.conditions["NodeJoined"].message == (
         f"Node worker-0 joined https://{node.endpoint} (Kubernetes v1.31.2); Node worker-0 "
