@@ -39,7 +39,11 @@ class AddressSpec:
         if self.static is not None:
             iface = ipaddress.ip_interface(self.static)
             net = iface.network
-            if iface.version == 4 and net.prefixlen < 31 and iface.ip in (
+            if iface.ip.is_unspecified or iface.ip.is_multicast or \
+                    iface.ip == ipaddress.IPv4Address("255.255.255.255"):
+                yield ("static", f"{iface.ip} cannot be an interface's address (unspecified, "
+                                 "multicast or broadcast)", "give a unicast host address")
+            elif iface.version == 4 and net.prefixlen < 31 and iface.ip in (
                     net.network_address, net.broadcast_address):
                 yield ("static", f"{iface.ip} is the network or broadcast address of {net}",
                        "use a host address inside the subnet")
@@ -190,10 +194,13 @@ class InterfaceSpec:
         """A next hop must sit in one of the interface's static subnets of its family
         (addresses from IPAM or DHCP are unknown here and checked when claimed)."""
         ip = ipaddress.ip_address(hop)
-        nets = [a.network for a in self.static_addresses if a.version == ip.version]
-        if nets and not any(ip in net for net in nets):
+        # Each subnet with the address it comes from, as given: the user fixes one of them.
+        subnets = [(a.interface.network, f"addresses[{j}].static {a.static}")
+                   for j, a in enumerate(self.addresses)
+                   if a.interface is not None and a.interface.version == ip.version]
+        if subnets and not any(ip in net for net, _ in subnets):
             yield (path, f"{hop} is outside the interface's subnets "
-                         f"({', '.join(map(str, nets))})",
+                         f"({', '.join(f'{net} of {given}' for net, given in subnets)})",
                    "a gateway must be on the link; fix the address or the prefix length")
         if any(a.ip == ip for a in self.static_addresses):
             yield (path, f"{hop} is the interface's own address", None)

@@ -127,3 +127,21 @@ def test_management_endpoint_forms(endpoint: str) -> None:
 def test_malformed_management_endpoint_is_refused(endpoint: str) -> None:
     errors = network_errors({"verify": {"managementEndpoint": endpoint}})
     assert any(e.startswith("spec.network.verify.managementEndpoint:") for e in errors)
+
+
+def test_a_gateway_off_link_names_each_subnet_with_the_address_it_comes_from() -> None:
+    errors = network_errors({"interfaces": [
+        eth("eth0", gateway="2001:db8::1", addresses=[{"static": "0::10/3"}])]})
+    assert any(e.startswith("spec.network.interfaces[0].gateway: 2001:db8::1 is outside the "
+                            "interface's subnets (::/3 of addresses[0].static 0::10/3)")
+               for e in errors), errors
+
+
+def test_an_address_no_interface_can_hold_is_refused() -> None:
+    errors = network_errors({"interfaces": [eth("eth0", addresses=[
+        {"static": "::/64"}, {"static": "ff02::1/64"}, {"static": "224.0.0.5/24"},
+        {"static": "255.255.255.255/32"}, {"static": "0.0.0.0/8"}])]})
+    for j, ip in enumerate(("::", "ff02::1", "224.0.0.5", "255.255.255.255", "0.0.0.0")):
+        assert f"spec.network.interfaces[0].addresses[{j}].static: {ip} cannot be an " \
+               "interface's address (unspecified, multicast or broadcast)" in "\n".join(
+                   errors), (ip, errors)
