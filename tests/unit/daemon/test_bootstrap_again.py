@@ -13,7 +13,7 @@ import pytest
 from agent.daemon import service
 from agent.daemon.service import Daemon, Stop
 from agent.host import Host
-from agent.report import SUMMARY, read_status
+from agent.report import SUMMARY, Condition
 from agent.retry import Backoff
 from tests.phases_for_tests import FilesPhase
 
@@ -25,21 +25,21 @@ spec:
 """
 
 
-def summaries(host: Host, seen: list[str], stop: threading.Event,
-              daemon: Daemon) -> None:
-    """Record each published summary until it is True, then stop the daemon (bounded)."""
-    for _ in range(400):
-        last = read_status(host)
-        if last is not None:
-            summary = next(c for c in last[0] if c.type == SUMMARY)
-            text = f"{summary.status} {summary.reason}"
-            if not seen or seen[-1] != text:
-                seen.append(text)
-            if summary.status == "True":
-                break
-        if stop.wait(0.025):
-            break
-    daemon.events.put(Stop(signal.SIGTERM))
+class Summaries:
+    """A reporter beside the daemon's own: every summary it publishes, in order (no
+    polling, so a short-lived failure cannot be missed); stops the daemon once True."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+        self.seen: list[str] = []
+
+    def publish(self, conditions: list[Condition], final: bool) -> None:
+        summary = next(c for c in conditions if c.type == SUMMARY)
+        text = f"{summary.status} {summary.reason}"
+        if not self.seen or self.seen[-1] != text:
+            self.seen.append(text)
+        if summary.status == "True":
+            self.daemon.events.put(Stop(signal.SIGTERM))
 
 
 def test_a_temporary_failure_is_tried_again_until_the_bootstrap_succeeds(
@@ -50,15 +50,16 @@ def test_a_temporary_failure_is_tried_again_until_the_bootstrap_succeeds(
     # Two attempts per run: the first run fails twice, the second once, then succeeds.
     phase = FilesPhase(fail_times=3)
     daemon = Daemon(host, phases=[phase])
-    seen: list[str] = []
-    stop = threading.Event()
-    watcher = threading.Thread(target=summaries, args=(host, seen, stop, daemon))
-    watcher.start()
+    summaries = Summaries(daemon)
+    daemon.reporters.append(summaries)
+    # A bound on the test: stop anyway after 20 s (the daemon then returns at once).
+    guard = threading.Timer(20, daemon.events.put, (Stop(signal.SIGTERM),))
+    guard.start()
     try:
         assert daemon.run() == 0
     finally:
-        stop.set()
-        watcher.join(timeout=15)
+        guard.cancel()
+    seen = summaries.seen
     assert phase.fail_times == 0
     assert seen[-1] == "True Bootstrapped", seen
     assert "False IPAMUnavailable" in seen, seen
