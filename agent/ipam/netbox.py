@@ -289,9 +289,18 @@ class NetBoxPlugin:
         import requests
 
         try:
-            response = self._session.request(method, self.base + path, headers=self._headers,
-                                             verify=self._verify,
-                                             timeout=float(self.options.timeout), **kwargs)
+            try:
+                response = self._session.request(
+                    method, self.base + path, headers=self._headers, verify=self._verify,
+                    timeout=float(self.options.timeout), **kwargs)
+            except requests.exceptions.ConnectionError as err:
+                if method not in IDEMPOTENT or not _stale(err):
+                    raise
+                # A kept-alive connection the server (or a proxy) had closed while idle:
+                # nothing reached NetBox, so asking again on a fresh one is safe.
+                response = self._session.request(
+                    method, self.base + path, headers=self._headers, verify=self._verify,
+                    timeout=float(self.options.timeout), **kwargs)
         except requests.exceptions.SSLError as err:
             problem, fix = explain(err, self._trust())
             raise IPAMUnavailable(f"netbox: TLS verification of {self.base} failed: "
@@ -320,3 +329,19 @@ def _detail(response: requests.Response) -> str:
     if isinstance(body, dict) and "detail" in body:
         return REDACT(str(body["detail"]))
     return REDACT(str(body)[:300])
+
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+def _stale(err: BaseException) -> bool:
+    """Whether a request failed because its pooled connection was closed by the other
+    end before answering (http.client's RemoteDisconnected, or a reset)."""
+    import http.client
+
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, (http.client.RemoteDisconnected, ConnectionResetError)):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
