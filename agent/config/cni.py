@@ -14,6 +14,22 @@ Problem = tuple[str, str, str | None]
 CNI_VERSIONS = ("0.3.0", "0.3.1", "0.4.0", "1.0.0")
 """Spec versions the agent writes and checks (Debian's plugins 1.1.1 speak all of them)."""
 
+HOST_LOCAL_DATA_DIR = "/var/lib/cni/networks"
+"""host-local's own data directory (plugins/ipam/host-local backend/disk: defaultDataDir):
+the real pool's allocations, which the check must never share."""
+
+
+def check_data_dir(value: str) -> str | None:
+    """An absolute path outside host-local's real data directory."""
+    problem = checks.absolute_path(value)
+    if problem:
+        return problem
+    if (value.rstrip("/") + "/").startswith(HOST_LOCAL_DATA_DIR + "/"):
+        return (f"{value} is host-local's own data directory ({HOST_LOCAL_DATA_DIR}), "
+                "where the node's pods' addresses are recorded; give a directory of the "
+                "agent's own, e.g. /var/lib/machine-agent/cni-check")
+    return None
+
 
 def conflist_shape(doc: dict[str, Any]) -> Iterator[Problem]:
     """Structural problems of a conflist: cniVersion, name, and plugins with a `type`.
@@ -111,9 +127,12 @@ class CheckSpec:
                             "namespace. Turn off for delegating plugins whose daemon is not "
                             "running yet (flannel before its DaemonSet).", default=True)
     data_dir: str = setting("host-local's data directory during the check, so the check "
-                            "never takes an address from the real pool.",
+                            "never takes an address from the real pool. Each check uses "
+                            "a subdirectory of its own, marked as the agent's; nothing "
+                            "else in it is touched. Never host-local's own "
+                            f"{HOST_LOCAL_DATA_DIR}.",
                             default="/var/lib/machine-agent/cni-check",
-                            check=checks.absolute_path)
+                            check=check_data_dir)
     timeout: Duration = setting("Time-out of one plugin call.", default=Duration(30),
                                 check=checks.positive)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 import json
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,12 @@ from agent.host import Host
 from agent.phases.cni.conflist import IPRange
 
 IFNAME = "eth0"
+PREFIX = "ma-cni-check-"
+"""Name of a check's subdirectory of dataDir (and of its namespace), before its token."""
+MARKER = ".machine-agent-cni-check"
+"""File in a check's subdirectory saying the agent made it (host-local keeps its own
+files under a subdirectory named after the network, never at this level)."""
+_OWN = re.compile(re.escape(PREFIX) + r"[0-9a-f]{8}")
 
 
 class CNIBrokenError(PermanentError):
@@ -49,13 +56,17 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
           ranges: list[IPRange]) -> dict[str, Any]:
     """Run ADD, CHECK and DEL of the list against a throwaway namespace; the pod's address
     must come from one of `ranges` (when the list has host-local ranges)."""
-    for left in host.list_dir(spec.data_dir) if host.exists(spec.data_dir) else []:
+    for left in _leftovers(host, spec):
         _clean_up(host, doc, bin_dir, _sandbox(spec, left), spec)
     box = _sandbox(spec, secrets.token_hex(4))
-    # The data directory is made first: it is the record a killed check leaves, so the
-    # next check finds its namespace and pod and removes them (as a runtime's restart
-    # sends DEL for sandboxes it no longer knows).
-    host.make_dir(box.data_dir)
+    if host.exists(box.data_dir):  # not the agent's (its own were just cleaned up)
+        raise CNIBrokenError(f"{box.data_dir} already exists and is not the agent's",
+                             hint="remove it or set spec.cni.check.dataDir to a directory "
+                                  "of the agent's own")
+    # The data directory is made first, with its marker in one step: it is the record a
+    # killed check leaves, so the next check finds its namespace and pod and removes them
+    # (as a runtime's restart sends DEL for sandboxes it no longer knows).
+    host.write_file(f"{box.data_dir}/{MARKER}", f"{box.netns}\n")
     conf = _with_data_dir(doc, str(host.path(box.data_dir)))
     host.run(["ip", "netns", "add", box.netns])
     commands: list[str] = []
@@ -82,9 +93,23 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
     return {"commands": commands, "address": address, "namespace": box.netns}
 
 
+def _leftovers(host: Host, spec: CheckSpec) -> list[str]:
+    """Tokens of the checks a killed run left in dataDir: directories (not links) named
+    as the agent names them whose marker names them back. Anything else there is not the
+    agent's to touch."""
+    tokens = []
+    for name in host.list_dir(spec.data_dir):
+        entry = host.path(f"{spec.data_dir}/{name}")
+        marker = entry / MARKER
+        if (_OWN.fullmatch(name) and entry.is_dir() and not entry.is_symlink()
+                and marker.is_file() and marker.read_text().strip() == name):
+            tokens.append(name[len(PREFIX):])
+    return tokens
+
+
 def _sandbox(spec: CheckSpec, token: str) -> Sandbox:
-    return Sandbox(f"ma-cni-check-{token}", f"machine-agent-check-{token}",
-                   f"{spec.data_dir}/{token}")
+    return Sandbox(f"{PREFIX}{token}", f"machine-agent-check-{token}",
+                   f"{spec.data_dir}/{PREFIX}{token}")
 
 
 def _clean_up(host: Host, doc: dict[str, Any], bin_dir: str, box: Sandbox,

@@ -4,6 +4,7 @@ namespace through Host.netns: the bridge lives there, never in the machine's own
 from __future__ import annotations
 
 import json
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +90,38 @@ def test_an_address_outside_the_configured_ranges_is_caught(tmp_path: Path) -> N
     with node_namespace() as node, pytest.raises(CNIBrokenError, match="outside the configured"):
         prove(Host(tmp_path, netns=node), doc, BIN, CheckSpec(), other)
     assert found.ranges  # the list's own ranges would have been fine
+
+
+@pytest.mark.allow_processes
+def test_a_shared_data_dir_loses_only_the_agents_own_leftovers(tmp_path: Path) -> None:
+    """dataDir may hold anything (a user pointed it at /var/lib): only a leftover named
+    as the agent names its checks and holding its marker is removed, with its namespace."""
+    install_image_plugins(tmp_path)
+    data = tmp_path / "var/lib"
+    foreign = {"dpkg/status": "installed", "important/data": "keep",
+               "0a1b2c3d/checknet/203.0.113.2": "c1",  # host-local-like, old naming
+               "ma-cni-check-0123abcd/note": "no marker: not the agent's",
+               "ma-cni-check-4567cdef/.machine-agent-cni-check": "ma-cni-check-other\n"}
+    for rel, text in foreign.items():
+        (data / rel).parent.mkdir(parents=True, exist_ok=True)
+        (data / rel).write_text(text)
+    token = secrets.token_hex(4)
+    left = data / f"ma-cni-check-{token}"
+    (left / "checknet").mkdir(parents=True)
+    (left / ".machine-agent-cni-check").write_text(f"ma-cni-check-{token}\n")
+    (left / "checknet/203.0.113.7").write_text("machine-agent-check-" + token)
+    ip("netns", "add", f"ma-cni-check-{token}")
+    try:
+        with node_namespace() as node:
+            result = prove(Host(tmp_path, netns=node), bridge_list(unique("mabr")), BIN,
+                           CheckSpec(data_dir="/var/lib"),
+                           examine(bridge_list("x"), BIN, set(), []).ranges)
+        leftover_namespace = f"ma-cni-check-{token}" in netns_names()
+    finally:
+        ip("netns", "delete", f"ma-cni-check-{token}", check=False)
+    assert result["commands"] == ["ADD", "CHECK", "DEL"]
+    assert {rel: (data / rel).read_text() for rel in foreign} == foreign
+    assert not left.exists()  # the agent's own leftover, cleaned up
+    assert not leftover_namespace
+    assert sorted(p.name for p in data.iterdir()) == [
+        "0a1b2c3d", "dpkg", "important", "ma-cni-check-0123abcd", "ma-cni-check-4567cdef"]

@@ -163,3 +163,15 @@ def test_plan_shows_the_conflist_as_a_diff_and_changes_nothing(tmp_path: Path) -
     assert json.loads(added)["plugins"][0]["ipam"]["ranges"] == [[{"subnet":
                                                                    "198.51.100.0/24"}]]
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("data_dir", ["/var/lib/cni/networks", "/var/lib/cni/networks/",
+                                      "/var/lib/cni/networks/pods"])
+def test_the_check_never_shares_host_locals_real_data_dir(tmp_path: Path,
+                                                          data_dir: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, {"check": {"dataDir": data_dir}})
+    (error,) = info.value.errors
+    assert error.path == "spec.cni.check.dataDir"
+    assert "host-local's own data directory (/var/lib/cni/networks)" in error.message
+    assert load(tmp_path, {"check": {"dataDir": "/var/lib/cni/networks-check"}})
