@@ -67,6 +67,10 @@ class IPRange:
 class Findings:
     problems: list[str] = field(default_factory=list)
     ranges: list[IPRange] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    """Plugin binaries not in binDir."""
+    overlap: bool = False
+    """A pod range overlaps the node's own networks."""
 
 
 def plugin_types(doc: dict[str, Any]) -> Iterator[tuple[str, str]]:
@@ -96,14 +100,32 @@ def _ipam_holders(plugin: dict[str, Any], where: str) -> Iterator[tuple[str, dic
         yield f"{where}.delegate", plugin["delegate"]
 
 
+def own_links(doc: dict[str, Any]) -> set[str]:
+    """The bridges the list's plugins make on the node (the bridge plugin's `bridge`,
+    default cni0; flannel delegates to bridge unless told otherwise): their addresses
+    are the list's own, not the node's."""
+    out = set()
+    for i, plugin in enumerate(doc.get("plugins") or []):
+        if not isinstance(plugin, dict):
+            continue
+        for _, conf in _ipam_holders(plugin, f"plugins[{i}]"):
+            default = "bridge" if conf is not plugin and plugin.get("type") == "flannel" else None
+            if conf.get("type", default) == "bridge":
+                out.add(str(conf.get("bridge") or "cni0"))
+    return out
+
+
 def examine(doc: dict[str, Any], bin_dir: str, executables: set[str],
-            node_networks: Iterable[tuple[str, Network]]) -> Findings:
-    """Every problem of the conflist on this node, and its host-local ranges."""
+            node_networks: Iterable[tuple[str, Network]],
+            live: Iterable[tuple[str, str]] = ()) -> Findings:
+    """Every problem of the conflist on this node, and its host-local ranges. `live`:
+    (link, address/prefix) of the global addresses the node's namespace has now."""
     found = Findings()
     found.problems += [f"{path or '(list)'}: {msg}" + (f" ({hint})" if hint else "")
                        for path, msg, hint in conflist_shape(doc)]
     for path, name in plugin_types(doc):
         if name not in executables:
+            found.missing.append(name)
             found.problems.append(f"{path}: plugin {name!r} is not an executable in {bin_dir}")
     for i, plugin in enumerate(doc.get("plugins") or []):
         if isinstance(plugin, dict):
@@ -115,13 +137,35 @@ def examine(doc: dict[str, Any], bin_dir: str, executables: set[str],
         for b in found.ranges[i + 1:]:
             if a.subnet.overlaps(b.subnet):
                 found.problems.append(f"{b.where}: {b.subnet} overlaps {a.subnet} at {a.where}")
-    for origin, net in node_networks:
+    networks = list(node_networks)
+    for origin, net in networks + _live_networks(doc, found.ranges, networks, live):
         for r in found.ranges:
             if r.subnet.overlaps(net):
+                found.overlap = True
                 found.problems.append(
                     f"{r.where}: pod range {r.subnet} overlaps the node's own network "
                     f"{net} ({origin}); pods would shadow the node's addresses")
     return found
+
+
+def _live_networks(doc: dict[str, Any], ranges: list[IPRange],
+                   known: list[tuple[str, Network]], live: Iterable[tuple[str, str]]
+                   ) -> list[tuple[str, Network]]:
+    """The networks of the node's live addresses not already known from the config,
+    leaving out what the list's plugins put there themselves: addresses on its bridges,
+    and a range's gateway as a host address (ptp puts it on each pod's host veth)."""
+    own = own_links(doc)
+    gateways = {r.gateway or r.subnet.network_address + 1 for r in ranges}
+    seen = {net for _, net in known}
+    out: list[tuple[str, Network]] = []
+    for link, text in live:
+        addr = ipaddress.ip_interface(text)
+        if (link in own or addr.network in seen
+                or (addr.network.prefixlen == addr.max_prefixlen and addr.ip in gateways)):
+            continue
+        seen.add(addr.network)
+        out.append((f"address {addr} on {link}", addr.network))
+    return out
 
 
 def _ranges(ipam: dict[str, Any], where: str, found: Findings) -> None:

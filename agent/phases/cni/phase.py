@@ -100,12 +100,23 @@ class CNIPhase(Phase):
         present = {n for n in ctx.host.list_dir(spec.bin_dir)
                    if ctx.host.is_executable(f"{spec.bin_dir}/{n}")}
         found = examine(doc, spec.bin_dir, present | coming,
-                        node_networks(ctx.config, ctx.results))
+                        node_networks(ctx.config, ctx.results), live_addresses(ctx.host))
         if found.problems:
             what = "nothing was written" if before_writing else "the written list is wrong"
+            hints = []
+            if found.missing:
+                hints.append(f"install {', '.join(sorted(set(found.missing)))} into "
+                             f"spec.cni.binDir ({spec.bin_dir}) or have the agent install "
+                             "them with spec.cni.plugins.source: bundle or url")
+            if found.overlap:
+                setting = ("spec.cni.conflist.values.subnet"
+                           if spec.conflist is not None and spec.conflist.template
+                           else "the ranges in spec.cni.conflist.inline")
+                hints.append(f"give {setting} a range clear of the node's own networks")
             raise ConflistError(
                 f"the CNI configuration list is refused ({what}):\n  "
-                + "\n  ".join(found.problems))
+                + "\n  ".join(found.problems),
+                hint="; ".join(hints) or "fix spec.cni.conflist")
         return found
 
     def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
@@ -177,6 +188,21 @@ class CNIPhase(Phase):
         text = result.get("nodeReadyMessage") or "Ready"
         return [(NODE_READY, Reason.KubeletReady, f"Node {result['node']} is Ready ({why}): "
                                                   f"{text}")]
+
+
+def live_addresses(host: Host) -> list[tuple[str, str]]:
+    """(link, address/prefix) of every global address in the namespace the plugins run
+    in (the node's, or the agent's own), read over netlink: what a DHCP lease or the
+    image configured counts as much as spec.network."""
+    import contextlib
+
+    from agent.phases.network.observe import observe
+    from agent.phases.network.rtnl import connect
+
+    with contextlib.closing(connect(host)) as rtnl:
+        now = observe(rtnl, routes=False)
+    return sorted((now.name_of(index) or f"link {index}", address)
+                  for index, address in now.addresses)
 
 
 def _decision(ctx: PhaseContext) -> Decision | None:

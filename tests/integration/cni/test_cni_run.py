@@ -32,13 +32,13 @@ STATE = ("var/lib/machine-agent/journal.json", "var/lib/machine-agent/status.jso
 """The agent's own journal and status (and their directories), not the node's state."""
 
 
-def write_config(path: Path, bundle_sha: str, bridge: str, subnet: str = "198.51.100.0/24"
-                 ) -> Path:
+def write_config(path: Path, bundle_sha: str, bridge: str, subnet: str = "198.51.100.0/24",
+                 *, static: bool = True) -> Path:
+    network = {"interfaces": [{"name": "eth0", "addresses": [{"static": "192.0.2.10/24"}]}]}
     doc = {
         "apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
         "spec": {
-            "network": {"interfaces": [{"name": "eth0",
-                                        "addresses": [{"static": "192.0.2.10/24"}]}]},
+            **({"network": network} if static else {}),
             "cni": {
                 "plugins": {"source": "bundle", "path": "/srv/cni-plugins.tgz",
                             "sha256": bundle_sha},
@@ -140,3 +140,31 @@ def test_hostile_input_fails_clean_and_changes_nothing(tmp_path: Path, case: str
     assert expected in run.stdout
     assert without_state(snapshot(root)) == before
     assert not (tmp_path / "etc").exists()
+
+
+@pytest.mark.allow_processes
+def test_a_pod_range_over_an_address_the_node_has_live_is_refused(tmp_path: Path) -> None:
+    """A DHCP lease or the image's own configuration is not in spec.network and no
+    network phase ran: the node's live addresses count all the same."""
+    root = tmp_path / "root"
+    (root / "srv").mkdir(parents=True)
+    bundle = plugin_bundle()
+    (root / "srv/cni-plugins.tgz").write_bytes(bundle)
+    bridge = unique("mabr")
+    config = write_config(tmp_path / "cni.yaml", sha256(bundle), bridge, "192.0.2.0/24",
+                          static=False)
+    before = snapshot(root)
+    with node_namespace() as node:
+        ip("-n", node, "link", "add", "uplink0", "type", "veth", "peer", "name", "uplink0p")
+        ip("-n", node, "addr", "add", "192.0.2.5/24", "dev", "uplink0")
+        ip("-n", node, "link", "set", "uplink0", "up")
+        run = agent(node, root, config)
+        links = ip("-n", node, "-o", "link", "show").stdout
+        routes = ip("-n", node, "route", "show", "192.0.2.0/24").stdout.splitlines()
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "cni      FAILED CNIBroken" in run.stdout
+    assert ("pod range 192.0.2.0/24 overlaps the node's own network 192.0.2.0/24 "
+            "(address 192.0.2.5/24 on uplink0)") in run.stdout
+    assert "give spec.cni.conflist.values.subnet a range clear of" in run.stdout
+    assert without_state(snapshot(root)) == before
+    assert bridge not in links and len(routes) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,33 @@ def test_the_check_never_shares_host_locals_real_data_dir(tmp_path: Path,
     assert error.path == "spec.cni.check.dataDir"
     assert "host-local's own data directory (/var/lib/cni/networks)" in error.message
     assert load(tmp_path, {"check": {"dataDir": "/var/lib/cni/networks-check"}})
+
+
+@pytest.mark.parametrize(("link", "address", "refused"), [
+    ("eth1", "198.51.100.7/24", True),     # a DHCP lease on the node's own link
+    ("eth1", "198.51.100.7/32", True),     # a host address inside the range
+    ("eth1", "198.51.100.0/16", True),     # a wider network covering the range
+    ("cni0", "198.51.100.1/24", False),    # the list's own bridge, from an earlier run
+    ("veth1a2b", "198.51.100.1/32", False),  # a gateway ptp put on a pod's host veth
+    ("eth1", "203.0.113.7/24", False),
+])
+def test_live_addresses_of_the_node_are_checked_but_not_the_lists_own(
+        link: str, address: str, refused: bool) -> None:
+    doc = render(ConflistSpec(template="bridge", values=TemplateValues(
+        subnet="198.51.100.0/24")))
+    found = examine(doc, "/opt/cni/bin", ALL, [], [(link, address)])
+    network = str(ipaddress.ip_interface(address).network)
+    assert found.problems == ([
+        f"plugins[0].ipam.ranges[0][0]: pod range 198.51.100.0/24 overlaps the node's own "
+        f"network {network} (address {address} on {link}); pods would shadow the node's "
+        "addresses"] if refused else [])
+    assert found.overlap is refused
+
+
+def test_a_live_address_already_named_by_the_config_is_reported_once() -> None:
+    doc = render(ConflistSpec(template="bridge", values=TemplateValues(
+        subnet="198.51.100.0/24")))
+    found = examine(doc, "/opt/cni/bin", ALL,
+                    [("network phase, eth0", ipaddress.ip_network("198.51.100.0/24"))],
+                    [("eth0", "198.51.100.9/24")])
+    assert len(found.problems) == 1 and "(network phase, eth0)" in found.problems[0]
