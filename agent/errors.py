@@ -197,7 +197,10 @@ REASONS: dict[Reason, ReasonInfo] = {
         "Nothing to do."),
     Reason.CNIBroken: ReasonInfo(
         "The CNI check failed; the plugin's own error is in the message.",
-        "Fix the conflist or plugin binaries named in the message."),
+        "Fix what the message names: spec.cni.conflist (template values or inline "
+        "list), plugins missing from spec.cni.binDir (or spec.cni.plugins.source: bundle "
+        "or url), or spec.cni.check.enabled: false for a plugin whose daemon is not "
+        "running yet."),
     Reason.KubeletReady: ReasonInfo(
         "The Node is Ready on the workload cluster, as its kubelet reports it (condition "
         "WorkloadNodeReady, set once the Node's Ready condition is True).",

@@ -125,7 +125,8 @@ class ConflistSpec:
 class CheckSpec:
     enabled: bool = setting("Prove the list with ADD/CHECK/DEL against a throwaway network "
                             "namespace. Turn off for delegating plugins whose daemon is not "
-                            "running yet (flannel before its DaemonSet).", default=True)
+                            "running yet: a list delegating to flannel is refused with it "
+                            "on (flanneld runs only after the node joined).", default=True)
     data_dir: str = setting("host-local's data directory during the check, so the check "
                             "never takes an address from the real pool. Each check uses "
                             "a subdirectory of its own, marked as the agent's; nothing "
@@ -196,7 +197,9 @@ class CNISpec:
     conflist: ConflistSpec | None = setting(
         "The network configuration list to write; none: a manifest's DaemonSet writes it.",
         default=None)
-    check: CheckSpec = setting("The throwaway ADD/CHECK/DEL proof.", factory=CheckSpec)
+    check: CheckSpec = setting("The throwaway ADD/CHECK/DEL proof; must be turned off "
+                               "(enabled: false) for a list delegating to flannel.",
+                               factory=CheckSpec)
     manifest: ManifestSpec | None = setting(
         "CNI manifest applied to the workload cluster by the first control-plane node "
         "(see manifest.apply); server-side apply is safe to repeat.", default=None)
@@ -204,3 +207,20 @@ class CNISpec:
         "On a joined node that does not apply a manifest: how long to wait, once the list "
         "is written, for the kubelet to turn the Node Ready (read with its kubelet.conf).",
         default=Duration(600), check=checks.positive)
+
+    def validate(self) -> Iterator[Problem]:
+        if self.check.enabled and self.conflist is not None and _flannel(self.conflist):
+            # flannel's plugin reads /run/flannel/subnet.env, which flanneld writes only
+            # once its DaemonSet runs on the joined node: after this phase, so the proof
+            # would fail on every node (flannel-io/cni-plugin loadFlannelSubnetEnv).
+            yield ("check.enabled", "the check cannot pass with a list delegating to "
+                   "flannel: its plugin needs /run/flannel/subnet.env, which flanneld "
+                   "writes only once its DaemonSet runs on the joined node",
+                   "set spec.cni.check.enabled: false")
+
+
+def _flannel(spec: ConflistSpec) -> bool:
+    """Whether the list delegates to flannel (the template, or an inline flannel plugin)."""
+    plugins = (spec.inline or {}).get("plugins")
+    return spec.template == "flannel" or (isinstance(plugins, list) and any(
+        isinstance(p, dict) and p.get("type") == "flannel" for p in plugins))

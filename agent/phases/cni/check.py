@@ -179,7 +179,11 @@ def _call(host: Host, command: str, net: dict[str, Any], bin_dir: str, box: Sand
             error = error[-1000:]
         raise CNIBrokenError(
             f"CNI {command} failed in plugin {net['type']!r} (exit {result.returncode}): "
-            f"{error}", hint="the plugin's own error is quoted; fix the conflist or plugin")
+            f"{error}", hint="the plugin's own error is quoted; fix spec.cni.conflist "
+                             "(its template values or inline list) or the plugin binaries "
+                             "in spec.cni.binDir, or turn the proof off with "
+                             "spec.cni.check.enabled: false for a plugin whose daemon does "
+                             "not run yet")
     if command != "ADD":
         return {}
     try:

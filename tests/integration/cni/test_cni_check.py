@@ -78,6 +78,8 @@ def test_a_failing_plugin_is_reported_with_its_own_error_json(tmp_path: Path) ->
     error = json.loads(message.split(": ", 1)[1].split(" (the plugin's own error")[0])
     assert error == {"code": 999,  # the plugin's own words
                      "msg": "invalid VLAN ID 5000 (must be between 0 and 4094)"}
+    assert "fix spec.cni.conflist (its template values or inline list)" in message
+    assert "spec.cni.check.enabled: false" in message
     assert check_namespaces() == namespaces  # cleaned up after the failure too
 
 

@@ -143,6 +143,11 @@ def test_refused_list_fails_the_phase_and_writes_nothing(tmp_path: Path, case: s
                           "/opt/cni/bin",
     }[case]
     assert expected in outcome.message
+    hint = ("install portmap into spec.cni.binDir (/opt/cni/bin) or have the agent install "
+            "them with spec.cni.plugins.source: bundle or url" if case == "missing plugin"
+            else "give spec.cni.conflist.values.subnet a range clear of the node's own "
+                 "networks")
+    assert hint in outcome.message
     after = snapshot(root)
     assert {k: v for k, v in after.items() if not k.startswith("var")} == before
 
@@ -206,3 +211,23 @@ def test_a_live_address_already_named_by_the_config_is_reported_once() -> None:
                     [("network phase, eth0", ipaddress.ip_network("198.51.100.0/24"))],
                     [("eth0", "198.51.100.9/24")])
     assert len(found.problems) == 1 and "(network phase, eth0)" in found.problems[0]
+
+
+@pytest.mark.parametrize("conflist", [
+    {"template": "flannel"},
+    {"inline": {"cniVersion": "0.3.1", "name": "cbr0", "plugins": [
+        {"type": "flannel", "delegate": {"isDefaultGateway": True}}, {"type": "portmap"}]}},
+])
+def test_a_flannel_list_with_the_check_on_is_refused_naming_the_switch(
+        tmp_path: Path, conflist: dict[str, Any]) -> None:
+    """flannel's plugin needs flanneld's subnet.env, written only after the node joined:
+    the proof would fail on every node, so the config says what to set."""
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, {"conflist": conflist,
+                        "plugins": {"source": "bundle", "path": "/srv/cni.tgz"}})
+    shown = {e.path: e for e in info.value.errors}
+    assert set(shown) == {"spec.cni.plugins.sha256", "spec.cni.check.enabled"}
+    assert "needs /run/flannel/subnet.env" in shown["spec.cni.check.enabled"].message
+    assert shown["spec.cni.check.enabled"].hint == "set spec.cni.check.enabled: false"
+    loaded = load(tmp_path, {"conflist": conflist, "check": {"enabled": False}})
+    assert loaded.config.spec.cni.check.enabled is False
