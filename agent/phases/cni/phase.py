@@ -199,8 +199,14 @@ def live_addresses(host: Host) -> list[tuple[str, str]]:
     from agent.phases.network.observe import observe
     from agent.phases.network.rtnl import connect
 
-    with contextlib.closing(connect(host)) as rtnl:
-        now = observe(rtnl, routes=False)
+    try:
+        with contextlib.closing(connect(host)) as rtnl:
+            now = observe(rtnl, routes=False)
+    except OSError as err:
+        where = f"namespace {host.netns}" if host.netns else "the agent's own namespace"
+        raise ConflistError(f"cannot read the node's addresses in {where}: "
+                            f"{err.strerror or err}",
+                            hint="name an existing namespace with --netns") from err
     return sorted((now.name_of(index) or f"link {index}", address)
                   for index, address in now.addresses)
 

@@ -231,3 +231,19 @@ def test_a_flannel_list_with_the_check_on_is_refused_naming_the_switch(
     assert shown["spec.cni.check.enabled"].hint == "set spec.cni.check.enabled: false"
     loaded = load(tmp_path, {"conflist": conflist, "check": {"enabled": False}})
     assert loaded.config.spec.cni.check.enabled is False
+
+
+def test_an_unreadable_node_namespace_fails_the_phase_by_name(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    bin_dir = root / "opt/cni/bin"
+    bin_dir.mkdir(parents=True)
+    for name in ALL:
+        (bin_dir / name).write_bytes(b"\x7fELF")
+        (bin_dir / name).chmod(0o755)
+    loaded = load(tmp_path, bridge_config("198.51.100.0/24"))
+    missing = f"ma-missing-{tmp_path.name[-6:]}"
+    result = Orchestrator(loaded, Host(root, netns=missing), phases=[CNIPhase()]).run()
+    outcome = result.outcomes[0]
+    assert (outcome.outcome, outcome.reason) == ("failed", "CNIBroken")
+    assert f"cannot read the node's addresses in namespace {missing}" in outcome.message
+    assert not (root / "etc").exists()
