@@ -57,6 +57,20 @@ def test_status_is_applied_with_observed_generation_and_messages_clipped_in_byte
     assert session.sent[1].body["regarding"]["uid"] == "uid-1"
 
 
+def test_status_is_a_forced_apply_under_the_agents_manager_without_a_resource_version(
+        tmp_path: Path) -> None:
+    """Forced, and not pinned to a version: a concurrent writer (another manager on the
+    same condition types, any update of the Machine) can never make the report 409."""
+    session = FakeSession([response(200), response(201)])
+    rep, _ = reporter(tmp_path, session)
+    rep.publish([cond("NetworkReady")], final=True)
+    applied = session.sent[0]
+    assert applied.method == "PATCH"
+    assert applied.headers["Content-Type"] == "application/apply-patch+yaml"
+    assert applied.params == {"fieldManager": "machine-agent", "force": "true"}
+    assert "resourceVersion" not in applied.body["metadata"]
+
+
 def test_v1beta1_machines_get_the_conditions_under_status_v1beta2(tmp_path: Path) -> None:
     session = FakeSession([response(200), response(201)])
     rep, _ = reporter(tmp_path, session, version="v1beta1")
