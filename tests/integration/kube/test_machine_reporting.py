@@ -130,7 +130,7 @@ def test_the_report_lands_after_another_manager_wrote_the_agents_conditions(
     session = open_session(host)
     assert session.machine is not None and session.client is not None
     reporter = MachineReporter(session.client, session.machine, Journal(host),
-                               clock=host.clock, interval=0, final_attempts=1)
+                               host=host, interval=0, final_attempts=1)
 
     def report(status: str, reason: str) -> None:
         reporter.publish([Condition("NetworkReady", status, reason,  # type: ignore[arg-type]
