@@ -71,7 +71,7 @@ class Session:
             # The reporter keeps undelivered reports in the orchestrator's own journal
             # (one journal object, one writer of the file).
             orchestrator.reporters.append(MachineReporter(
-                self.client, self.machine, orchestrator.journal, clock=host.clock,
+                self.client, self.machine, orchestrator.journal, host=host,
                 conditions=spec.conditions, events=spec.events,
                 final_attempts=1 if background_delivery else 8,
                 keep_trying=background_delivery))

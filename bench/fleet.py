@@ -396,7 +396,10 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             pass
 
     clock = FleetClock()
-    host = Host(tempfile.gettempdir(), read_only=True, clock=clock)
+    # Writable: the reporter and the capi plugin count each write to the management
+    # cluster as a side effect, which a read-only host refuses. Nothing is written under
+    # it (the journal is in memory).
+    host = Host(tempfile.gettempdir(), clock=clock)
 
     def bootstrap(agent: dict[str, str], rng: random.Random) -> None:
         if stop.wait(max(0.0, start + float(agent["boot"]) * sc.scale - time.monotonic())):
@@ -406,7 +409,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                         sleep=clock.sleep)
         facts = MachineFacts(NAMESPACE, agent["name"], agent["uid"], CLUSTER)
         view = MachineView(facts, "v1beta2", 1, None)
-        reporter = MachineReporter(client, view, MemoryJournal(host), clock=clock,
+        reporter = MachineReporter(client, view, MemoryJournal(host), host=host,
                                    interval=5.0 * sc.scale, backoff=backoff)
         conditions = Conditions(host, list(PHASES))
         record: dict[str, Any] = {"name": agent["name"], "finished": None,

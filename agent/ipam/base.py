@@ -51,6 +51,10 @@ class Allocation:
 
 
 class IPAMPlugin(Protocol):
+    """A backend. Each remote change it makes (an address created or deleted) is counted
+    with `env.host.record_effect` right after it is made, as the shipped plugins do: the
+    crash harness kills the agent there, before the journal knows of it."""
+
     name: str
 
     def claim(self, request: ClaimRequest) -> Allocation:

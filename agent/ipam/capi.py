@@ -97,6 +97,7 @@ class CAPIPlugin:
         self.options = options
         self.client: Client = env.management
         self.machine: MachineFacts = env.machine
+        self.host = env.host
         self.clock = env.host.clock
         self.claims = resource_path(GROUP, options.api_version, "ipaddressclaims",
                                     namespace=self.machine.namespace)
@@ -184,9 +185,12 @@ class CAPIPlugin:
         """The claim of this key: created, or found from an earlier attempt."""
         for _ in range(2):
             try:
-                return self.client.create(self.claims, self._body(name, ref, request))
+                created = self.client.create(self.claims, self._body(name, ref, request))
             except AlreadyExists:
                 pass
+            else:
+                self.host.record_effect(f"create IPAddressClaim {self.machine.namespace}/{name}")
+                return created
             existing = self.client.get(f"{self.claims}/{name}")
             if existing["metadata"].get("deletionTimestamp"):
                 # released a moment ago (or by an earlier failed attempt): let it go first
@@ -249,6 +253,7 @@ class CAPIPlugin:
             self.client.delete(path)
         except NotFound:
             return
+        self.host.record_effect(f"delete IPAddressClaim {self.machine.namespace}/{name}")
         deadline = self.clock.monotonic() + float(self.options.timeout)
         while self.clock.monotonic() < deadline:
             try:

@@ -112,6 +112,7 @@ class NetBoxPlugin:
         import requests
 
         self.options = options
+        self.host = env.host
         self.base = options.url.rstrip("/")
         token = (env.host.read_text(options.token_file) or "").strip()
         if not token:
@@ -140,8 +141,11 @@ class NetBoxPlugin:
         return validate_allocation(self._to_allocation(row, request), request)
 
     def release(self, allocation: Allocation) -> None:
-        self._call("DELETE", f"/api/ipam/ip-addresses/{int(allocation.handle)}/",
-                   ok=(204, 404))
+        response = self._call("DELETE", f"/api/ipam/ip-addresses/{int(allocation.handle)}/",
+                              ok=(204, 404))
+        if response.status_code == 204:
+            self.host.record_effect(f"delete NetBox IP address {allocation.address} "
+                                    f"(id {int(allocation.handle)})")
 
     # -- NetBox ------------------------------------------------------------------------
 
@@ -168,6 +172,8 @@ class NetBoxPlugin:
         if response.status_code == 201:
             created = response.json()
             row: dict[str, Any] = created[0] if isinstance(created, list) else created
+            self.host.record_effect(f"create NetBox IP address {row.get('address')} for "
+                                    f"claim key {request.claim_key}")
             return row
         # 400: another agent stored this key first (NetBox: "must have a unique value");
         # 409: no space, which NetBox checks before uniqueness -- the key may be stored.
@@ -193,6 +199,9 @@ class NetBoxPlugin:
             "address": f"{gateway}/{length}", "status": "reserved",
             "description": "gateway, reserved by machine-agent",
             "custom_fields": {CLAIM_FIELD: f"machine-agent/gateway/{gateway}"}})
+        if response.status_code == 201:
+            self.host.record_effect(f"create NetBox IP address {gateway}/{length} (the "
+                                    "gateway, reserved)")
         if response.status_code == 400 and not self._address_exists(gateway):
             raise AgentError(f"netbox: could not reserve the gateway {gateway} of "
                              f"{pool.label}: {_detail(response)}",

@@ -82,11 +82,8 @@ class NotFound(APIError):
 
 
 class Conflict(APIError):
-    """409 Conflict: stale resourceVersion, or a field owned by another manager."""
-
-    @property
-    def field_manager_conflict(self) -> bool:
-        return any(c.reason == "FieldManagerConflict" for c in self.causes)
+    """409 Conflict: stale resourceVersion, or a field owned by another manager (cause
+    FieldManagerConflict; the reporter's forced apply never meets it)."""
 
 
 class AlreadyExists(APIError):

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agent.errors import AgentError
-from agent.host import Clock
+from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.errors import AlreadyExists, Unauthorized
 from agent.kube.events import clip, events_path, transition_event
@@ -58,13 +58,16 @@ class ConditionLike(Protocol):
 
 class MachineReporter:
     def __init__(self, client: Client, machine: MachineView, journal: Journal, *,
-                 clock: Clock, conditions: bool = True, events: bool = True,
+                 host: Host, conditions: bool = True, events: bool = True,
                  interval: float = 5.0, backoff: Backoff = DELIVERY_BACKOFF,
                  final_attempts: int = 8, keep_trying: bool = False) -> None:
         self.client = client
         self.machine = machine
         self.journal = journal
-        self.clock = clock
+        self.host = host
+        """Counts each write to the Machine and its Events as a side effect (the crash
+        harness kills the agent right after one)."""
+        self.clock = host.clock
         self.send_conditions = conditions
         self.send_events = events
         self.interval = interval
@@ -218,6 +221,7 @@ class MachineReporter:
     def _create_event(self, event: dict[str, Any]) -> None:
         try:
             self.client.create(events_path(self.machine.facts.namespace), event, attempts=1)
+            self.host.record_effect(f"create Event {event['metadata']['name']}")
         except AlreadyExists:
             pass  # sent before an interruption: the name says it is the same transition
         except AgentError as err:
@@ -239,3 +243,4 @@ class MachineReporter:
             "apiVersion": f"{GROUP}/{self.machine.version}", "kind": "Machine",
             "metadata": {"name": facts.name, "namespace": facts.namespace},
             "status": status}, force=True, attempts=1)
+        self.host.record_effect(f"apply Machine {facts.namespace}/{facts.name} status")

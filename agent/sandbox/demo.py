@@ -32,6 +32,22 @@ def say(text: str = "") -> None:
     print(text, flush=True)
 
 
+def agent_command() -> str:
+    """This machine-agent as a shell runs it again: `machine-agent` when that is the one on
+    PATH, else the executable the demo was started as (a venv's bin/machine-agent, the
+    venv not activated), or this interpreter with the module (`python -m agent.cli`)."""
+    import shlex
+    import shutil
+
+    started = os.path.abspath(sys.argv[0])
+    if os.path.basename(started) != "machine-agent" or not os.access(started, os.X_OK):
+        return f"{shlex.quote(sys.executable)} -m agent.cli"
+    on_path = shutil.which("machine-agent")
+    if on_path is not None and os.path.samefile(on_path, started):
+        return "machine-agent"
+    return shlex.quote(started)
+
+
 def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = False) -> int:
     if fault == "list":
         for f in CATALOGUE.values():
@@ -42,11 +58,15 @@ def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = Fa
             f"{', '.join(CATALOGUE)}")
         return 2
     if os.geteuid() != 0:
-        say("machine-agent demo needs root: it creates network namespaces and runs chronyd "
-            "and the agent inside them (nothing on this host's own interfaces, routes or "
-            "clock is changed).\nRun it as root, e.g.:  sudo "
-            f"{sys.argv[0] if sys.argv[0].endswith('machine-agent') else 'machine-agent'} "
-            "demo")
+        if cleanup:
+            say("machine-agent demo --cleanup needs root: it deletes the sandboxes' network "
+                "namespaces and ends their processes.\nRun it as root, e.g.:  sudo "
+                f"{agent_command()} demo --cleanup")
+        else:
+            say("machine-agent demo needs root: it creates network namespaces and runs "
+                "chronyd and the agent inside them (nothing on this host's own interfaces, "
+                "routes or clock is changed).\nRun it as root, e.g.:  sudo "
+                f"{agent_command()} demo")
         return 2
     if cleanup:
         found = leftovers()
@@ -88,7 +108,7 @@ def _demo(box: Sandbox, fault: Fault | None, keep: bool, start: float) -> int:
         say(f"fault   | {fault.story}")
     node = box.nodes[0]
     say(f"sandbox | ready in {time.monotonic() - start:.1f}s\n")
-    say(f"$ ip netns exec {node.netns} machine-agent --root {node.root} --netns "
+    say(f"$ ip netns exec {node.netns} {agent_command()} --root {node.root} --netns "
         f"{node.netns} run")
     code, _ = node.run("run", on_line=lambda line: say(f"  {line}"))
     say(f"(exit status {code})\n")
@@ -161,10 +181,16 @@ def _check(box: Sandbox, node: Node, fault: Fault | None) -> list[str]:
 
 
 def _where_to_look(box: Sandbox, node: Node, keep: bool) -> None:
+    """What to run to look around the kept sandbox (as root, copied as printed)."""
+    agent = agent_command()
+    if not keep:
+        say(f"\n(the sandbox is removed now; `{agent} demo --keep` leaves it up to look "
+            "around)")
+        return
     base = box.registry.base
     say(f"""
-where to look:
-  the agent's view     ip netns exec {node.netns} machine-agent --root {node.root} \\
+the sandbox is KEPT. Where to look (as root):
+  the agent's view     ip netns exec {node.netns} {agent} --root {node.root} \\
                          --netns {node.netns} status
   the Machine          ip netns exec {box.network.router} kubectl --kubeconfig \\
                          {base}/apiserver/admin.kubeconfig -n {NAMESPACE} get machine \\
@@ -174,10 +200,7 @@ where to look:
                          -o yaml
   the node's network   ip -n {node.netns} addr; ip -n {node.netns} route
   files it wrote       {node.root}/etc (systemd-networkd, chrony, kubernetes)
-  logs                 {base}/*.log, {base}/n0/chrony""")
-    if keep:
-        say("""
-the sandbox is KEPT. Remove it with:
-  machine-agent demo --cleanup""")
-    else:
-        say("\n(the sandbox is removed now; `machine-agent demo --keep` leaves it up)")
+  logs                 {base}/*.log, {base}/n0/chrony
+
+Remove it with:
+  {agent} demo --cleanup""")

@@ -168,7 +168,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
     endpoint = _discover(cfg, world)
 
     # app/cmd/phases/join/kubelet.go, runKubeletStartJoinPhase
-    _write(root / BOOTSTRAP_CONF, _kubeconfig(endpoint, "tls-bootstrap-token-user"))
+    _write_kubeconfig(root / BOOTSTRAP_CONF, _kubeconfig(endpoint, "tls-bootstrap-token-user"))
     _write(root / CA_CERT, "-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n")
     try:
         if name in (world.get("readyNodes") or []):
@@ -195,7 +195,8 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
         print("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap")
         api = world.get("apiServer")
         credential = _issue(endpoint, api, name) if api else None
-        _write(root / KUBELET_CONF, _kubeconfig(endpoint, "default-auth", api, credential))
+        _write_kubeconfig(root / KUBELET_CONF,
+                          _kubeconfig(endpoint, "default-auth", api, credential))
     finally:
         (root / BOOTSTRAP_CONF).unlink(missing_ok=True)
     if api and credential and failure != "node-not-registered":
@@ -435,9 +436,18 @@ def post_node_status(server: str, ca: str, token: str, name: str, ready: bool) -
                      f"HTTP {status}: {doc.get('message')}")
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(fd, mode)  # an existing file keeps its mode otherwise
+        out.write(text)
+
+
+def _write_kubeconfig(path: Path, text: str) -> None:
+    """As kubeadm writes kubeconfig files (kubeconfigutil.WriteToDisk, through client-go's
+    clientcmd.WriteToFile): mode 0600, they hold a credential."""
+    _write(path, text, 0o600)
 
 
 def install(bin_dir: Path, root: Path, world: Path) -> None:

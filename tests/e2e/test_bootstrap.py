@@ -55,6 +55,9 @@ def test_demo_command_runs_end_to_end_and_leaves_nothing_behind() -> None:
     assert "address   192.0.2.10/24 on eth0" in out
     assert "- conditionType: NodeBootstrapped" in out
     assert "reason: Bootstrapped" in out
+    # Nothing to look at once removed: only how to keep it, runnable as printed.
+    assert "Where to look" not in out
+    assert f"`{sys.executable} -m agent.cli demo --keep` leaves it up to look around" in out
     base = Path(next(w for w in out.split() if w.startswith("/tmp/ma-sandbox-")).split("/n0")[0])
     tag = base.name.removeprefix("ma-sandbox-")
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
@@ -69,7 +72,14 @@ def test_demo_keep_leaves_the_sandbox_up_until_cleanup() -> None:
     demo = subprocess.run([sys.executable, "-m", "agent.cli", "demo", "--keep"],
                           capture_output=True, text=True, timeout=60)
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert "machine-agent demo --cleanup" in demo.stdout
+    # The commands it prints run when copied: they name this machine-agent (here the
+    # module through this interpreter), not a `machine-agent` that may not be on PATH.
+    assert f"{sys.executable} -m agent.cli demo --cleanup" in demo.stdout
+    view = demo.stdout.split("the agent's view", 1)[1].split("\n  the Machine", 1)[0]
+    shown = subprocess.run(view.replace("\\\n", " "), shell=True, capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, view + shown.stdout + shown.stderr
+    assert "NodeBootstrapped" in shown.stdout, shown.stdout
     base = Path(next(w for w in demo.stdout.split()
                      if w.startswith("/tmp/ma-sandbox-")).split("/n0")[0])
     node_ns = f"ma-{base.name.removeprefix('ma-sandbox-')}-n0"
@@ -93,7 +103,14 @@ def test_demo_without_root_says_what_to_run_instead(tmp_path: Path) -> None:
                           text=True, timeout=60, cwd=Path(__file__).parents[2])
     assert demo.returncode == 2, demo.stdout + demo.stderr
     assert "machine-agent demo needs root" in demo.stdout
-    assert "Run it as root, e.g.:  sudo " in demo.stdout
+    assert f"Run it as root, e.g.:  sudo {sys.executable} -m agent.cli demo\n" in demo.stdout
+    cleanup = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                              sys.executable, "-m", "agent.cli", "demo", "--cleanup"],
+                             capture_output=True, text=True, timeout=60,
+                             cwd=Path(__file__).parents[2])
+    assert cleanup.returncode == 2, cleanup.stdout + cleanup.stderr
+    assert "machine-agent demo --cleanup needs root: it deletes the sandboxes'" in cleanup.stdout
+    assert f"sudo {sys.executable} -m agent.cli demo --cleanup\n" in cleanup.stdout
 
 
 def _read(path: Path) -> bytes:

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import stat
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,10 +21,17 @@ from tests.e2e.conftest import assert_bootstrapped
 
 pytestmark = pytest.mark.allow_processes
 JOIN_CONFIG = "run/kubeadm/kubeadm-join-config.yaml"
+KUBELET_CONF = "etc/kubernetes/kubelet.conf"
 
 
 def node_token(root: Path) -> str:
     doc = yaml.safe_load((root / "etc/machine-agent/management.kubeconfig").read_text())
+    return str(doc["users"][0]["user"]["token"])
+
+
+def kubelet_credential(root: Path) -> str:
+    """The credential the workload cluster issued the kubelet at the join."""
+    doc = yaml.safe_load((root / KUBELET_CONF).read_text())
     return str(doc["users"][0]["user"]["token"])
 
 
@@ -91,10 +99,50 @@ def test_no_secret_the_run_was_given_shows_in_any_output(
     assert code == 0, "\n".join(lines)
     assert_bootstrapped(box, node)
     secrets = {"management token": node_token(node.root),
-               "bootstrap token secret": TOKEN.split(".")[1]}
+               "bootstrap token secret": TOKEN.split(".")[1],
+               "kubelet credential": kubelet_credential(node.root)}
     leaks = {(where, which) for where, text in outputs(box, lines).items()
              for which, secret in secrets.items() if secret in text}
     assert leaks == set()
+
+
+NETBOX_TOKEN = "nbt_machineagent." + "NetBoxTokenSecret0" * 2 + "1234"
+
+
+def test_a_netbox_token_never_shows_in_plan_doctor_status_or_config_show(
+        tmp_path: Path) -> None:
+    """The NetBox plugin's token, read from its file by every command that loads the
+    plugin (doctor checks it loads), is in none of their output at debug level."""
+    etc = tmp_path / "etc/machine-agent"
+    etc.mkdir(parents=True)
+    (tmp_path / "etc/machine-id").write_text("0123456789abcdef0123456789abcdef\n")
+    (etc / "netbox.token").write_text(NETBOX_TOKEN + "\n")
+    (etc / "netbox.token").chmod(0o600)
+    (etc / "config.yaml").write_text("""apiVersion: machine-agent.io/v1alpha1
+kind: AgentConfig
+spec:
+  network:
+    interfaces:
+      - name: eth0
+        addresses:
+          - ipam: {plugin: netbox, pool: 192.0.2.0/24, family: ipv4}
+  ipam:
+    plugins:
+      netbox: {url: "http://127.0.0.1:9", tokenFile: /etc/machine-agent/netbox.token}
+  join:
+    kubernetesVersion: v1.31.2
+""")
+    shown = {}
+    for args in (("plan",), ("doctor",), ("config", "show"), ("config", "show", "--origin"),
+                 ("status",), ("status", "--json")):
+        done = subprocess.run([sys.executable, "-m", "agent.cli", "--root", str(tmp_path),
+                               "--log-level", "debug", *args],
+                              capture_output=True, text=True, timeout=60)
+        shown[" ".join(args)] = done.stdout + done.stderr
+    assert "plugin netbox loads" in shown["doctor"]  # the token was read
+    assert "tokenFile" in shown["config show"]
+    secret = NETBOX_TOKEN.split(".")[1]
+    assert [where for where, text in shown.items() if secret in text] == []
 
 
 def test_files_holding_secrets_are_private_and_the_state_directory_is_0700(
@@ -103,7 +151,7 @@ def test_files_holding_secrets_are_private_and_the_state_directory_is_0700(
     (node,) = box.nodes
     code, lines = node.run("run")
     assert code == 0, "\n".join(lines)
-    secrets = (node_token(node.root), TOKEN.split(".")[1])
+    secrets = (node_token(node.root), TOKEN.split(".")[1], kubelet_credential(node.root))
     holding = {}
     for path in node.root.rglob("*"):
         if path.is_file() and not path.is_symlink() and any(
@@ -111,8 +159,10 @@ def test_files_holding_secrets_are_private_and_the_state_directory_is_0700(
             holding[str(path.relative_to(node.root))] = oct(stat.S_IMODE(path.stat().st_mode))
     # The join configuration is written as the bootstrap data asks: CABPK's 0640
     # root:root (cluster-api bootstrap/kubeadm/internal/cloudinit/node.go); group root
-    # only, never others. Every other file with a secret is 0600.
+    # only, never others. Every other file with a secret is 0600, kubelet.conf as kubeadm
+    # writes it (client-go clientcmd.WriteToFile).
     assert holding.pop(JOIN_CONFIG) == "0o640"
-    assert holding == {"etc/machine-agent/management.kubeconfig": "0o600"}
+    assert holding == {"etc/machine-agent/management.kubeconfig": "0o600",
+                       KUBELET_CONF: "0o600"}
     state = node.root / "var/lib/machine-agent"
     assert oct(stat.S_IMODE(state.stat().st_mode)) == "0o700"

@@ -99,17 +99,29 @@ def test_precedence_baked_then_drop_ins_then_command_line(
 
 def test_secrets_are_masked_in_config_show(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    # No secret-bearing field exists until a section declares one; the mask is generic.
-    from dataclasses import dataclass
-
-    from agent.config.fields import Decoder, encode, setting
-
-    @dataclass(frozen=True)
-    class WithSecret:
-        token: str = setting("a token", secret=True)
-
-    obj = Decoder().decode_object(WithSecret, {"token": "abcdef.0123456789abcdef"}, "")
-    assert encode(obj) == {"token": "***"}
+    """A field declared secret (here the join's bootstrap token) is shown masked, with and
+    without --origin, at debug level too; the rest of the section is shown."""
+    secret = "0123456789abcdef"
+    root = tmp_path / "root"
+    write(root / "etc/machine-agent/config.yaml", HEADER + f"""spec:
+  join:
+    discovery:
+      bootstrapToken:
+        token: abcdef.{secret}
+        apiServerEndpoint: 203.0.113.10:6443
+        caCertHashes: ["sha256:{"ab" * 32}"]
+""")
+    show = ["--root", str(root), "--log-level", "debug", "config", "show"]
+    assert main(show) == 0
+    shown = capsys.readouterr()
+    token = yaml.safe_load(shown.out)["spec"]["join"]["discovery"]["bootstrapToken"]
+    assert (token["token"], token["apiServerEndpoint"]) == ("***", "203.0.113.10:6443")
+    assert secret not in shown.out + shown.err
+    assert main([*show, "--origin"]) == 0
+    shown = capsys.readouterr()
+    assert ('spec.join.discovery.bootstrapToken.token = "***"  # '
+            "/etc/machine-agent/config.yaml") in shown.out
+    assert secret not in shown.out + shown.err
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("250ms", 0.25), ("30s", 30), ("5m", 300),

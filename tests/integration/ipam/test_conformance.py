@@ -107,6 +107,34 @@ def test_release_then_claim_makes_the_address_available_again(harness: Harness) 
     assert first.address in others
 
 
+def test_each_change_on_the_backend_is_a_side_effect_counted_right_after_it(
+        harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The crash harness kills the agent right after a counted side effect: an address
+    claimed or released on the backend must be one (a kill there leaves a claim the
+    journal does not know yet), finding the same claim again or releasing twice none."""
+    effects = harness.env.host.effects
+    held_when_counted: list[int] = []
+    if harness.held is not None:
+        held, record = harness.held, effects.record
+        monkeypatch.setattr(effects, "record", lambda what: (
+            held_when_counted.append(held()), record(what)))
+    before = harness.held() if harness.held is not None else 0
+    plugin = harness.plugin()
+    counted = effects.count
+    first = plugin.claim(req(harness, "counted/eth0/ipv4"))
+    assert effects.count > counted
+    if harness.held is not None:  # counted once the backend holds it, not before
+        assert held_when_counted[-1] == before + 1, held_when_counted
+    counted = effects.count
+    harness.plugin().claim(req(harness, "counted/eth0/ipv4"))
+    assert effects.count == counted
+    plugin.release(first)
+    assert effects.count > counted
+    counted = effects.count
+    plugin.release(first)
+    assert effects.count == counted
+
+
 def test_dual_stack_one_ipv4_and_one_ipv6_per_interface(harness: Harness) -> None:
     plugin = harness.plugin()
     v4 = plugin.claim(req(harness, "eth0/ipv4", "v4", "ipv4"))

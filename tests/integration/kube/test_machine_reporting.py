@@ -7,9 +7,11 @@ import pytest
 
 from agent.cli import main
 from agent.host import Host
-from agent.report import SENTINEL
+from agent.kube.reporter import MachineReporter
+from agent.report import SENTINEL, Condition
 from agent.sandbox.apiserver import ApiServer
 from agent.session import open_session
+from agent.state import Journal
 from tests.integration.kube.conftest import (
     CAPI_MANAGER,
     CONFIGMAP,
@@ -116,3 +118,36 @@ def test_a_second_run_changes_nothing_on_the_machine(node: Node, admin: Admin) -
     after = admin.machine()
     assert after["status"]["conditions"] == before["status"]["conditions"]
     assert len(admin.events()) == events
+
+
+def test_the_report_lands_after_another_manager_wrote_the_agents_conditions(
+        node: Node, admin: Admin) -> None:
+    """Another field manager (a person with kubectl, a controller) takes the agent's
+    condition types between two reports: the agent's next report still lands (its apply
+    is forced; unforced, the API server answers 409 FieldManagerConflict), and CAPI's
+    Ready stays."""
+    host = Host(node.root)
+    session = open_session(host)
+    assert session.machine is not None and session.client is not None
+    reporter = MachineReporter(session.client, session.machine, Journal(host),
+                               host=host, interval=0, final_attempts=1)
+
+    def report(status: str, reason: str) -> None:
+        reporter.publish([Condition("NetworkReady", status, reason,  # type: ignore[arg-type]
+                                    "m", "2026-01-02T00:00:00Z")], final=True)
+        assert not reporter.pending
+
+    report("False", "NetworkConfiguring")
+    admin.apply(session.machine.status_path, {
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": MACHINE, "namespace": admin.ns},
+        "status": {"conditions": [{
+            "type": "NetworkReady", "status": "Unknown", "reason": "SetByHand",
+            "message": "someone else", "lastTransitionTime": "2026-01-03T00:00:00Z"}]}},
+        "someone-else")
+    assert admin.conditions()["NetworkReady"]["reason"] == "SetByHand"
+    report("True", "NetworkConfigured")
+    conditions = admin.conditions()
+    assert (conditions["NetworkReady"]["status"],
+            conditions["NetworkReady"]["reason"]) == ("True", "NetworkConfigured")
+    assert conditions["Ready"]["reason"] == "NotReady"

@@ -141,7 +141,7 @@ def test_field_manager_conflict_is_recognised() -> None:
                                             "field": ".status.conditions"}])))
     with pytest.raises(Conflict) as err:
         c.apply(MACHINE, {})
-    assert err.value.field_manager_conflict
+    assert [c.reason for c in err.value.causes] == ["FieldManagerConflict"]
 
 
 def test_the_token_never_reaches_an_error_message() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from agent.config.identity import DiscoverySpec, IdentitySpec, MachineRef
 from agent.errors import FieldError, PermanentError, Reason
-from agent.host import Clock, Host
+from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.kube.kubeconfig import Credentials
@@ -37,9 +37,10 @@ def cond(kind: str, status: str = "True", reason: str = "NetworkConfigured",
 
 def reporter(tmp_path: Path, session: FakeSession, version: str = "v1beta2"
              ) -> tuple[MachineReporter, Journal]:
-    journal = Journal(Host(tmp_path))
+    host = Host(tmp_path)
+    journal = Journal(host)
     view = MachineView(FACTS, version, 3, None)
-    return MachineReporter(client(session), view, journal, clock=Clock(), interval=0,
+    return MachineReporter(client(session), view, journal, host=host, interval=0,
                            final_attempts=1), journal
 
 
@@ -55,6 +56,41 @@ def test_status_is_applied_with_observed_generation_and_messages_clipped_in_byte
     assert entry["observedGeneration"] == 3
     assert len(entry["message"].encode()) <= 10240
     assert session.sent[1].body["regarding"]["uid"] == "uid-1"
+
+
+def test_status_is_a_forced_apply_under_the_agents_manager_without_a_resource_version(
+        tmp_path: Path) -> None:
+    """Forced, and not pinned to a version: a concurrent writer (another manager on the
+    same condition types, any update of the Machine) can never make the report 409."""
+    session = FakeSession([response(200), response(201)])
+    rep, _ = reporter(tmp_path, session)
+    rep.publish([cond("NetworkReady")], final=True)
+    applied = session.sent[0]
+    assert applied.method == "PATCH"
+    assert applied.headers["Content-Type"] == "application/apply-patch+yaml"
+    assert applied.params == {"fieldManager": "machine-agent", "force": "true"}
+    assert "resourceVersion" not in applied.body["metadata"]
+
+
+def test_each_write_to_the_machine_is_a_side_effect_counted_once_it_is_made(
+        tmp_path: Path) -> None:
+    """The crash harness kills the agent right after a counted side effect: the status
+    apply and each Event created are ones; an Event the server already has is none, nor
+    is a write the server refused."""
+    session = FakeSession([response(500), response(200), response(201),
+                           response(409, status(409, "AlreadyExists", "exists"))])
+    rep, _ = reporter(tmp_path, session)
+
+    def remote() -> list[str]:
+        return [e for e in rep.host.effects.recent if not e.startswith("write ")]  # journal
+
+    rep.publish([cond("NetworkReady")], final=True)  # the apply fails: nothing made
+    assert remote() == []
+    rep.publish([cond("NetworkReady"), cond("TimeSynchronized", reason="TimeSynchronized")],
+                final=True)
+    (first, second) = [e["metadata"]["name"] for e in (s.body for s in session.sent[2:])]
+    assert remote() == ["apply Machine default/worker-0 status", f"create Event {first}"]
+    assert second != first
 
 
 def test_v1beta1_machines_get_the_conditions_under_status_v1beta2(tmp_path: Path) -> None:
