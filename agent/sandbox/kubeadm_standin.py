@@ -19,7 +19,6 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   version             kubeadm/kubelet version, default v1.31.2
   tokens              {token id: secret} the cluster knows (absent: any token works)
   caCertHash          the cluster CA's pin (absent: any pin works)
-  apiReachable        false: discovery cannot connect
   apiServer           {"ca": CA file, "signerToken": token}: the workload API stand-in at
                       the discovery endpoint (its CA, as cluster-info holds it; a token
                       allowed to issue credentials, standing for the CSR signer); absent:
@@ -38,6 +37,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import ssl
 import sys
 import time
@@ -275,10 +275,11 @@ def _discover(cfg: dict[str, Any], world: dict[str, Any]) -> str:
     if not token_cfg:
         return "https://file-discovery.invalid:6443"
     endpoint = token_cfg.get("apiServerEndpoint", "")
-    if world.get("apiReachable") is False:  # app/discovery/token/token.go, getClusterInfo
+    refused = _dial(endpoint)
+    if refused:  # app/discovery/token/token.go, getClusterInfo
         raise Failed(f"{prefix}failed to request the cluster-info ConfigMap: Get \"https://"
                      f"{endpoint}/api/v1/namespaces/kube-public/configmaps/cluster-info?"
-                     f"timeout=10s\": dial tcp {endpoint}: connect: connection refused")
+                     f"timeout=10s\": dial tcp {endpoint}: {refused}")
     token_id, _, secret = str(token_cfg.get("token", "")).partition(".")
     tokens = world.get("tokens")
     if tokens is not None and token_id not in tokens:  # token.go, getClusterInfo
@@ -293,6 +294,19 @@ def _discover(cfg: dict[str, Any], world: dict[str, Any]) -> str:
         raise Failed(f"{prefix}cluster CA found in cluster-info ConfigMap is invalid: none "
                      f"of the public keys \"{pin}\" are pinned")
     return f"https://{endpoint}"
+
+
+def _dial(endpoint: str) -> str | None:
+    """None when a TCP connection to host:port opens, else Go's net error wording."""
+    host, _, port = endpoint.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=API_TIMEOUT).close()
+    except TimeoutError:
+        return "i/o timeout"
+    except (OSError, ValueError) as err:
+        why = (err.strerror if isinstance(err, OSError) else None) or str(err)
+        return f"connect: {why.lower()}"
+    return None
 
 
 def _join_args(args: list[str]) -> tuple[str, set[str]]:

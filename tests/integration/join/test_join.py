@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
+import threading
 
 import pytest
 
@@ -14,7 +17,7 @@ from agent.phases.base import PhaseContext
 from agent.phases.join import JoinPhase
 from agent.report import Condition
 from agent.state import Journal
-from tests.integration.join.conftest import Node, machine_facts
+from tests.integration.join.conftest import Node, NoSleep, machine_facts
 from tests.joinable import FRESH_TOKEN, TOKEN, cloud_config
 
 
@@ -162,7 +165,6 @@ def test_a_node_the_kubelet_never_registers_is_not_reported_joined(node: Node) -
     ({"tokens": {"abcdef": "ffffffffffffffff"}}, Reason.TokenInvalid, 1),
     ({"caCertHash": "sha256:" + "00" * 32}, Reason.CACertHashMismatch, 1),
     ({"readyNodes": ["worker-0"]}, Reason.NodeNameConflict, 1),
-    ({"apiReachable": False}, Reason.APIServerUnreachable, 3),
     ({"failNext": ["preflight:SystemVerification:missing required cgroups: memory"]},
      Reason.PreflightFailed, 1),
     ({"failNext": ["kubelet-unhealthy"] * 3}, Reason.KubeletNotHealthy, 3),
@@ -185,6 +187,116 @@ def test_every_failure_ends_with_its_reason_and_a_clean_node(
         assert "SystemVerification: missing required cgroups: memory" in joined.message
     if attempts > 1:
         assert len(node.clock.slept) == attempts - 1
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed): connects are refused."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port: int = probe.getsockname()[1]
+    probe.close()
+    return port
+
+
+def test_an_unreachable_api_server_is_a_temporary_failure_retried_with_backoff(
+        node: Node) -> None:
+    endpoint = f"127.0.0.1:{closed_port()}"
+    loaded = node.configure({}, retry={"attempts": 3})
+    result, machine = node.run(loaded, machine_facts(cloud_config(endpoint)))
+    joined = machine.conditions["NodeJoined"]
+    assert not result.ok and result.temporary  # the daemon starts the bootstrap again
+    assert (joined.status, joined.reason) == ("False", "APIServerUnreachable")
+    assert f"cannot connect to the API server {endpoint}: Connection refused" in joined.message
+    assert len(node.clock.slept) == 2  # retried with backoff, three attempts in all
+    assert "joins" not in node.world and node.clean()  # kubeadm never ran
+
+
+def test_kubeadm_that_cannot_reach_the_api_server_is_retried_by_the_managed_join(
+        node: Node) -> None:
+    endpoint = f"127.0.0.1:{closed_port()}"
+    loaded = node.configure({"nodeRegistration": {
+        "ignorePreflightErrors": ["APIServerReachable"]}})  # kubeadm's own discovery fails
+    result, machine = node.run(loaded, machine_facts(cloud_config(endpoint)))
+    joined = machine.conditions["NodeJoined"]
+    assert joined.reason == "APIServerUnreachable" and not result.ok
+    assert f"dial tcp {endpoint}: connect: connection refused" in joined.message
+    attempts = json.loads(journal_text(node))["extra"]["join"]["attempts"]
+    assert [a["reason"] for a in attempts] == ["APIServerUnreachable"] * 3
+    assert len(node.clock.slept) == 2 and node.clean()
+
+
+def test_an_unreachable_api_server_is_listed_with_other_failing_checks(node: Node) -> None:
+    node.file("/proc/sys/net/ipv4/ip_forward").write_text("0\n")
+    endpoint = f"127.0.0.1:{closed_port()}"
+    loaded = node.configure({}, retry={"attempts": 3})
+    result, machine = node.run(loaded, machine_facts(cloud_config(endpoint)))
+    joined = machine.conditions["NodeJoined"]
+    assert not result.temporary and joined.reason == "PreflightFailed"
+    assert "2 preflight check(s) failed" in joined.message
+    assert "[APIServerReachable] cannot connect" in joined.message
+    assert "APIServerReachable alone would be retried" in joined.message
+    assert node.clock.slept == []
+
+
+class Relay:
+    """A TCP relay from a loopback port to the API: the control-plane endpoint coming up."""
+
+    def __init__(self, port: int, target: int) -> None:
+        self.target = target
+        self.stop = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.listener.settimeout(0.1)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target), timeout=10)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.listener.close()
+
+
+def test_a_control_plane_endpoint_that_comes_up_late_is_joined(node: Node) -> None:
+    port = closed_port()
+    relays: list[Relay] = []
+
+    class ComesUp(NoSleep):
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if not relays:
+                relays.append(Relay(port, node.api.port))
+
+    node.host.clock = clock = ComesUp()
+    try:
+        loaded = node.configure({}, retry={"attempts": 3})
+        result, machine = node.run(loaded, machine_facts(cloud_config(f"127.0.0.1:{port}")))
+        assert result.ok, result.outcomes
+        assert machine.conditions["NodeJoined"].reason == "Joined"
+        assert len(clock.slept) == 1 and node.world["joins"] == ["worker-0"]
+    finally:
+        for relay in relays:
+            relay.close()
 
 
 def test_a_failed_run_then_run_resets_and_retries_within_the_limit(node: Node) -> None:
