@@ -183,15 +183,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
         if failure and failure.startswith("hang:"):
             time.sleep(min(float(failure.split(":", 1)[1]), 60))
         if failure == "kubelet-unhealthy":
-            # app/util/apiclient/wait.go WaitForKubelet; app/cmd/phases/join/kubelet.go
-            print("[kubelet-check] The kubelet is not healthy after 4m0.000580205s\n\n"
-                  "Unfortunately, an error has occurred:\n\tThe HTTP call equal to 'curl "
-                  "-sSL http://127.0.0.1:10248/healthz' returned error: Get "
-                  "\"http://127.0.0.1:10248/healthz\": context deadline exceeded\n\n"
-                  "This error is likely caused by:\n\t- The kubelet is not running\n")
-            raise Failed("error execution phase kubelet-start: The HTTP call equal to "
-                         "'curl -sSL http://127.0.0.1:10248/healthz' returned error: Get "
-                         "\"http://127.0.0.1:10248/healthz\": context deadline exceeded")
+            _kubelet_unhealthy(world.get("version", "v1.31.2"))
         print("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap")
         api = world.get("apiServer")
         credential = _issue(endpoint, api, name) if api else None
@@ -206,6 +198,34 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
           "apiserver and a response was received.\n* The Kubelet was informed of the new "
           "secure connection details.")
     return 0
+
+
+def _kubelet_unhealthy(version: str) -> None:
+    """kubeadm's kubelet health check failing, in the wording of its version."""
+    fail_msg = ("This error is likely caused by:\n\t- The kubelet is not running\n\t- The "
+                "kubelet is unhealthy due to a misconfiguration of the node in some way "
+                "(required cgroups disabled)\n")
+    if int(version.lstrip("v").split(".")[1]) >= 31:
+        # app/util/apiclient/wait.go WaitForKubelet; app/cmd/phases/join/kubelet.go
+        print("[kubelet-check] The kubelet is not healthy after 4m0.000580205s\n\n"
+              "Unfortunately, an error has occurred:\n\tThe HTTP call equal to 'curl "
+              "-sSL http://127.0.0.1:10248/healthz' returned error: Get "
+              "\"http://127.0.0.1:10248/healthz\": context deadline exceeded\n\n" + fail_msg)
+        raise Failed("error execution phase kubelet-start: The HTTP call equal to "
+                     "'curl -sSL http://127.0.0.1:10248/healthz' returned error: Get "
+                     "\"http://127.0.0.1:10248/healthz\": context deadline exceeded")
+    # release-1.30 and older: app/util/apiclient/wait.go WaitForHealthyKubelet, its
+    # TryRunCommand giving up (apimachinery wait.ExponentialBackoff: ErrWaitTimeout);
+    # kubeadmJoinFailMsg of app/cmd/phases/join/kubelet.go.
+    print("[kubelet-check] Initial timeout of 40s passed.")
+    for _ in range(5):
+        print("[kubelet-check] It seems like the kubelet isn't running or healthy.\n"
+              "[kubelet-check] The HTTP call equal to 'curl -sSL http://localhost:10248/"
+              "healthz' failed with error: Get \"http://localhost:10248/healthz\": dial tcp "
+              "127.0.0.1:10248: connect: connection refused.")
+    print("\nUnfortunately, an error has occurred:\n\ttimed out waiting for the condition\n\n"
+          + fail_msg)
+    raise Failed("error execution phase kubelet-start: timed out waiting for the condition")
 
 
 def load_join_configuration(path: Path) -> dict[str, Any]:

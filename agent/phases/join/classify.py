@@ -51,13 +51,23 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
     # app/preflight/checks.go, Error.Error: "[preflight] Some fatal errors occurred:".
     (re.compile(r"\[preflight\] Some fatal errors occurred"),
      Reason.PreflightFailed, "kubeadm's preflight failed", False),
-    # app/util/apiclient/wait.go, WaitForKubelet, and the kubeadmJoinFailMsg of
-    # app/cmd/phases/join/kubelet.go.
-    (re.compile(r"The kubelet is not healthy after|The HTTP call equal to 'curl -sSL "
-                r"http://127\.0\.0\.1:10248/healthz' returned error"),
+    # The kubelet's health check, first by its failing HTTP call (the line with the
+    # cause), then by the summary. 1.31+: app/util/apiclient/wait.go, WaitForKubelet
+    # ("returned error: ..."; "[kubelet-check] The kubelet is not healthy after ...").
+    # 1.30 and older: the same file's WaitForHealthyKubelet (run by WaitForKubeletAndFunc
+    # from app/cmd/phases/join/kubelet.go), which prints "[kubelet-check] It seems like
+    # the kubelet isn't running or healthy." and "... failed with error: ..." and ends
+    # with "timed out waiting for the condition": ahead of JoinTimeout, and of the dial
+    # rule below, which its "dial tcp 127.0.0.1:10248" would match.
+    (re.compile(r"The HTTP call equal to 'curl -sSL http://(?:127\.0\.0\.1|localhost):10248"
+                r"/healthz' (?:returned|failed with) "),
      Reason.KubeletNotHealthy, "the kubelet did not become healthy", True),
-    # app/discovery/token/token.go, getClusterInfo: the API server did not answer.
-    (re.compile(r"failed to request the cluster-info ConfigMap|dial tcp [^:]*:.*: "
+    (re.compile(r"The kubelet is not healthy after|It seems like the kubelet isn't running "
+                r"or healthy"),
+     Reason.KubeletNotHealthy, "the kubelet did not become healthy", True),
+    # app/discovery/token/token.go, getClusterInfo: the API server did not answer (any
+    # dial but the kubelet's own healthz port, 10248).
+    (re.compile(r"failed to request the cluster-info ConfigMap|dial tcp (?!\S*:10248: )\S+: "
                 r"(connect: connection refused|connect: no route to host|i/o timeout)"),
      Reason.APIServerUnreachable, "the API server could not be reached", True),
     # app/util/config/common.go (validateSupportedVersion), strict decoding, or an
@@ -65,6 +75,8 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
     (re.compile(r"your configuration file uses an old API spec|strict decoding error|"
                 r"no kind \"JoinConfiguration\" is registered"),
      Reason.ConfigInvalid, "kubeadm refused the JoinConfiguration", False),
+    # k8s.io/apimachinery/pkg/util/wait (wait.go ErrWaitTimeout, "timed out waiting for
+    # the condition", which kubeadm's polls return) and Go's context.DeadlineExceeded.
     (re.compile(r"timed out waiting for the condition|context deadline exceeded"),
      Reason.JoinTimeout, "kubeadm timed out", True),
 ]

@@ -299,6 +299,26 @@ def test_a_control_plane_endpoint_that_comes_up_late_is_joined(node: Node) -> No
             relay.close()
 
 
+@pytest.mark.parametrize(("version", "api_version", "detail"), [
+    ("v1.30.4", "v1beta3", "[kubelet-check] The HTTP call equal to 'curl -sSL http://localhost:"
+                           "10248/healthz' failed with error: Get \"http://localhost:10248/"
+                           "healthz\": dial tcp 127.0.0.1:10248: connect: connection refused."),
+    ("v1.31.2", "v1beta4", "The HTTP call equal to 'curl -sSL http://127.0.0.1:10248/healthz' "
+                           "returned error: Get \"http://127.0.0.1:10248/healthz\": context "
+                           "deadline exceeded"),
+])
+def test_an_unhealthy_kubelet_is_named_in_the_wording_of_each_kubeadm(
+        node: Node, version: str, api_version: str, detail: str) -> None:
+    node.set_world(version=version, failNext=["kubelet-unhealthy"])
+    loaded = node.configure({"maxAttempts": 1})
+    data = cloud_config(node.endpoint, version=api_version)
+    _, machine = node.run(loaded, machine_facts(data, version=version))
+    joined = machine.conditions["NodeJoined"]
+    assert joined.reason == "KubeletNotHealthy", joined.message
+    assert f"the kubelet did not become healthy: {detail} (" in joined.message, joined.message
+    assert node.clean()
+
+
 def test_a_failed_run_then_run_resets_and_retries_within_the_limit(node: Node) -> None:
     node.set_world(failNext=["kubelet-unhealthy"] * 3)
     loaded = node.configure({"maxAttempts": 2})
