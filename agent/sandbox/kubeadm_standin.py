@@ -26,6 +26,7 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   readyNodes          names of Nodes already Ready in the cluster
   failNext            failures for the next joins, one consumed per join:
                       "kubelet-unhealthy", "preflight:<Check>:<message>", "hang:<seconds>",
+                      "phase-error:<phase>:<message>" (any other error of a phase),
                       "node-not-registered" (join succeeds; the kubelet never registers)
   joins               (written) the names that joined, in order
 Run as `python -m agent.sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
@@ -180,6 +181,9 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                                       "kind: KubeletConfiguration\n")
         _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
         print("[kubelet-start] Starting the kubelet")
+        if failure and failure.startswith("phase-error:"):
+            _, phase, message = failure.split(":", 2)  # app/cmd/phases/workflow/runner.go
+            raise Failed(f"error execution phase {phase}: {message}")
         if failure and failure.startswith("hang:"):
             time.sleep(min(float(failure.split(":", 1)[1]), 60))
         if failure == "kubelet-unhealthy":

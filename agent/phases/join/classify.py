@@ -97,6 +97,21 @@ def classify_output(output: str) -> Classified:
         line = next((ln for ln in output.splitlines() if match.group(0) in ln),
                     match.group(0))
         return Classified(reason, summary, temporary, line.strip())
-    last = next((ln for ln in reversed(output.splitlines()) if ln.strip()), "")
-    return Classified(Reason.CommandFailed, "kubeadm join failed", False, last.strip())
+    return Classified(Reason.CommandFailed, "kubeadm join failed", False, last_line(output))
+
+
+# cmd/kubeadm/app/util/error.go, checkErr: the hint kubeadm prints after every error.
+STACK_HINT = "To see the stack trace of this error execute with --v=5 or higher"
+# cmd/kubeadm/app/cmd/phases/workflow/runner.go: how a failed phase's error is wrapped.
+_PHASE_ERROR = re.compile(r"^error execution phase .*")
+
+
+def last_line(output: str) -> str:
+    """kubeadm's own error: the last `error execution phase ...` line, else the last line
+    that is not the stack-trace hint."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    phase = [ln for ln in lines if _PHASE_ERROR.match(ln)]
+    if phase:
+        return phase[-1]
+    return next((ln for ln in reversed(lines) if ln != STACK_HINT), "")
 

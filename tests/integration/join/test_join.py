@@ -187,6 +187,57 @@ def test_every_failure_ends_with_its_reason_and_a_clean_node(
         assert "SystemVerification: missing required cgroups: memory" in joined.message
     if attempts > 1:
         assert len(node.clock.slept) == attempts - 1
+    # every attempt keeps kubeadm's output, a killed one what it printed before
+    assert all("[preflight] Running pre-flight checks" in a["outputTail"] for a in record)
+    if reason is Reason.JoinTimeout:
+        assert record[0]["outputTail"].endswith("[kubelet-start] Starting the kubelet")
+        assert "its last line: [kubelet-start] Starting the kubelet" in joined.message
+
+
+def test_an_unclassified_failure_names_kubeadms_error_not_its_stack_trace_hint(
+        node: Node) -> None:
+    node.set_world(failNext=["phase-error:kubelet-start:open /var/lib/kubelet/config.yaml: "
+                             "read-only file system"])
+    _, machine = node.run(node.configure({}), machine_facts(cloud_config(node.endpoint)))
+    joined = machine.conditions["NodeJoined"]
+    assert joined.reason == "CommandFailed"
+    assert ("kubeadm join failed: error execution phase kubelet-start: open /var/lib/kubelet/"
+            "config.yaml: read-only file system") in joined.message
+    assert "stack trace" not in joined.message
+
+
+def test_kubeadm_output_is_logged_as_it_comes_with_the_token_redacted(
+        node: Node, caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
+    # a kubeadm that shows its token (as a verbose one may) before the stand-in runs
+    verbose = node.root.parent / f"{node.root.name}-bin" / "kubeadm"
+    verbose.parent.mkdir()
+    standin = node.host.which("kubeadm")
+    verbose.write_text(f"#!/bin/sh\n[ \"$1\" = join ] && echo \"[discovery] token {TOKEN}\"\n"
+                       f"exec {standin} \"$@\"\n")
+    verbose.chmod(0o755)
+    node.set_world(failNext=["hang:2"])  # kubeadm pauses 2 s, then joins
+    seen: dict[str, float] = {}
+
+    class Stamp(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.setdefault(record.getMessage(), time.monotonic())
+
+    stamp = Stamp()
+    logging.getLogger("agent.phases.join").addHandler(stamp)
+    caplog.set_level(logging.INFO, logger="agent.phases.join")
+    try:
+        loaded = node.configure({"kubeadmPath": str(verbose), "timeout": "30s"})
+        result, _ = node.run(loaded, machine_facts(cloud_config(node.endpoint)))
+        finished = time.monotonic()
+    finally:
+        logging.getLogger("agent.phases.join").removeHandler(stamp)
+    assert result.ok, result.outcomes
+    started = seen["kubeadm: [kubelet-start] Starting the kubelet"]
+    assert finished - started >= 1.5  # logged while kubeadm still ran, not after
+    assert "kubeadm: [discovery] token ***" in seen
+    assert TOKEN not in caplog.text and "0123456789abcdef" not in caplog.text
 
 
 def closed_port() -> int:

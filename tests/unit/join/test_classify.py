@@ -81,3 +81,17 @@ def test_a_refused_dial_to_the_kubelets_port_is_not_the_api_server(address: str)
     assert found.reason is not Reason.APIServerUnreachable
     api = classify_output("dial tcp [2001:db8::1]:6443: connect: connection refused")
     assert api.reason is Reason.APIServerUnreachable
+
+
+@pytest.mark.parametrize(("output", "detail"), [
+    ("[preflight] Running pre-flight checks\n[kubelet-start] Starting the kubelet\n"
+     "error execution phase kubelet-start: open /var/lib/kubelet/config.yaml: read-only file "
+     "system\nTo see the stack trace of this error execute with --v=5 or higher\n",
+     "error execution phase kubelet-start: open /var/lib/kubelet/config.yaml: read-only file "
+     "system"),
+    ("unknown flag: --bogus\nTo see the stack trace of this error execute with --v=5 or "
+     "higher", "unknown flag: --bogus"),
+])
+def test_an_unclassified_failure_names_kubeadms_error_line(output: str, detail: str) -> None:
+    found = classify_output(output)
+    assert (found.reason, found.detail) == (Reason.CommandFailed, detail)
