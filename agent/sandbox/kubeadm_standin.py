@@ -166,7 +166,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                      f"occurred:\n{lines}[preflight] If you know what you are doing, you "
                      "can make a check non-fatal with `--ignore-preflight-errors=...`")
 
-    endpoint = _discover(cfg, world)
+    endpoint = _discover(root, cfg, world)
 
     # app/cmd/phases/join/kubelet.go, runKubeletStartJoinPhase
     _write(root / BOOTSTRAP_CONF, _kubeconfig(endpoint, "tls-bootstrap-token-user"))
@@ -292,12 +292,16 @@ def _strict(value: Any, schema: Any, where: str) -> list[str]:
     return [] if isinstance(value, schema) else [f"{where}: expected {schema.__name__}"]
 
 
-def _discover(cfg: dict[str, Any], world: dict[str, Any]) -> str:
+def _discover(root: Path, cfg: dict[str, Any], world: dict[str, Any]) -> str:
     # app/discovery/discovery.go wraps every discovery error like this.
     prefix = "error execution phase preflight: couldn't validate the identity of the API Server: "
-    token_cfg = (cfg.get("discovery") or {}).get("bootstrapToken")
+    discovery = cfg.get("discovery") or {}
+    token_cfg = discovery.get("bootstrapToken")
     if not token_cfg:
-        return "https://file-discovery.invalid:6443"
+        try:
+            return _discover_file(root, str(discovery["file"].get("kubeConfigPath", "")))
+        except Failed as err:
+            raise Failed(f"{prefix}{err}") from err
     endpoint = token_cfg.get("apiServerEndpoint", "")
     refused = _dial(endpoint)
     if refused:  # app/discovery/token/token.go, getClusterInfo
@@ -318,6 +322,69 @@ def _discover(cfg: dict[str, Any], world: dict[str, Any]) -> str:
         raise Failed(f"{prefix}cluster CA found in cluster-info ConfigMap is invalid: none "
                      f"of the public keys \"{pin}\" are pinned")
     return f"https://{endpoint}"
+
+
+def _discover_file(root: Path, path: str) -> str:
+    """File discovery (app/discovery/file/file.go, ValidateConfigInfo): the cluster of the
+    kubeconfig, its CA embedded, and a TLS connection to its server verified with that CA
+    by reading the cluster-info ConfigMap (Forbidden is fine: the TLS handshake was)."""
+    try:  # client-go tools/clientcmd LoadFromFile
+        doc = yaml.safe_load((root / path.lstrip("/")).read_text())
+    except OSError as err:
+        raise Failed(f"open {path}: {(err.strerror or str(err)).lower()}") from err
+    except yaml.YAMLError as err:
+        raise Failed(f"error loading config file \"{path}\": {err}") from err
+    doc = doc if isinstance(doc, dict) else {}
+    clusters = {c.get("name"): c.get("cluster") or {} for c in doc.get("clusters") or []
+                if isinstance(c, dict)}
+    if not clusters:
+        raise Failed("the provided kubeconfig file must have at least one Cluster defined")
+    # app/util/kubeconfig/kubeconfig.go GetClusterFromKubeConfig: the unnamed cluster, else
+    # the current context's; EnsureCertificateAuthorityIsEmbedded refuses none.
+    contexts = {c.get("name"): c.get("context") or {} for c in doc.get("contexts") or []
+                if isinstance(c, dict)}
+    name = "" if "" in clusters else (contexts.get(doc.get("current-context")) or {}).get(
+        "cluster")
+    cluster = clusters.get(name)
+    if cluster is None:
+        raise Failed("received nil value for Cluster")
+    server = cluster.get("server")
+    if not server:  # client-go tools/clientcmd/validation.go, validateClusterInfo
+        raise Failed(f"invalid configuration: no server found for cluster \"{name}\"")
+    if cluster.get("certificate-authority-data"):
+        ca = base64.b64decode(cluster["certificate-authority-data"]).decode()
+    elif cluster.get("certificate-authority"):
+        try:
+            ca = (root / str(cluster["certificate-authority"]).lstrip("/")).read_text()
+        except OSError as err:
+            raise Failed("error while reading certificate authority file defined in "
+                         f"kubeconfig: {err}") from err
+    else:
+        ca = None
+    url = f"{server}/api/v1/namespaces/kube-public/configmaps/cluster-info?timeout=10s"
+    hostport = server.removeprefix("https://").split("/", 1)[0]
+    refused = _dial(hostport)
+    why = f"dial tcp {hostport}: {refused}" if refused else _tls_problem(url, ca)
+    if why:
+        raise Failed(f"Abort reading the cluster-info ConfigMap after timeout of 5m0s: Get "
+                     f"\"{url}\": {why}")
+    return str(server)
+
+
+def _tls_problem(url: str, ca: str | None) -> str | None:
+    """None when the server's certificate verifies with `ca` (the system's when None),
+    else Go's crypto/tls wording."""
+    context = ssl.create_default_context(cadata=ca) if ca else ssl.create_default_context()
+    try:
+        with urllib.request.urlopen(url, timeout=API_TIMEOUT, context=context):
+            return None
+    except urllib.error.HTTPError as err:
+        return None if err.code in (200, 403) else f"HTTP {err.code}"
+    except urllib.error.URLError as err:
+        if isinstance(err.reason, ssl.SSLCertVerificationError):
+            return ("tls: failed to verify certificate: x509: certificate signed by unknown "
+                    "authority")
+        return str(err.reason)
 
 
 def _dial(endpoint: str) -> str | None:

@@ -498,6 +498,54 @@ def test_plan_shows_the_join_configuration_with_the_token_masked(
     assert not node.file("/run/kubeadm").exists()  # plan changed nothing
 
 
+def _file_discovery(node: Node, ca_pem: str) -> dict[str, object]:
+    """spec.join for discovery by a kubeconfig file with `ca_pem` as the cluster's CA."""
+    import base64
+
+    import yaml
+
+    node.host.write_file("/etc/kubernetes/discovery.conf", yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "join",
+        "clusters": [{"name": "other", "cluster": {"server": "https://192.0.2.1:6443"}},
+                     {"name": "workload", "cluster": {
+                         "server": f"https://{node.endpoint}",
+                         "certificate-authority-data": base64.b64encode(
+                             ca_pem.encode()).decode()}}],
+        "contexts": [{"name": "join", "context": {"cluster": "workload", "user": "join"}}],
+        "users": [{"name": "join", "user": {}}]}), mode=0o600)
+    return {"source": "config", "kubernetesVersion": "v1.31.2",
+            "discovery": {"file": {"kubeConfigPath": "/etc/kubernetes/discovery.conf",
+                                   "tlsBootstrapToken": TOKEN}},
+            "nodeRegistration": {"name": "worker-0"}}
+
+
+def test_joins_by_a_discovery_kubeconfig_file(node: Node) -> None:
+    loaded = node.configure(_file_discovery(node, node.api.ca_path.read_text()))
+    result, machine = node.run(loaded)
+    joined = machine.conditions["NodeJoined"]
+    assert result.ok, result.outcomes
+    # the server of the file's current context, not its other cluster
+    assert joined.message == (f"Node worker-0 joined https://{node.endpoint} (Kubernetes "
+                              "v1.31.2); Node worker-0 registered")
+    assert node.joined() and node.world["joins"] == ["worker-0"]
+    assert TOKEN not in journal_text(node) and TOKEN not in joined.message
+
+
+def test_a_discovery_file_with_another_ca_is_refused_as_kubeadm_refuses_it(
+        node: Node, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from agent.sandbox.apiserver.auth import generate_tls
+
+    other = generate_tls(tmp_path_factory.mktemp("other-ca"), [])
+    loaded = node.configure({**_file_discovery(node, other.ca_pem), "maxAttempts": 1})
+    result, machine = node.run(loaded)
+    joined = machine.conditions["NodeJoined"]
+    assert not result.ok and joined.reason == "CommandFailed"
+    assert ("couldn't validate the identity of the API Server: Abort reading the cluster-info "
+            "ConfigMap after timeout of 5m0s") in joined.message
+    assert "x509: certificate signed by unknown authority" in joined.message
+    assert "joins" not in node.world and node.clean()
+
+
 def test_a_newline_in_a_taint_or_kubelet_arg_is_refused(node: Node) -> None:
     from agent.errors import ConfigError
 
