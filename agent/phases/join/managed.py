@@ -5,8 +5,9 @@ joined (what kubeadm wrote before it failed: reset with `kubeadm reset -f` first
 a failed attempt the node is reset again, so a failure always leaves it clean. A failure
 is classified by kubeadm's own words; temporary ones are retried with jittered backoff up
 to `spec.join.maxAttempts`; an expired token makes the agent read the bootstrap data
-again for a fresh one, and stop (never loop) when the token did not change. Every
-attempt is journaled, with secrets redacted.
+again for a fresh one, and stop (never loop) when the token did not change. kubeadm's
+lines reach the log as it prints them; every attempt is journaled with the tail of its
+output (kept after a time-out too), secrets redacted.
 """
 
 from __future__ import annotations
