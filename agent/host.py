@@ -18,7 +18,7 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -28,6 +28,7 @@ from agent.logs import REDACT, Redactor
 
 if TYPE_CHECKING:
     import socket
+    import subprocess
 
     from pyroute2 import IPRoute
 
@@ -61,6 +62,8 @@ class CommandResult:
     stdout: str
     stderr: str
     duration: float
+    timed_out: bool = False
+    """Killed at its time-out (`stream` only); the output is what came before."""
 
     @property
     def ok(self) -> bool:
@@ -339,6 +342,64 @@ class Host:
                 f"{shown} exited {result.returncode}: {self.redact(result.tail(500))}")
         return result
 
+    def stream(
+        self,
+        argv: Sequence[str],
+        on_line: Callable[[str], None],
+        *,
+        timeout: float = 60.0,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Run a long command (never a shell), handing each line of its output (stdout
+        and stderr merged, in order, redacted) to `on_line` as it comes. At its time-out
+        the command and what it started are killed and the output so far is kept:
+        `timed_out` is set, nothing is raised."""
+        import selectors
+        import subprocess
+
+        args = tuple(argv)
+        if not args or any(not isinstance(a, str) or "\0" in a for a in args):
+            raise PermanentError(f"invalid command line {args!r}")
+        shown = self.redact(" ".join(args))
+        self.check_writable(f"run {shown}")
+        log.debug("run: %s", shown)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    env={**os.environ, **self.env, **(env or {})})
+        except FileNotFoundError as err:
+            raise CommandError(f"command not found: {args[0]}",
+                               hint=f"install {args[0]} or put it on PATH") from err
+        assert proc.stdout is not None
+        output, pending, timed_out = bytearray(), b"", False
+        with proc.stdout, selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            while True:
+                left = start + timeout - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                if not selector.select(left):
+                    continue
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                output += chunk
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    on_line(self.redact(line.decode(errors="replace").rstrip("\r")))
+            if pending:
+                on_line(self.redact(pending.decode(errors="replace")))
+        if timed_out or _wait(proc, start + timeout - time.monotonic()) is None:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self.effects.record(f"run {shown}")
+        return CommandResult(args, proc.returncode, output.decode(errors="replace"), "",
+                             time.monotonic() - start, timed_out)
+
     def systemctl(self, action: str, unit: str) -> CommandResult:
         return self.run(["systemctl", action, unit], timeout=90,
                         mutates=action not in ("is-active", "is-enabled", "status", "show"))
@@ -379,6 +440,16 @@ class Host:
         """Count a side effect made through a handle the Host gave out (netlink)."""
         self.check_writable(what)
         self.effects.record(what)
+
+
+def _wait(proc: subprocess.Popen[bytes], seconds: float) -> int | None:
+    """The exit status, or None when the process is still running after `seconds`."""
+    import subprocess
+
+    try:
+        return proc.wait(timeout=max(seconds, 0.0))
+    except subprocess.TimeoutExpired:
+        return None
 
 
 NETNS_RUN_DIR = "/var/run/netns"

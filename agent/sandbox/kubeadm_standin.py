@@ -19,7 +19,6 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   version             kubeadm/kubelet version, default v1.31.2
   tokens              {token id: secret} the cluster knows (absent: any token works)
   caCertHash          the cluster CA's pin (absent: any pin works)
-  apiReachable        false: discovery cannot connect
   apiServer           {"ca": CA file, "signerToken": token}: the workload API stand-in at
                       the discovery endpoint (its CA, as cluster-info holds it; a token
                       allowed to issue credentials, standing for the CSR signer); absent:
@@ -27,6 +26,7 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   readyNodes          names of Nodes already Ready in the cluster
   failNext            failures for the next joins, one consumed per join:
                       "kubelet-unhealthy", "preflight:<Check>:<message>", "hang:<seconds>",
+                      "phase-error:<phase>:<message>" (any other error of a phase),
                       "node-not-registered" (join succeeds; the kubelet never registers)
   joins               (written) the names that joined, in order
 Run as `python -m agent.sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
@@ -38,6 +38,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import ssl
 import sys
 import time
@@ -165,7 +166,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                      f"occurred:\n{lines}[preflight] If you know what you are doing, you "
                      "can make a check non-fatal with `--ignore-preflight-errors=...`")
 
-    endpoint = _discover(cfg, world)
+    endpoint = _discover(root, cfg, world)
 
     # app/cmd/phases/join/kubelet.go, runKubeletStartJoinPhase
     _write_kubeconfig(root / BOOTSTRAP_CONF, _kubeconfig(endpoint, "tls-bootstrap-token-user"))
@@ -180,18 +181,13 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                                       "kind: KubeletConfiguration\n")
         _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
         print("[kubelet-start] Starting the kubelet")
+        if failure and failure.startswith("phase-error:"):
+            _, phase, message = failure.split(":", 2)  # app/cmd/phases/workflow/runner.go
+            raise Failed(f"error execution phase {phase}: {message}")
         if failure and failure.startswith("hang:"):
             time.sleep(min(float(failure.split(":", 1)[1]), 60))
         if failure == "kubelet-unhealthy":
-            # app/util/apiclient/wait.go WaitForKubelet; app/cmd/phases/join/kubelet.go
-            print("[kubelet-check] The kubelet is not healthy after 4m0.000580205s\n\n"
-                  "Unfortunately, an error has occurred:\n\tThe HTTP call equal to 'curl "
-                  "-sSL http://127.0.0.1:10248/healthz' returned error: Get "
-                  "\"http://127.0.0.1:10248/healthz\": context deadline exceeded\n\n"
-                  "This error is likely caused by:\n\t- The kubelet is not running\n")
-            raise Failed("error execution phase kubelet-start: The HTTP call equal to "
-                         "'curl -sSL http://127.0.0.1:10248/healthz' returned error: Get "
-                         "\"http://127.0.0.1:10248/healthz\": context deadline exceeded")
+            _kubelet_unhealthy(world.get("version", "v1.31.2"))
         print("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap")
         api = world.get("apiServer")
         credential = _issue(endpoint, api, name) if api else None
@@ -207,6 +203,34 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
           "apiserver and a response was received.\n* The Kubelet was informed of the new "
           "secure connection details.")
     return 0
+
+
+def _kubelet_unhealthy(version: str) -> None:
+    """kubeadm's kubelet health check failing, in the wording of its version."""
+    fail_msg = ("This error is likely caused by:\n\t- The kubelet is not running\n\t- The "
+                "kubelet is unhealthy due to a misconfiguration of the node in some way "
+                "(required cgroups disabled)\n")
+    if int(version.lstrip("v").split(".")[1]) >= 31:
+        # app/util/apiclient/wait.go WaitForKubelet; app/cmd/phases/join/kubelet.go
+        print("[kubelet-check] The kubelet is not healthy after 4m0.000580205s\n\n"
+              "Unfortunately, an error has occurred:\n\tThe HTTP call equal to 'curl "
+              "-sSL http://127.0.0.1:10248/healthz' returned error: Get "
+              "\"http://127.0.0.1:10248/healthz\": context deadline exceeded\n\n" + fail_msg)
+        raise Failed("error execution phase kubelet-start: The HTTP call equal to "
+                     "'curl -sSL http://127.0.0.1:10248/healthz' returned error: Get "
+                     "\"http://127.0.0.1:10248/healthz\": context deadline exceeded")
+    # release-1.30 and older: app/util/apiclient/wait.go WaitForHealthyKubelet, its
+    # TryRunCommand giving up (apimachinery wait.ExponentialBackoff: ErrWaitTimeout);
+    # kubeadmJoinFailMsg of app/cmd/phases/join/kubelet.go.
+    print("[kubelet-check] Initial timeout of 40s passed.")
+    for _ in range(5):
+        print("[kubelet-check] It seems like the kubelet isn't running or healthy.\n"
+              "[kubelet-check] The HTTP call equal to 'curl -sSL http://localhost:10248/"
+              "healthz' failed with error: Get \"http://localhost:10248/healthz\": dial tcp "
+              "127.0.0.1:10248: connect: connection refused.")
+    print("\nUnfortunately, an error has occurred:\n\ttimed out waiting for the condition\n\n"
+          + fail_msg)
+    raise Failed("error execution phase kubelet-start: timed out waiting for the condition")
 
 
 def load_join_configuration(path: Path) -> dict[str, Any]:
@@ -269,17 +293,22 @@ def _strict(value: Any, schema: Any, where: str) -> list[str]:
     return [] if isinstance(value, schema) else [f"{where}: expected {schema.__name__}"]
 
 
-def _discover(cfg: dict[str, Any], world: dict[str, Any]) -> str:
+def _discover(root: Path, cfg: dict[str, Any], world: dict[str, Any]) -> str:
     # app/discovery/discovery.go wraps every discovery error like this.
     prefix = "error execution phase preflight: couldn't validate the identity of the API Server: "
-    token_cfg = (cfg.get("discovery") or {}).get("bootstrapToken")
+    discovery = cfg.get("discovery") or {}
+    token_cfg = discovery.get("bootstrapToken")
     if not token_cfg:
-        return "https://file-discovery.invalid:6443"
+        try:
+            return _discover_file(root, str(discovery["file"].get("kubeConfigPath", "")))
+        except Failed as err:
+            raise Failed(f"{prefix}{err}") from err
     endpoint = token_cfg.get("apiServerEndpoint", "")
-    if world.get("apiReachable") is False:  # app/discovery/token/token.go, getClusterInfo
+    refused = _dial(endpoint)
+    if refused:  # app/discovery/token/token.go, getClusterInfo
         raise Failed(f"{prefix}failed to request the cluster-info ConfigMap: Get \"https://"
                      f"{endpoint}/api/v1/namespaces/kube-public/configmaps/cluster-info?"
-                     f"timeout=10s\": dial tcp {endpoint}: connect: connection refused")
+                     f"timeout=10s\": dial tcp {endpoint}: {refused}")
     token_id, _, secret = str(token_cfg.get("token", "")).partition(".")
     tokens = world.get("tokens")
     if tokens is not None and token_id not in tokens:  # token.go, getClusterInfo
@@ -294,6 +323,82 @@ def _discover(cfg: dict[str, Any], world: dict[str, Any]) -> str:
         raise Failed(f"{prefix}cluster CA found in cluster-info ConfigMap is invalid: none "
                      f"of the public keys \"{pin}\" are pinned")
     return f"https://{endpoint}"
+
+
+def _discover_file(root: Path, path: str) -> str:
+    """File discovery (app/discovery/file/file.go, ValidateConfigInfo): the cluster of the
+    kubeconfig, its CA embedded, and a TLS connection to its server verified with that CA
+    by reading the cluster-info ConfigMap (Forbidden is fine: the TLS handshake was)."""
+    try:  # client-go tools/clientcmd LoadFromFile
+        doc = yaml.safe_load((root / path.lstrip("/")).read_text())
+    except OSError as err:
+        raise Failed(f"open {path}: {(err.strerror or str(err)).lower()}") from err
+    except yaml.YAMLError as err:
+        raise Failed(f"error loading config file \"{path}\": {err}") from err
+    doc = doc if isinstance(doc, dict) else {}
+    clusters = {c.get("name"): c.get("cluster") or {} for c in doc.get("clusters") or []
+                if isinstance(c, dict)}
+    if not clusters:
+        raise Failed("the provided kubeconfig file must have at least one Cluster defined")
+    # app/util/kubeconfig/kubeconfig.go GetClusterFromKubeConfig: the unnamed cluster, else
+    # the current context's; EnsureCertificateAuthorityIsEmbedded refuses none.
+    contexts = {c.get("name"): c.get("context") or {} for c in doc.get("contexts") or []
+                if isinstance(c, dict)}
+    name = "" if "" in clusters else (contexts.get(doc.get("current-context")) or {}).get(
+        "cluster")
+    cluster = clusters.get(name)
+    if cluster is None:
+        raise Failed("received nil value for Cluster")
+    server = cluster.get("server")
+    if not server:  # client-go tools/clientcmd/validation.go, validateClusterInfo
+        raise Failed(f"invalid configuration: no server found for cluster \"{name}\"")
+    if cluster.get("certificate-authority-data"):
+        ca = base64.b64decode(cluster["certificate-authority-data"]).decode()
+    elif cluster.get("certificate-authority"):
+        try:
+            ca = (root / str(cluster["certificate-authority"]).lstrip("/")).read_text()
+        except OSError as err:
+            raise Failed("error while reading certificate authority file defined in "
+                         f"kubeconfig: {err}") from err
+    else:
+        ca = None
+    url = f"{server}/api/v1/namespaces/kube-public/configmaps/cluster-info?timeout=10s"
+    hostport = server.removeprefix("https://").split("/", 1)[0]
+    refused = _dial(hostport)
+    why = f"dial tcp {hostport}: {refused}" if refused else _tls_problem(url, ca)
+    if why:
+        raise Failed(f"Abort reading the cluster-info ConfigMap after timeout of 5m0s: Get "
+                     f"\"{url}\": {why}")
+    return str(server)
+
+
+def _tls_problem(url: str, ca: str | None) -> str | None:
+    """None when the server's certificate verifies with `ca` (the system's when None),
+    else Go's crypto/tls wording."""
+    context = ssl.create_default_context(cadata=ca) if ca else ssl.create_default_context()
+    try:
+        with urllib.request.urlopen(url, timeout=API_TIMEOUT, context=context):
+            return None
+    except urllib.error.HTTPError as err:
+        return None if err.code in (200, 403) else f"HTTP {err.code}"
+    except urllib.error.URLError as err:
+        if isinstance(err.reason, ssl.SSLCertVerificationError):
+            return ("tls: failed to verify certificate: x509: certificate signed by unknown "
+                    "authority")
+        return str(err.reason)
+
+
+def _dial(endpoint: str) -> str | None:
+    """None when a TCP connection to host:port opens, else Go's net error wording."""
+    host, _, port = endpoint.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=API_TIMEOUT).close()
+    except TimeoutError:
+        return "i/o timeout"
+    except (OSError, ValueError) as err:
+        why = (err.strerror if isinstance(err, OSError) else None) or str(err)
+        return f"connect: {why.lower()}"
+    return None
 
 
 def _join_args(args: list[str]) -> tuple[str, set[str]]:

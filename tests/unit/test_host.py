@@ -81,3 +81,19 @@ def test_command_errors_are_redacted(tmp_path: Path) -> None:
         Host(tmp_path).run([sys.executable, "-c", "import sys; sys.exit(1)",
                             "--token", "abcdef.0123456789abcdef"])
     assert "0123456789abcdef" not in str(info.value)
+
+
+def test_a_streamed_command_hands_out_lines_and_keeps_them_past_its_time_out(
+        tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    lines: list[str] = []
+    done = host.stream(["sh", "-c", "echo one; echo two >&2; printf 'token: s3cr3tvalue'"],
+                       lines.append)
+    assert (done.returncode, done.timed_out, lines) == (0, False, ["one", "two", "token: ***"])
+    assert done.stdout == "one\ntwo\ntoken: s3cr3tvalue"  # raw: the caller redacts it
+    lines.clear()
+    # killed at its time-out (a child still holding its output open), the output kept
+    hung = host.stream(["sh", "-c", "echo started; sleep 30 & wait"], lines.append,
+                       timeout=0.5)
+    assert (hung.timed_out, hung.stdout, lines) == (True, "started\n", ["started"])
+    assert hung.duration < 10

@@ -51,13 +51,23 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
     # app/preflight/checks.go, Error.Error: "[preflight] Some fatal errors occurred:".
     (re.compile(r"\[preflight\] Some fatal errors occurred"),
      Reason.PreflightFailed, "kubeadm's preflight failed", False),
-    # app/util/apiclient/wait.go, WaitForKubelet, and the kubeadmJoinFailMsg of
-    # app/cmd/phases/join/kubelet.go.
-    (re.compile(r"The kubelet is not healthy after|The HTTP call equal to 'curl -sSL "
-                r"http://127\.0\.0\.1:10248/healthz' returned error"),
+    # The kubelet's health check, first by its failing HTTP call (the line with the
+    # cause), then by the summary. 1.31+: app/util/apiclient/wait.go, WaitForKubelet
+    # ("returned error: ..."; "[kubelet-check] The kubelet is not healthy after ...").
+    # 1.30 and older: the same file's WaitForHealthyKubelet (run by WaitForKubeletAndFunc
+    # from app/cmd/phases/join/kubelet.go), which prints "[kubelet-check] It seems like
+    # the kubelet isn't running or healthy." and "... failed with error: ..." and ends
+    # with "timed out waiting for the condition": ahead of JoinTimeout, and of the dial
+    # rule below, which its "dial tcp 127.0.0.1:10248" would match.
+    (re.compile(r"The HTTP call equal to 'curl -sSL http://(?:127\.0\.0\.1|localhost):10248"
+                r"/healthz' (?:returned|failed with) "),
      Reason.KubeletNotHealthy, "the kubelet did not become healthy", True),
-    # app/discovery/token/token.go, getClusterInfo: the API server did not answer.
-    (re.compile(r"failed to request the cluster-info ConfigMap|dial tcp [^:]*:.*: "
+    (re.compile(r"The kubelet is not healthy after|It seems like the kubelet isn't running "
+                r"or healthy"),
+     Reason.KubeletNotHealthy, "the kubelet did not become healthy", True),
+    # app/discovery/token/token.go, getClusterInfo: the API server did not answer (any
+    # dial but the kubelet's own healthz port, 10248).
+    (re.compile(r"failed to request the cluster-info ConfigMap|dial tcp (?!\S*:10248: )\S+: "
                 r"(connect: connection refused|connect: no route to host|i/o timeout)"),
      Reason.APIServerUnreachable, "the API server could not be reached", True),
     # app/util/config/common.go (validateSupportedVersion), strict decoding, or an
@@ -65,6 +75,8 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
     (re.compile(r"your configuration file uses an old API spec|strict decoding error|"
                 r"no kind \"JoinConfiguration\" is registered"),
      Reason.ConfigInvalid, "kubeadm refused the JoinConfiguration", False),
+    # k8s.io/apimachinery/pkg/util/wait (wait.go ErrWaitTimeout, "timed out waiting for
+    # the condition", which kubeadm's polls return) and Go's context.DeadlineExceeded.
     (re.compile(r"timed out waiting for the condition|context deadline exceeded"),
      Reason.JoinTimeout, "kubeadm timed out", True),
 ]
@@ -85,6 +97,21 @@ def classify_output(output: str) -> Classified:
         line = next((ln for ln in output.splitlines() if match.group(0) in ln),
                     match.group(0))
         return Classified(reason, summary, temporary, line.strip())
-    last = next((ln for ln in reversed(output.splitlines()) if ln.strip()), "")
-    return Classified(Reason.CommandFailed, "kubeadm join failed", False, last.strip())
+    return Classified(Reason.CommandFailed, "kubeadm join failed", False, last_line(output))
+
+
+# cmd/kubeadm/app/util/error.go, checkErr: the hint kubeadm prints after every error.
+STACK_HINT = "To see the stack trace of this error execute with --v=5 or higher"
+# cmd/kubeadm/app/cmd/phases/workflow/runner.go: how a failed phase's error is wrapped.
+_PHASE_ERROR = re.compile(r"^error execution phase .*")
+
+
+def last_line(output: str) -> str:
+    """kubeadm's own error: the last `error execution phase ...` line, else the last line
+    that is not the stack-trace hint."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    phase = [ln for ln in lines if _PHASE_ERROR.match(ln)]
+    if phase:
+        return phase[-1]
+    return next((ln for ln in reversed(lines) if ln != STACK_HINT), "")
 

@@ -5,8 +5,9 @@ joined (what kubeadm wrote before it failed: reset with `kubeadm reset -f` first
 a failed attempt the node is reset again, so a failure always leaves it clean. A failure
 is classified by kubeadm's own words; temporary ones are retried with jittered backoff up
 to `spec.join.maxAttempts`; an expired token makes the agent read the bootstrap data
-again for a fresh one, and stop (never loop) when the token did not change. Every
-attempt is journaled, with secrets redacted.
+again for a fresh one, and stop (never loop) when the token did not change. kubeadm's
+lines reach the log as it prints them; every attempt is journaled with the tail of its
+output (kept after a time-out too), secrets redacted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from agent.host import Host
 from agent.kube.facts import MachineFacts
 from agent.logs import REDACT
 from agent.phases.base import PhaseContext
-from agent.phases.join.classify import Classified, classify_output
+from agent.phases.join.classify import Classified, classify_output, last_line
 from agent.phases.join.cloudconfig import WriteFile
 from agent.retry import Backoff
 
@@ -31,6 +32,8 @@ JOIN_FILES = (KUBELET_CONF, "/etc/kubernetes/bootstrap-kubelet.conf",
               "/etc/kubernetes/pki/ca.crt", "/var/lib/kubelet/config.yaml",
               "/var/lib/kubelet/kubeadm-flags.env")
 ATTEMPTS_KEPT = 20
+OUTPUT_TAIL = 1000
+"""Characters of each attempt's kubeadm output kept in the journal (the log has it all)."""
 
 NodeState = Literal["joined", "partial", "clean"]
 
@@ -103,16 +106,16 @@ class ManagedJoin:
                 self._reset(f"attempt {attempt}: the node is partly joined")
             self._write_files(target)
             self.ctx.progress(f"kubeadm join, attempt {attempt} of {limit}")
-            outcome = self._join(target)
+            outcome, output = self._join(target)
             if outcome is None:
                 if node_state(self.host, target.expected_server) != "joined":
                     outcome = Classified(Reason.KubeletNotHealthy,
                                          "kubeadm join exited 0 but wrote no kubelet.conf "
                                          "for this cluster", True)
                 else:
-                    self._record(attempt, "joined", None, reset=reset)
+                    self._record(attempt, "joined", None, reset=reset, output=output)
                     return
-            self._record(attempt, "failed", outcome, reset=reset)
+            self._record(attempt, "failed", outcome, reset=reset, output=output)
             if node_state(self.host, target.expected_server) != "clean":
                 self._reset(f"attempt {attempt} failed ({outcome.reason})")
             last = _error(outcome, attempt)
@@ -130,19 +133,21 @@ class ManagedJoin:
         raise PermanentError(f"kubeadm join failed {limit} time(s); last: {last.message}",
                              reason=last.reason, hint=last.hint)
 
-    def _join(self, target: JoinTarget) -> Classified | None:
+    def _join(self, target: JoinTarget) -> tuple[Classified | None, str]:
+        """Run kubeadm join, its output streamed to the log as it comes; the outcome
+        (None: it exited 0) and the tail of its output (kept after a time-out too)."""
         argv = [self.kubeadm, "join", "--config", target.config_path]
         if target.ignore_preflight_errors:
             argv.append("--ignore-preflight-errors=" + ",".join(target.ignore_preflight_errors))
-        try:
-            result = self.host.run(argv, timeout=self.spec.timeout, check=False)
-        except CommandTimeoutError:
+        result = self.host.stream(argv, lambda line: self.ctx.log.info("kubeadm: %s", line),
+                                  timeout=self.spec.timeout)
+        tail = REDACT(result.tail(OUTPUT_TAIL))
+        if result.timed_out:
+            last = last_line(result.stdout)
             return Classified(Reason.JoinTimeout,
                               f"kubeadm join did not finish within {self.spec.timeout:g}s",
-                              True)
-        for line in REDACT(result.tail()).splitlines():
-            self.ctx.log.debug("kubeadm: %s", line)
-        return None if result.ok else classify_output(result.stdout + "\n" + result.stderr)
+                              True, f"its last line: {last}" if last else ""), tail
+        return (None if result.ok else classify_output(result.stdout)), tail
 
     def _reset(self, why: str) -> None:
         self.ctx.log.info("kubeadm reset -f: %s", why)
@@ -185,9 +190,11 @@ class ManagedJoin:
                 self.host.write_file(wf.path, wf.content, mode=wf.mode)
 
     def _record(self, attempt: int, outcome: str, why: Classified | None, *,
-                reset: bool) -> None:
+                reset: bool, output: str | None = None) -> None:
         entry: dict[str, Any] = {"attempt": attempt, "at": self._now(), "outcome": outcome,
                                  "resetBefore": reset}
+        if output is not None:
+            entry["outputTail"] = REDACT(output)
         if why is not None:
             entry["reason"] = str(why.reason)
             entry["message"] = REDACT(f"{why.summary}: {why.detail}" if why.detail

@@ -14,11 +14,12 @@ import socket
 import stat
 from dataclasses import dataclass
 
-from agent.errors import AgentError, PermanentError, Reason
+from agent.errors import AgentError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.join.joinconfig import Version
 
 KUBELET_PORT = 10250
+API_CHECK = "APIServerReachable"
 # Paths as kubeadm checks them (cmd/kubeadm/app/preflight/checks.go: ipv4Forward,
 # ipv6DefaultForwarding, bridgenf).
 IPV4_FORWARD = "/proc/sys/net/ipv4/ip_forward"
@@ -59,7 +60,24 @@ class PreflightError(PermanentError):
     def __init__(self, failures: list[Failure]) -> None:
         self.failures = failures
         lines = "; ".join(str(f) for f in failures)
-        super().__init__(f"{len(failures)} preflight check(s) failed: {lines}", hint="")
+        later = (f" ({API_CHECK} alone would be retried: a control plane may come up "
+                 "late; the other checks need a fix first)"
+                 if any(f.check == API_CHECK for f in failures) else "")
+        super().__init__(f"{len(failures)} preflight check(s) failed: {lines}{later}",
+                         hint="")
+
+
+class APIServerUnreachableError(TemporaryError):
+    """Only the API server was not reachable: retried with backoff (by the orchestrator,
+    and by the daemon starting the bootstrap again), since a control-plane endpoint
+    often comes up after its workers boot."""
+
+    reason = Reason.APIServerUnreachable
+
+    def __init__(self, failure: Failure) -> None:
+        self.failures = [failure]
+        super().__init__(f"{failure.problem} (the agent's preflight; kubeadm was not run)",
+                         hint=failure.fix)
 
 
 def preflight_results(host: Host, inputs: PreflightInputs) -> list[tuple[str, list[Failure]]]:
@@ -78,7 +96,7 @@ def preflight_results(host: Host, inputs: PreflightInputs) -> list[tuple[str, li
     if inputs.br_netfilter:
         results.append((_sysctl_check(BRIDGE_NF), _br_netfilter(host)))
     results += [(f"Port-{KUBELET_PORT}", _port_free(host, KUBELET_PORT)),
-                ("APIServerReachable",
+                (API_CHECK,
                  _api_reachable(inputs.api_server_endpoint, inputs.api_timeout))]
     if inputs.time_gate is not None:
         results.append(("TimeSynchronized", _time_gate(inputs.time_gate)))
@@ -90,10 +108,13 @@ def is_ignored(failure: Failure, ignored: frozenset[str]) -> bool:
 
 
 def run_preflight(host: Host, inputs: PreflightInputs) -> list[Failure]:
-    """Run every check; raise PreflightError listing all that fail and are not ignored.
+    """Run every check; raise PreflightError listing all that fail and are not ignored,
+    or APIServerUnreachableError (temporary) when the API server check is the only one.
     Returns the ignored failures (warnings)."""
     failures = [f for _, found in preflight_results(host, inputs) for f in found]
     fatal = [f for f in failures if not is_ignored(f, inputs.ignored)]
+    if [f.check for f in fatal] == [API_CHECK]:
+        raise APIServerUnreachableError(fatal[0])
     if fatal:
         raise PreflightError(fatal)
     return failures
@@ -217,7 +238,7 @@ def _api_reachable(endpoint: str | None, timeout: float) -> list[Failure]:
         with socket.create_connection((host, int(port)), timeout=timeout):
             return []
     except OSError as err:
-        return [Failure("APIServerReachable",
+        return [Failure(API_CHECK,
                         f"cannot connect to the API server {endpoint}: {err.strerror or err}",
                         "check the route, firewall and load balancer to the control plane")]
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
+import threading
 
 import pytest
 
@@ -14,7 +17,7 @@ from agent.phases.base import PhaseContext
 from agent.phases.join import JoinPhase
 from agent.report import Condition
 from agent.state import Journal
-from tests.integration.join.conftest import Node, machine_facts
+from tests.integration.join.conftest import Node, NoSleep, machine_facts
 from tests.joinable import FRESH_TOKEN, TOKEN, cloud_config
 
 
@@ -162,7 +165,6 @@ def test_a_node_the_kubelet_never_registers_is_not_reported_joined(node: Node) -
     ({"tokens": {"abcdef": "ffffffffffffffff"}}, Reason.TokenInvalid, 1),
     ({"caCertHash": "sha256:" + "00" * 32}, Reason.CACertHashMismatch, 1),
     ({"readyNodes": ["worker-0"]}, Reason.NodeNameConflict, 1),
-    ({"apiReachable": False}, Reason.APIServerUnreachable, 3),
     ({"failNext": ["preflight:SystemVerification:missing required cgroups: memory"]},
      Reason.PreflightFailed, 1),
     ({"failNext": ["kubelet-unhealthy"] * 3}, Reason.KubeletNotHealthy, 3),
@@ -185,6 +187,188 @@ def test_every_failure_ends_with_its_reason_and_a_clean_node(
         assert "SystemVerification: missing required cgroups: memory" in joined.message
     if attempts > 1:
         assert len(node.clock.slept) == attempts - 1
+    # every attempt keeps kubeadm's output, a killed one what it printed before
+    assert all("[preflight] Running pre-flight checks" in a["outputTail"] for a in record)
+    if reason is Reason.JoinTimeout:
+        assert record[0]["outputTail"].endswith("[kubelet-start] Starting the kubelet")
+        assert "its last line: [kubelet-start] Starting the kubelet" in joined.message
+
+
+def test_an_unclassified_failure_names_kubeadms_error_not_its_stack_trace_hint(
+        node: Node) -> None:
+    node.set_world(failNext=["phase-error:kubelet-start:open /var/lib/kubelet/config.yaml: "
+                             "read-only file system"])
+    _, machine = node.run(node.configure({}), machine_facts(cloud_config(node.endpoint)))
+    joined = machine.conditions["NodeJoined"]
+    assert joined.reason == "CommandFailed"
+    assert ("kubeadm join failed: error execution phase kubelet-start: open /var/lib/kubelet/"
+            "config.yaml: read-only file system") in joined.message
+    assert "stack trace" not in joined.message
+
+
+def test_kubeadm_output_is_logged_as_it_comes_with_the_token_redacted(
+        node: Node, caplog: pytest.LogCaptureFixture) -> None:
+    # a kubeadm that shows its token (as a verbose one may) before the stand-in runs
+    verbose = node.root.parent / f"{node.root.name}-bin" / "kubeadm"
+    verbose.parent.mkdir()
+    standin = node.host.which("kubeadm")
+    verbose.write_text(f"#!/bin/sh\n[ \"$1\" = join ] && echo \"[discovery] token {TOKEN}\"\n"
+                       f"exec {standin} \"$@\"\n")
+    verbose.chmod(0o755)
+    node.set_world(failNext=["hang:2"])  # kubeadm pauses 2 s before it writes kubelet.conf
+    seen: dict[str, bool] = {}
+
+    class Stamp(logging.Handler):
+        """Whether kubeadm had written kubelet.conf when each line was logged."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.setdefault(record.getMessage(),
+                            node.file("/etc/kubernetes/kubelet.conf").exists())
+
+    stamp = Stamp()
+    logging.getLogger("agent.phases.join").addHandler(stamp)
+    caplog.set_level(logging.INFO, logger="agent.phases.join")
+    try:
+        loaded = node.configure({"kubeadmPath": str(verbose), "timeout": "30s"})
+        result, _ = node.run(loaded, machine_facts(cloud_config(node.endpoint)))
+    finally:
+        logging.getLogger("agent.phases.join").removeHandler(stamp)
+    assert result.ok, result.outcomes
+    # logged while kubeadm still ran, not once it was done
+    assert seen["kubeadm: [kubelet-start] Starting the kubelet"] is False
+    assert seen["kubeadm: This node has joined the cluster:"] is True
+    assert "kubeadm: [discovery] token ***" in seen
+    assert TOKEN not in caplog.text and "0123456789abcdef" not in caplog.text
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed): connects are refused."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port: int = probe.getsockname()[1]
+    probe.close()
+    return port
+
+
+def test_an_unreachable_api_server_is_a_temporary_failure_retried_with_backoff(
+        node: Node) -> None:
+    endpoint = f"127.0.0.1:{closed_port()}"
+    loaded = node.configure({}, retry={"attempts": 3})
+    result, machine = node.run(loaded, machine_facts(cloud_config(endpoint)))
+    joined = machine.conditions["NodeJoined"]
+    assert not result.ok and result.temporary  # the daemon starts the bootstrap again
+    assert (joined.status, joined.reason) == ("False", "APIServerUnreachable")
+    assert f"cannot connect to the API server {endpoint}: Connection refused" in joined.message
+    assert len(node.clock.slept) == 2  # retried with backoff, three attempts in all
+    assert "joins" not in node.world and node.clean()  # kubeadm never ran
+
+
+def test_kubeadm_that_cannot_reach_the_api_server_is_retried_by_the_managed_join(
+        node: Node) -> None:
+    endpoint = f"127.0.0.1:{closed_port()}"
+    loaded = node.configure({"nodeRegistration": {
+        "ignorePreflightErrors": ["APIServerReachable"]}})  # kubeadm's own discovery fails
+    result, machine = node.run(loaded, machine_facts(cloud_config(endpoint)))
+    joined = machine.conditions["NodeJoined"]
+    assert joined.reason == "APIServerUnreachable" and not result.ok
+    assert f"dial tcp {endpoint}: connect: connection refused" in joined.message
+    attempts = json.loads(journal_text(node))["extra"]["join"]["attempts"]
+    assert [a["reason"] for a in attempts] == ["APIServerUnreachable"] * 3
+    assert len(node.clock.slept) == 2 and node.clean()
+
+
+def test_an_unreachable_api_server_is_listed_with_other_failing_checks(node: Node) -> None:
+    node.file("/proc/sys/net/ipv4/ip_forward").write_text("0\n")
+    endpoint = f"127.0.0.1:{closed_port()}"
+    loaded = node.configure({}, retry={"attempts": 3})
+    result, machine = node.run(loaded, machine_facts(cloud_config(endpoint)))
+    joined = machine.conditions["NodeJoined"]
+    assert not result.temporary and joined.reason == "PreflightFailed"
+    assert "2 preflight check(s) failed" in joined.message
+    assert "[APIServerReachable] cannot connect" in joined.message
+    assert "APIServerReachable alone would be retried" in joined.message
+    assert node.clock.slept == []
+
+
+class Relay:
+    """A TCP relay from a loopback port to the API: the control-plane endpoint coming up."""
+
+    def __init__(self, port: int, target: int) -> None:
+        self.target = target
+        self.stop = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.listener.settimeout(0.1)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target), timeout=10)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.listener.close()
+
+
+def test_a_control_plane_endpoint_that_comes_up_late_is_joined(node: Node) -> None:
+    port = closed_port()
+    relays: list[Relay] = []
+
+    class ComesUp(NoSleep):
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if not relays:
+                relays.append(Relay(port, node.api.port))
+
+    node.host.clock = clock = ComesUp()
+    try:
+        loaded = node.configure({}, retry={"attempts": 3})
+        result, machine = node.run(loaded, machine_facts(cloud_config(f"127.0.0.1:{port}")))
+        assert result.ok, result.outcomes
+        assert machine.conditions["NodeJoined"].reason == "Joined"
+        assert len(clock.slept) == 1 and node.world["joins"] == ["worker-0"]
+    finally:
+        for relay in relays:
+            relay.close()
+
+
+@pytest.mark.parametrize(("version", "api_version", "detail"), [
+    ("v1.30.4", "v1beta3", "[kubelet-check] The HTTP call equal to 'curl -sSL http://localhost:"
+                           "10248/healthz' failed with error: Get \"http://localhost:10248/"
+                           "healthz\": dial tcp 127.0.0.1:10248: connect: connection refused."),
+    ("v1.31.2", "v1beta4", "The HTTP call equal to 'curl -sSL http://127.0.0.1:10248/healthz' "
+                           "returned error: Get \"http://127.0.0.1:10248/healthz\": context "
+                           "deadline exceeded"),
+])
+def test_an_unhealthy_kubelet_is_named_in_the_wording_of_each_kubeadm(
+        node: Node, version: str, api_version: str, detail: str) -> None:
+    node.set_world(version=version, failNext=["kubelet-unhealthy"])
+    loaded = node.configure({"maxAttempts": 1})
+    data = cloud_config(node.endpoint, version=api_version)
+    _, machine = node.run(loaded, machine_facts(data, version=version))
+    joined = machine.conditions["NodeJoined"]
+    assert joined.reason == "KubeletNotHealthy", joined.message
+    assert f"the kubelet did not become healthy: {detail} (" in joined.message, joined.message
+    assert node.clean()
 
 
 def test_a_failed_run_then_run_resets_and_retries_within_the_limit(node: Node) -> None:
@@ -313,6 +497,54 @@ def test_plan_shows_the_join_configuration_with_the_token_masked(
     assert 'token: "***"' in out and "- name: \"node-ip\"" in out
     assert TOKEN not in out and "0123456789abcdef" not in out
     assert not node.file("/run/kubeadm").exists()  # plan changed nothing
+
+
+def _file_discovery(node: Node, ca_pem: str) -> dict[str, object]:
+    """spec.join for discovery by a kubeconfig file with `ca_pem` as the cluster's CA."""
+    import base64
+
+    import yaml
+
+    node.host.write_file("/etc/kubernetes/discovery.conf", yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "join",
+        "clusters": [{"name": "other", "cluster": {"server": "https://192.0.2.1:6443"}},
+                     {"name": "workload", "cluster": {
+                         "server": f"https://{node.endpoint}",
+                         "certificate-authority-data": base64.b64encode(
+                             ca_pem.encode()).decode()}}],
+        "contexts": [{"name": "join", "context": {"cluster": "workload", "user": "join"}}],
+        "users": [{"name": "join", "user": {}}]}), mode=0o600)
+    return {"source": "config", "kubernetesVersion": "v1.31.2",
+            "discovery": {"file": {"kubeConfigPath": "/etc/kubernetes/discovery.conf",
+                                   "tlsBootstrapToken": TOKEN}},
+            "nodeRegistration": {"name": "worker-0"}}
+
+
+def test_joins_by_a_discovery_kubeconfig_file(node: Node) -> None:
+    loaded = node.configure(_file_discovery(node, node.api.ca_path.read_text()))
+    result, machine = node.run(loaded)
+    joined = machine.conditions["NodeJoined"]
+    assert result.ok, result.outcomes
+    # the server of the file's current context, not its other cluster
+    assert joined.message == (f"Node worker-0 joined https://{node.endpoint} (Kubernetes "
+                              "v1.31.2); Node worker-0 registered")
+    assert node.joined() and node.world["joins"] == ["worker-0"]
+    assert TOKEN not in journal_text(node) and TOKEN not in joined.message
+
+
+def test_a_discovery_file_with_another_ca_is_refused_as_kubeadm_refuses_it(
+        node: Node, tmp_path_factory: pytest.TempPathFactory) -> None:
+    from agent.sandbox.apiserver.auth import generate_tls
+
+    other = generate_tls(tmp_path_factory.mktemp("other-ca"), [])
+    loaded = node.configure({**_file_discovery(node, other.ca_pem), "maxAttempts": 1})
+    result, machine = node.run(loaded)
+    joined = machine.conditions["NodeJoined"]
+    assert not result.ok and joined.reason == "CommandFailed"
+    assert ("couldn't validate the identity of the API Server: Abort reading the cluster-info "
+            "ConfigMap after timeout of 5m0s") in joined.message
+    assert "x509: certificate signed by unknown authority" in joined.message
+    assert "joins" not in node.world and node.clean()
 
 
 def test_a_newline_in_a_taint_or_kubelet_arg_is_refused(node: Node) -> None:

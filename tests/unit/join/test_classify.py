@@ -50,3 +50,48 @@ def test_preflight_failure_names_every_failing_check() -> None:
     assert found.detail == ("FileAvailable--etc-kubernetes-kubelet.conf: /etc/kubernetes/"
                             "kubelet.conf already exists; Swap: running with swap on is not "
                             "supported. Please disable swap")
+
+
+# kubeadm 1.30 and older (app/util/apiclient/wait.go WaitForHealthyKubelet, the join's
+# kubeadmJoinFailMsg), as the stand-in prints it for those versions.
+OLD_KUBELET_UNHEALTHY = (
+    "[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap...\n"
+    "[kubelet-check] Initial timeout of 40s passed.\n"
+    "[kubelet-check] It seems like the kubelet isn't running or healthy.\n"
+    "[kubelet-check] The HTTP call equal to 'curl -sSL http://localhost:10248/healthz' failed "
+    "with error: Get \"http://localhost:10248/healthz\": dial tcp 127.0.0.1:10248: connect: "
+    "connection refused.\n\n"
+    "Unfortunately, an error has occurred:\n\ttimed out waiting for the condition\n\n"
+    "This error is likely caused by:\n\t- The kubelet is not running\n"
+    "error execution phase kubelet-start: timed out waiting for the condition\n"
+    "To see the stack trace of this error execute with --v=5 or higher")
+
+
+def test_an_unhealthy_kubelet_in_the_wording_of_kubeadm_before_1_31() -> None:
+    found = classify_output(OLD_KUBELET_UNHEALTHY)
+    assert (found.reason, found.temporary) == (Reason.KubeletNotHealthy, True)
+    assert found.detail.startswith("[kubelet-check] The HTTP call equal to 'curl -sSL "
+                                   "http://localhost:10248/healthz' failed with error")
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:10248", "[::1]:10248"])
+def test_a_refused_dial_to_the_kubelets_port_is_not_the_api_server(address: str) -> None:
+    found = classify_output(f'Get "http://localhost:10248/healthz": dial tcp {address}: '
+                            "connect: connection refused")
+    assert found.reason is not Reason.APIServerUnreachable
+    api = classify_output("dial tcp [2001:db8::1]:6443: connect: connection refused")
+    assert api.reason is Reason.APIServerUnreachable
+
+
+@pytest.mark.parametrize(("output", "detail"), [
+    ("[preflight] Running pre-flight checks\n[kubelet-start] Starting the kubelet\n"
+     "error execution phase kubelet-start: open /var/lib/kubelet/config.yaml: read-only file "
+     "system\nTo see the stack trace of this error execute with --v=5 or higher\n",
+     "error execution phase kubelet-start: open /var/lib/kubelet/config.yaml: read-only file "
+     "system"),
+    ("unknown flag: --bogus\nTo see the stack trace of this error execute with --v=5 or "
+     "higher", "unknown flag: --bogus"),
+])
+def test_an_unclassified_failure_names_kubeadms_error_line(output: str, detail: str) -> None:
+    found = classify_output(output)
+    assert (found.reason, found.detail) == (Reason.CommandFailed, detail)
