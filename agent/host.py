@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import signal
 import tempfile
@@ -35,6 +36,13 @@ log = logging.getLogger(__name__)
 
 OUTPUT_TAIL = 2000
 """Characters of a failed command's output kept in its error and in the journal."""
+
+OUTSIDE_SANDBOX_ENV = "MACHINE_AGENT_OUTSIDE_SANDBOX"
+"""Set to `systemd-run` by units/machine-agent.service: commands run with
+`sandboxed=False` (the bootstrap data's commands, kubeadm join and reset) then run as
+transient services, outside the unit's hardening (its syscall filter, capability bounding
+set and mount namespace), as cloud-init would run them. Unset (tests, a shell), they run
+as children like every other command."""
 
 
 class ReadOnlyHostError(RuntimeError):
@@ -302,11 +310,15 @@ class Host:
         env: Mapping[str, str] | None = None,
         check: bool = True,
         mutates: bool = True,
+        sandboxed: bool = True,
     ) -> CommandResult:
         """Run a command from an argument list (never a shell), capturing its output.
 
         `mutates=False` marks a read (e.g. `chronyc tracking`): allowed on a read-only
-        host and not counted as a side effect. Command lines are logged redacted.
+        host and not counted as a side effect. `sandboxed=False`: a command the agent
+        runs for the node's owner (bootstrap data, kubeadm), run outside the unit's
+        hardening when it asks for that (OUTSIDE_SANDBOX_ENV). Command lines are logged
+        redacted.
         """
         import subprocess  # only commands need it; keeps start-up light
 
@@ -320,8 +332,11 @@ class Host:
         full_env = {**os.environ, **self.env, **(env or {})}
         start = time.monotonic()
         try:
+            launched = args
+            if not sandboxed and os.environ.get(OUTSIDE_SANDBOX_ENV) == "systemd-run":
+                launched = self._outside_sandbox(args, {**self.env, **(env or {})}, timeout)
             proc = subprocess.run(
-                args, input=input, capture_output=True, text=True, timeout=timeout,
+                launched, input=input, capture_output=True, text=True, timeout=timeout,
                 env=full_env, check=False,
                 stdin=None if input is not None else subprocess.DEVNULL,
             )
@@ -338,6 +353,20 @@ class Host:
             raise CommandError(
                 f"{shown} exited {result.returncode}: {self.redact(result.tail(500))}")
         return result
+
+    def _outside_sandbox(self, args: tuple[str, ...], env: Mapping[str, str],
+                         timeout: float) -> tuple[str, ...]:
+        """`args` as a transient service of systemd's: same output (--pipe), exit status
+        (--wait) and extra environment; systemd stops it at the time-out even when
+        systemd-run is killed first. A missing program is refused here, as the child
+        would be (the transient service would only exit 203)."""
+        found = args[0] if "/" in args[0] else self.which(args[0])
+        if found is None or not os.access(found, os.X_OK):
+            raise FileNotFoundError(args[0])
+        return ("systemd-run", "--wait", "--pipe", "--collect", "--quiet",
+                f"--property=RuntimeMaxSec={max(1, math.ceil(timeout))}",
+                *(f"--setenv={k}={v}" for k, v in sorted(env.items())), "--", found,
+                *args[1:])
 
     def systemctl(self, action: str, unit: str) -> CommandResult:
         return self.run(["systemctl", action, unit], timeout=90,

@@ -135,7 +135,8 @@ class ManagedJoin:
         if target.ignore_preflight_errors:
             argv.append("--ignore-preflight-errors=" + ",".join(target.ignore_preflight_errors))
         try:
-            result = self.host.run(argv, timeout=self.spec.timeout, check=False)
+            result = self.host.run(argv, timeout=self.spec.timeout, check=False,
+                                   sandboxed=False)
         except CommandTimeoutError:
             return Classified(Reason.JoinTimeout,
                               f"kubeadm join did not finish within {self.spec.timeout:g}s",
@@ -147,7 +148,8 @@ class ManagedJoin:
     def _reset(self, why: str) -> None:
         self.ctx.log.info("kubeadm reset -f: %s", why)
         try:
-            result = self.host.run([self.kubeadm, "reset", "-f"], timeout=120, check=False)
+            result = self.host.run([self.kubeadm, "reset", "-f"], timeout=120, check=False,
+                                   sandboxed=False)
         except CommandTimeoutError as err:
             raise PermanentError(f"kubeadm reset -f did not finish: {err.message}",
                                  reason=Reason.CommandTimeout) from err
