@@ -44,6 +44,11 @@ transient services, outside the unit's hardening (its syscall filter, capability
 set and mount namespace), as cloud-init would run them. Unset (tests, a shell), they run
 as children like every other command."""
 
+PASSED_OUTSIDE = ("PATH", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY",
+                  "HTTPS_PROXY", "NO_PROXY")
+"""The agent's own variables a command run outside the sandbox still gets (a transient
+service starts from systemd's environment): where programs are, and a site's proxy."""
+
 
 class ReadOnlyHostError(RuntimeError):
     """A side effect was attempted through a read-only Host (plan, doctor): a bug."""
@@ -334,7 +339,9 @@ class Host:
         try:
             launched = args
             if not sandboxed and os.environ.get(OUTSIDE_SANDBOX_ENV) == "systemd-run":
-                launched = self._outside_sandbox(args, {**self.env, **(env or {})}, timeout)
+                passed = {k: v for k, v in os.environ.items() if k in PASSED_OUTSIDE}
+                launched = self._outside_sandbox(args, {**passed, **self.env, **(env or {})},
+                                                 timeout)
             proc = subprocess.run(
                 launched, input=input, capture_output=True, text=True, timeout=timeout,
                 env=full_env, check=False,
@@ -357,7 +364,7 @@ class Host:
     def _outside_sandbox(self, args: tuple[str, ...], env: Mapping[str, str],
                          timeout: float) -> tuple[str, ...]:
         """`args` as a transient service of systemd's: same output (--pipe), exit status
-        (--wait) and extra environment; systemd stops it at the time-out even when
+        (--wait) and environment `env`; systemd stops it at the time-out even when
         systemd-run is killed first. A missing program is refused here, as the child
         would be (the transient service would only exit 203)."""
         found = args[0] if "/" in args[0] else self.which(args[0])

@@ -102,7 +102,11 @@ def systemd_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_unsandboxed_commands_run_as_transient_services_under_the_unit(
-        tmp_path: Path, systemd_run: Path) -> None:
+        tmp_path: Path, systemd_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A transient service starts from systemd's environment: PATH and a site's proxy
+    # are passed on, the rest of the agent's environment is not.
+    monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
+    monkeypatch.setenv("AGENT_ONLY", "not passed")
     host = Host(tmp_path, env={"SITE_SETTING": "from-host"})
     result = host.run(["site-tool", "a b"], input="piped\n", timeout=29.5, check=False,
                       sandboxed=False)
@@ -112,7 +116,9 @@ def test_unsandboxed_commands_run_as_transient_services_under_the_unit(
     assert result.argv == ("site-tool", "a b")
     assert calls(systemd_run) == [[
         "--wait", "--pipe", "--collect", "--quiet", "--property=RuntimeMaxSec=30",
-        "--setenv=SITE_SETTING=from-host", "--", str(tmp_path / "bin/site-tool"), "a b"]]
+        f"--setenv=PATH={os.environ['PATH']}", "--setenv=SITE_SETTING=from-host",
+        "--setenv=https_proxy=http://proxy.example:3128", "--",
+        str(tmp_path / "bin/site-tool"), "a b"]]
     # The agent's own commands stay in its sandbox.
     assert host.run(["site-tool"], check=False).stdout == "from-host \n"
     assert len(calls(systemd_run)) == 1
