@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import signal
 import tempfile
@@ -36,6 +37,18 @@ log = logging.getLogger(__name__)
 
 OUTPUT_TAIL = 2000
 """Characters of a failed command's output kept in its error and in the journal."""
+
+OUTSIDE_SANDBOX_ENV = "MACHINE_AGENT_OUTSIDE_SANDBOX"
+"""Set to `systemd-run` by units/machine-agent.service: commands run with
+`sandboxed=False` (the bootstrap data's commands, kubeadm join and reset) then run as
+transient services, outside the unit's hardening (its syscall filter, capability bounding
+set and mount namespace), as cloud-init would run them. Unset (tests, a shell), they run
+as children like every other command."""
+
+PASSED_OUTSIDE = ("PATH", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY",
+                  "HTTPS_PROXY", "NO_PROXY")
+"""The agent's own variables a command run outside the sandbox still gets (a transient
+service starts from systemd's environment): where programs are, and a site's proxy."""
 
 
 class ReadOnlyHostError(RuntimeError):
@@ -305,11 +318,15 @@ class Host:
         env: Mapping[str, str] | None = None,
         check: bool = True,
         mutates: bool = True,
+        sandboxed: bool = True,
     ) -> CommandResult:
         """Run a command from an argument list (never a shell), capturing its output.
 
         `mutates=False` marks a read (e.g. `chronyc tracking`): allowed on a read-only
-        host and not counted as a side effect. Command lines are logged redacted.
+        host and not counted as a side effect. `sandboxed=False`: a command the agent
+        runs for the node's owner (bootstrap data, kubeadm), run outside the unit's
+        hardening when it asks for that (OUTSIDE_SANDBOX_ENV). Command lines are logged
+        redacted.
         """
         import subprocess  # only commands need it; keeps start-up light
 
@@ -324,8 +341,8 @@ class Host:
         start = time.monotonic()
         try:
             proc = subprocess.run(
-                args, input=input, capture_output=True, text=True, timeout=timeout,
-                env=full_env, check=False,
+                self._launched(args, env, timeout, sandboxed), input=input,
+                capture_output=True, text=True, timeout=timeout, env=full_env, check=False,
                 stdin=None if input is not None else subprocess.DEVNULL,
             )
         except FileNotFoundError as err:
@@ -349,11 +366,12 @@ class Host:
         *,
         timeout: float = 60.0,
         env: Mapping[str, str] | None = None,
+        sandboxed: bool = True,
     ) -> CommandResult:
         """Run a long command (never a shell), handing each line of its output (stdout
         and stderr merged, in order, redacted) to `on_line` as it comes. At its time-out
         the command and what it started are killed and the output so far is kept:
-        `timed_out` is set, nothing is raised."""
+        `timed_out` is set, nothing is raised. `sandboxed` as for `run`."""
         import selectors
         import subprocess
 
@@ -365,7 +383,8 @@ class Host:
         log.debug("run: %s", shown)
         start = time.monotonic()
         try:
-            proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(self._launched(args, env, timeout, sandboxed),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, start_new_session=True,
                                     env={**os.environ, **self.env, **(env or {})})
         except FileNotFoundError as err:
@@ -399,6 +418,29 @@ class Host:
         self.effects.record(f"run {shown}")
         return CommandResult(args, proc.returncode, output.decode(errors="replace"), "",
                              time.monotonic() - start, timed_out)
+
+    def _launched(self, args: tuple[str, ...], env: Mapping[str, str] | None,
+                  timeout: float, sandboxed: bool) -> tuple[str, ...]:
+        """What to execute for `args`: itself, or a transient service outside the
+        unit's sandbox when the command asks to leave it and the unit allows it."""
+        if sandboxed or os.environ.get(OUTSIDE_SANDBOX_ENV) != "systemd-run":
+            return args
+        passed = {k: v for k, v in os.environ.items() if k in PASSED_OUTSIDE}
+        return self._outside_sandbox(args, {**passed, **self.env, **(env or {})}, timeout)
+
+    def _outside_sandbox(self, args: tuple[str, ...], env: Mapping[str, str],
+                         timeout: float) -> tuple[str, ...]:
+        """`args` as a transient service of systemd's: same output (--pipe), exit status
+        (--wait) and environment `env`; systemd stops it at the time-out even when
+        systemd-run is killed first. A missing program is refused here, as the child
+        would be (the transient service would only exit 203)."""
+        found = args[0] if "/" in args[0] else self.which(args[0])
+        if found is None or not os.access(found, os.X_OK):
+            raise FileNotFoundError(args[0])
+        return ("systemd-run", "--wait", "--pipe", "--collect", "--quiet",
+                f"--property=RuntimeMaxSec={max(1, math.ceil(timeout))}",
+                *(f"--setenv={k}={v}" for k, v in sorted(env.items())), "--", found,
+                *args[1:])
 
     def systemctl(self, action: str, unit: str) -> CommandResult:
         return self.run(["systemctl", action, unit], timeout=90,

@@ -20,7 +20,7 @@ import agent
 from bench.table import Row, print_table
 
 BENCHMARKS = ("startup", "plan_render", "bootstrap", "network_apply", "fleet",
-              "idle_daemon")
+              "idle_daemon", "unit_security")
 
 
 def main(argv: list[str] | None = None) -> int:

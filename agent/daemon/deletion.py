@@ -115,7 +115,7 @@ def kubeadm_reset(policy: DeletePolicy) -> str:
     spec = policy.config.spec
     argv = [spec.join.kubeadm_path, "reset", "-f"]
     result = policy.host.run(argv, timeout=float(spec.lifecycle.on_delete.reset_timeout),
-                             check=False)
+                             check=False, sandboxed=False)
     if not result.ok:
         raise CommandError(f"{' '.join(argv)} exited {result.returncode}: "
                            f"{policy.host.redact(result.tail(500))}",

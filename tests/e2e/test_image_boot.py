@@ -6,12 +6,17 @@ the AgentConfig, a NoCloud seed so cloud-init runs as on real nodes, an NTP serv
 inside the guest, CABPK bootstrap data with the world file of the workload cluster it
 joins, a socket unit standing in for the container runtime's socket, the workload
 cluster's API server (workload-apiserver.service: the API stand-in of the agent's wheel,
-which completes the world file with its CA and signer token), and a unit that prints
+which completes the world file with its CA and signer token), the kubelet's part after
+the join (kubelet-standin.service: posts the Node Ready once a CNI list is in place),
+and a unit that prints
 `machine-agent status --wait`, `systemctl show` and what the join left on the console,
 then powers off) and, as the site binaries kubeadm and kubelet, the kubeadm stand-in
 (agent/sandbox/kubeadm_standin.py), built by this test: the recipe itself bakes in no
 kubeadm, real or not. Its join registers the Node with the kubelet's credential, as the
-kubelet does, and the join phase reads it back.
+kubelet does, and the join phase reads it back. The bootstrap data has a pre-command
+that turns swap on and off, loads a kernel module and is itself a file write_files put
+into /usr/local/bin: what the unit's sandbox forbids the agent, so it proves that the
+agent runs the node owner's commands outside it (units/machine-agent.service).
 The debootstrap tree is cached between runs (see build.sh), so a warm run takes about a
 minute; a cold one adds the debootstrap, a few minutes. Nothing leaves the VM.
 """
@@ -31,8 +36,10 @@ REPO = Path(__file__).parents[2]
 GUEST = Path(__file__).parent / "guest"
 STANDIN = REPO / "agent/sandbox/kubeadm_standin.py"
 WORLD = "/var/lib/kubeadm-standin/world.json"  # in the guest files
-BUILD_TIMEOUT = 480
-BOOT_TIMEOUT = 300
+BUDGET = 600
+"""Seconds for the whole test, build and boot (the issue's 10 minutes)."""
+BOOT_RESERVE = 150
+"""Of the budget, what a build may not take: a warm boot takes about a minute."""
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 pytestmark = pytest.mark.allow_processes
 
@@ -68,13 +75,14 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
                 "--site-bin", str(site_binaries(work / "site-bin")),
                 "--overlay", str(GUEST), "--enable", "ntp-test-server.service",
                 "--enable", "cri-standin.socket", "--enable", "workload-apiserver.service",
+                "--enable", "kubelet-standin.service",
                 "--enable", "machine-agent-boot-report.service"],
-               work / "build.log", BUILD_TIMEOUT)
+               work / "build.log", BUDGET - BOOT_RESERVE)
     built = time.monotonic()
     serial = work / "console.log"
     # The guest powers itself off after reporting; qemu then exits 0.
     run_logged(["bash", "images/boot.sh", str(work / "image"), str(serial)],
-               work / "qemu.log", BOOT_TIMEOUT)
+               work / "qemu.log", BUDGET - (built - started))
     print(f"\nimage build {built - started:.0f}s, boot to power-off "
           f"{time.monotonic() - built:.0f}s")
     lines = [ANSI.sub("", line).rstrip("\r") for line in serial.read_text(
@@ -119,9 +127,22 @@ def test_cloud_init_ran_first_and_nothing_waited_for_the_network(
 
     # With cloud-init enabled (a NoCloud seed) the agent starts after its network stage,
     # and wait-online does not hold that stage for links only the agent configures.
-    assert first("running 'init-local'") < first("Starting machine-agent.ser")
-    assert first("Finished cloud-init.servic") < first("Starting machine-agent.ser")
+    # The agent's first line, not systemd's "Starting machine-agent.service": systemd
+    # prints no status while a unit writes to the console (cloud-config.service does,
+    # and may still run when the agent starts).
+    assert first("running 'init-local'") < first("machine-agent[")
+    assert first("Finished cloud-init.servic") < first("machine-agent[")
     assert not [line for line in console if "Job systemd-networkd-wait-online" in line]
+
+
+def test_cloud_init_final_stage_waits_for_the_bootstrap(console: list[str]) -> None:
+    # What the unit's comments say: multi-user.target is ordered after the agent (from
+    # its WantedBy=), so reached only after READY=1, and bookworm's cloud-final.service
+    # after multi-user.target.
+    target, final = [set(line.removeprefix("After=").split()) for line in report(console)
+                     if line.startswith("After=")]
+    assert "machine-agent.service" in target, target
+    assert "multi-user.target" in final, final
 
 
 def test_the_ntp_server_inside_the_guest_answers(console: list[str]) -> None:
@@ -135,6 +156,18 @@ def test_the_phases_ran_in_order_each_condition_true(console: list[str]) -> None
     said = report(console)
     for kind in ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady"):
         assert any(line.startswith(f"{kind} True ") for line in said), (kind, said)
+
+
+def test_the_cni_list_was_proved_under_the_unit_and_the_node_turned_ready(
+        console: list[str]) -> None:
+    said = report(console)
+    # The ADD/CHECK/DEL proof ran in a scratch network namespace of the agent's own
+    # (RestrictNamespaces=net mnt), and its pod got an address from the node's subnet.
+    (cni,) = [line for line in said if line.startswith("CNIReady True ")]
+    assert re.search(r"network machine-agent in /etc/cni/net\.d/10-machine-agent\.conflist; "
+                     r"proved with ADD/CHECK/DEL \(pod got 198\.51\.100\.\d+(/24)?\); "
+                     r"Node node-0 is Ready", cni), cni
+    assert "workload Node: node-0 Ready=True KubeletReady" in said, said
 
 
 def test_the_agent_stopped_cleanly_at_power_off(console: list[str]) -> None:
@@ -156,6 +189,13 @@ def test_the_node_joined_with_the_bootstrap_data(console: list[str]) -> None:
     assert "/etc/kubernetes/kubelet.conf: server: https://192.0.2.10:6443" in said, said
     assert "/run/cluster-api/bootstrap-success.complete:success" in said, said
     assert "kubeadm-standin joins: node-0" in said, said
-    # The workload API server has the Node, NotReady: no CNI configuration (no conflist),
-    # so the kubelet's runtime network is not ready.
-    assert "workload Node: node-0 Ready=False KubeletNotReady" in said, said
+
+
+def test_the_bootstrap_data_commands_ran_outside_the_agent_sandbox(
+        console: list[str]) -> None:
+    said = report(console)
+    # swapon/swapoff (@swap) and modprobe (CAP_SYS_MODULE) from a file written into
+    # /usr/local/bin, reading a setting written into /tmp: none of it works inside the
+    # unit's sandbox. The NodeJoined message names no failed command (see above).
+    assert ("/run/node-prep.log:swap files on: 1, after swapoff -a: 0; ip_vs loaded: 1"
+            in said), said

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from agent.errors import CommandError, CommandTimeoutError, PermanentError
-from agent.host import Host, ReadOnlyHostError
+from agent.host import OUTSIDE_SANDBOX_ENV, Host, ReadOnlyHostError
 from agent.logs import REDACT, setup_logging
+from tests import fake_systemd_run
+from tests.fake_systemd_run import calls
 
 
 def test_files_land_under_the_root_atomically_with_their_mode(tmp_path: Path) -> None:
@@ -97,3 +100,53 @@ def test_a_streamed_command_hands_out_lines_and_keeps_them_past_its_time_out(
                        timeout=0.5)
     assert (hung.timed_out, hung.stdout, lines) == (True, "started\n", ["started"])
     assert hung.duration < 10
+
+
+@pytest.fixture
+def systemd_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A recording systemd-run first on PATH, and the unit's request to use it; returns
+    the file each call's argument list is appended to."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = fake_systemd_run.install(bin_dir)
+    tool = bin_dir / "site-tool"
+    tool.write_text("#!/bin/sh\necho \"$SITE_SETTING $*\"; cat; echo oops >&2; exit 3\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv(OUTSIDE_SANDBOX_ENV, "systemd-run")
+    return log
+
+
+def test_unsandboxed_commands_run_as_transient_services_under_the_unit(
+        tmp_path: Path, systemd_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A transient service starts from systemd's environment: PATH and a site's proxy
+    # are passed on, the rest of the agent's environment is not.
+    monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
+    monkeypatch.setenv("AGENT_ONLY", "not passed")
+    host = Host(tmp_path, env={"SITE_SETTING": "from-host"})
+    result = host.run(["site-tool", "a b"], input="piped\n", timeout=29.5, check=False,
+                      sandboxed=False)
+    # Output, input and exit status as if it had run as a child.
+    assert (result.returncode, result.stdout, result.stderr) == (
+        3, "from-host a b\npiped\n", "oops\n")
+    assert result.argv == ("site-tool", "a b")
+    assert calls(systemd_run) == [[
+        "--wait", "--pipe", "--collect", "--quiet", "--property=RuntimeMaxSec=30",
+        f"--setenv=PATH={os.environ['PATH']}", "--setenv=SITE_SETTING=from-host",
+        "--setenv=https_proxy=http://proxy.example:3128", "--",
+        str(tmp_path / "bin/site-tool"), "a b"]]
+    # The agent's own commands stay in its sandbox.
+    assert host.run(["site-tool"], check=False).stdout == "from-host \n"
+    assert len(calls(systemd_run)) == 1
+    # A missing program fails as it does for a child, not as systemd's exit 203.
+    with pytest.raises(CommandError, match="command not found: no-such-tool"):
+        host.run(["no-such-tool"], sandboxed=False)
+    assert len(calls(systemd_run)) == 1
+
+
+def test_unsandboxed_commands_are_children_outside_the_unit(
+        tmp_path: Path, systemd_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(OUTSIDE_SANDBOX_ENV)
+    result = Host(tmp_path).run(["site-tool"], check=False, sandboxed=False)
+    assert result.returncode == 3
+    assert calls(systemd_run) == []

@@ -140,7 +140,7 @@ class ManagedJoin:
         if target.ignore_preflight_errors:
             argv.append("--ignore-preflight-errors=" + ",".join(target.ignore_preflight_errors))
         result = self.host.stream(argv, lambda line: self.ctx.log.info("kubeadm: %s", line),
-                                  timeout=self.spec.timeout)
+                                  timeout=self.spec.timeout, sandboxed=False)
         tail = REDACT(result.tail(OUTPUT_TAIL))
         if result.timed_out:
             last = last_line(result.stdout)
@@ -152,7 +152,8 @@ class ManagedJoin:
     def _reset(self, why: str) -> None:
         self.ctx.log.info("kubeadm reset -f: %s", why)
         try:
-            result = self.host.run([self.kubeadm, "reset", "-f"], timeout=120, check=False)
+            result = self.host.run([self.kubeadm, "reset", "-f"], timeout=120, check=False,
+                                   sandboxed=False)
         except CommandTimeoutError as err:
             raise PermanentError(f"kubeadm reset -f did not finish: {err.message}",
                                  reason=Reason.CommandTimeout) from err

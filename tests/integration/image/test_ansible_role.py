@@ -1,7 +1,8 @@
 """The Ansible role (images/ansible/roles/machine_agent), as image-builder would run it,
 applied over the chroot connection to a copy of the golden image's debootstrap tree:
-the agent runs from its venv, its units are installed and enabled, and a second run
-changes nothing."""
+the agent runs from its venv, its units, the README they name and the kernel's module and
+sysctl files are installed, the agent and systemd-networkd enabled, as images/build.sh
+does; a second run changes nothing; another venv gets an ExecStart= drop-in."""
 
 from __future__ import annotations
 
@@ -23,14 +24,15 @@ def run(argv: list[str], timeout: float = 600, **env: str) -> str:
     return proc.stdout
 
 
-def playbook(tmp_path: Path, tree: Path, wheels: Path) -> str:
+def playbook(tmp_path: Path, tree: Path, wheels: Path, venv: str | None = None) -> str:
     inventory = tmp_path / "inventory"
     inventory.write_text(f"node ansible_connection=community.general.chroot "
                          f"ansible_host={tree} ansible_python_interpreter=/usr/bin/python3\n")
     play = tmp_path / "play.yml"
     play.write_text("- hosts: all\n  gather_facts: false\n  roles:\n"
                     "    - role: machine_agent\n"
-                    f"      machine_agent_wheel_dir: {wheels}\n")
+                    f"      machine_agent_wheel_dir: {wheels}\n"
+                    + (f"      machine_agent_venv: {venv}\n" if venv else ""))
     out = run(["ansible-playbook", "-i", str(inventory), str(play)],
               ANSIBLE_ROLES_PATH=str(REPO / "images/ansible/roles"), ANSIBLE_NOCOLOR="1",
               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"))
@@ -55,9 +57,25 @@ def test_role_installs_and_enables_the_agent_and_is_idempotent(tmp_path: Path) -
     for dropin in (REPO / "units").glob("*.service.d/*.conf"):
         installed = system / dropin.parent.name / dropin.name
         assert installed.read_text() == dropin.read_text(), dropin
-    wants = tree / "etc/systemd/system/multi-user.target.wants/machine-agent.service"
-    assert os.readlink(wants).endswith("/systemd/system/machine-agent.service")
+    for unit in ("machine-agent.service", "systemd-networkd.service"):
+        wants = tree / "etc/systemd/system/multi-user.target.wants" / unit
+        assert os.readlink(wants).endswith(f"/systemd/system/{unit}"), unit
     assert "config: disabled" in (tree / "etc/cloud/cloud.cfg.d/99-machine-agent.cfg").read_text()
     assert not (tree / "var/cache/machine-agent-wheels").exists()
+    # What build.sh installs too: the unit's Documentation=, what kubeadm's preflight needs.
+    doc = "/usr/share/doc/machine-agent/README.md"
+    assert f"file:{doc}" in (REPO / "units/machine-agent.service").read_text()
+    assert (tree / doc.lstrip("/")).read_text() == (REPO / "README.md").read_text()
+    assert "br_netfilter" in (tree / "etc/modules-load.d/kubernetes.conf").read_text()
+    assert "net.ipv4.ip_forward" in (tree / "etc/sysctl.d/99-kubernetes.conf").read_text()
+    venv_dropin = system / "machine-agent.service.d/10-venv.conf"
+    assert not venv_dropin.exists()
 
     assert playbook(tmp_path, tree, wheels) == "0"  # a second run changes nothing
+
+    # Another venv: the agent runs from there, through a drop-in replacing ExecStart=.
+    assert playbook(tmp_path, tree, wheels, venv="/opt/agent-venv") != "0"
+    assert run(["chroot", str(tree), "/opt/agent-venv/bin/machine-agent", "--version"])
+    assert [line for line in venv_dropin.read_text().splitlines()
+            if line.startswith("ExecStart=")] == [
+        "ExecStart=", "ExecStart=/opt/agent-venv/bin/machine-agent daemon"]

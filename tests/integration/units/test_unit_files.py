@@ -3,6 +3,7 @@ warning (it exits 0 on warnings, so stderr is what counts), and the kill switch.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -113,3 +114,52 @@ def test_wait_online_is_skipped_until_a_network_configuration_exists(root: Path)
                      "--unit=systemd-networkd-wait-online.service")
     assert "ConditionDirectoryNotEmpty=|/etc/systemd/network" in result.stderr
     assert "ConditionDirectoryNotEmpty=|/run/systemd/network" in result.stderr
+
+
+def _names(item: str) -> tuple[str, list[str]]:
+    """An open item of `systemd-analyze security` as (setting, the values it names):
+    `CapabilityBoundingSet=~CAP_NET_(BIND_SERVICE|RAW)` gives CapabilityBoundingSet and
+    NET_BIND_SERVICE, NET_RAW; `User=/DynamicUser=` gives User and no values."""
+    setting, _, value = item.partition("=")
+    value = value.removeprefix("~")
+    if not value or value.startswith("/"):
+        return setting, []
+    grouped = re.fullmatch(r"(.*?)\((.*)\)", value)
+    values = ([grouped.group(1) + alt for alt in grouped.group(2).split("|")] if grouped
+              else [value])
+    return setting, [v.removeprefix("CAP_") for v in values]
+
+
+def test_every_open_exposure_is_justified_in_a_comment(root: Path) -> None:
+    """Each exposure `systemd-analyze security` leaves open is either a setting the unit
+    sets, with the comment above it naming the value it opens (@mount, AF_PACKET,
+    NET_ADMIN, ...), or a bullet of the unit's "Left open, on purpose" list."""
+    from bench.unit_security import parse
+
+    text = (UNITS / AGENT_UNIT).read_text()
+    _, left = parse(analyze("security", "--offline=yes", f"--root={root}", "--no-pager",
+                            AGENT_UNIT).stdout)
+    assert left, "systemd-analyze security found nothing open: the parse is broken"
+    lines = text.splitlines()
+    start = lines.index("# Left open, on purpose:")
+    bullets = {name for line in lines[start:] if line.startswith("# - ")
+               for name in re.findall(r"\w+", line[4:].partition(":")[0])}
+    missing = []
+    for item in left:
+        setting, values = _names(item)
+        at = next((i for i, line in enumerate(lines) if line.startswith(f"{setting}=")),
+                  None)
+        if at is None:
+            if setting not in bullets and not (setting == "RootDirectory"
+                                               and "RootImage" in bullets):
+                missing.append(item)
+            continue
+        above = []
+        for line in reversed(lines[:at]):
+            if not line.startswith("#"):
+                break
+            above.append(line)
+        comment = " ".join(above)
+        if not any(v in comment for v in values):
+            missing.append(item)
+    assert not missing, f"open without a justification in {AGENT_UNIT}: {missing}"
