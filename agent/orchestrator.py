@@ -150,12 +150,16 @@ class Orchestrator:
         inputs = digest(phase.inputs(self.config))
         if self.journal.is_current(name, inputs):
             rec = self.journal.phases[name]
-            log.info("up to date: completed %s with the same inputs; nothing to apply",
-                     rec.finished_at, extra={"phase": name})
-            self.conditions.set(phase.condition, "True", phase.reason(rec.result),
-                                phase.message(rec.result))
-            self._reported(phase, rec.result)
-            return PhaseOutcome(name, "up-to-date", reason=str(Reason.UpToDate))
+            if phase.still_holds(self._context(self.host.read_only_view(), phase),
+                                 rec.result):
+                log.info("up to date: completed %s with the same inputs; nothing to apply",
+                         rec.finished_at, extra={"phase": name})
+                self.conditions.set(phase.condition, "True", phase.reason(rec.result),
+                                    phase.message(rec.result))
+                self._reported(phase, rec.result)
+                return PhaseOutcome(name, "up-to-date", reason=str(Reason.UpToDate))
+            log.warning("completed %s with the same inputs, but the node no longer shows "
+                        "it; applying again", rec.finished_at, extra={"phase": name})
         self.conditions.set(phase.condition, "Unknown", Reason.InProgress, "running")
         self._publish(final=False)
         self.journal.start(name, inputs)

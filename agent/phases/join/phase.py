@@ -153,6 +153,10 @@ class JoinPhase(Phase):
                 "failedCommands": [f"runcmd[{i}] `{c['command']}`"
                                    for i, c in sorted(last.items()) if c["exitStatus"] != 0]}
 
+    def still_holds(self, ctx: PhaseContext, result: dict[str, Any]) -> bool:
+        """kubelet.conf still points at the server joined (a `kubeadm reset` removes it)."""
+        return node_state(ctx.host, result.get("apiServer")) == "joined"
+
     def message(self, result: dict[str, Any]) -> str:
         registered = (f"; Node {result['nodeRegistered']} registered"
                       if result.get("nodeRegistered") else "")

@@ -126,6 +126,18 @@ def test_run_after_a_successful_join_does_nothing(node: Node) -> None:
     assert machine.conditions["NodeJoined"].reason == "Joined"
 
 
+def test_a_node_reset_by_hand_is_joined_again_not_reported_up_to_date(node: Node) -> None:
+    loaded, facts = node.configure({}), machine_facts(cloud_config(node.endpoint))
+    assert node.run(loaded, facts)[0].ok
+    node.host.run(["kubeadm", "reset", "-f"], timeout=60)  # kubelet.conf is gone
+    assert not node.joined()
+    node.set_world(readyNodes=[])  # its old Node went NotReady with the kubelet stopped
+    again, machine = node.run(loaded, facts)
+    assert again.ok and again.outcomes[0].outcome == "applied", again.outcomes
+    assert machine.conditions["NodeJoined"].reason == "Joined"
+    assert node.joined() and node.world["joins"] == ["worker-0", "worker-0"]
+
+
 def test_a_joined_node_is_not_joined_again_even_without_the_journal(node: Node) -> None:
     loaded, facts = node.configure({}), machine_facts(cloud_config(node.endpoint))
     assert node.run(loaded, facts)[0].ok
