@@ -1,9 +1,10 @@
 """The join phase: bootstrap files, commands in order, the managed kubeadm join, sentinel.
 
 plan: the files of the bootstrap data (or the rendered JoinConfiguration) with masked
-diffs, each runcmd entry, the managed join, the CABPK sentinel; nothing but the sentinel
-when the node is already joined to this cluster. apply (the base class) runs them in
-order and journals each, so a failed run resumes at the join, not at the first command.
+diffs, each runcmd entry, the managed join, the CABPK sentinel (written once the Node is
+registered); nothing but the sentinel when the node is already joined to this cluster.
+apply (the base class) runs them in order and journals each, so a failed run resumes at
+the join, not at the first command.
 
 A failing pre- or post-command does not stop the others (as in cloud-init); the phase
 fails once every step ran, naming each failed command (see `JoinPhase.apply`).
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.errors import AgentError, CommandError, PermanentError, Reason
@@ -36,6 +37,8 @@ TAIL = 500
 class JoinPlan(PhasePlan):
     failed: dict[str, str] = field(default_factory=dict)
     """runcmd entries that failed while this plan was applied: step key → what failed."""
+    registered: str | None = None
+    """The Node confirmed registered while this plan was applied (before the sentinel)."""
 
 
 class JoinPhase(Phase):
@@ -67,7 +70,7 @@ class JoinPhase(Phase):
                     plan.changes.append(_command_change(ctx, index, step, plan.failed))
         sentinel = file_change(ctx.host, SENTINEL, "success\n")
         if sentinel is not None:
-            plan.changes.append(sentinel)
+            plan.changes.append(_sentinel_change(ctx, sentinel, source, plan))
         return plan
 
     def _join_change(self, ctx: PhaseContext, step: KubeadmJoin,
@@ -143,9 +146,10 @@ class JoinPhase(Phase):
             raise PermanentError(f"{SENTINEL} is missing", reason=Reason.InternalError)
         record = ctx.journal.extra.get("join", {})
         last = {c["index"]: c for c in record.get("commands", [])}
-        registered = confirm_node(ctx.host, source.target.node_name,
-                                  float(ctx.config.spec.join.registration_timeout),
-                                  ctx.progress)
+        registered = (plan.registered if isinstance(plan, JoinPlan) and plan.registered
+                      else confirm_node(ctx.host, source.target.node_name,
+                                        float(ctx.config.spec.join.registration_timeout),
+                                        ctx.progress))
         return {"node": source.target.node_name, "apiServer": server,
                 "kubernetesVersion": str(source.version),
                 "joinConfiguration": source.facts.api_version,
@@ -166,6 +170,21 @@ class JoinPhase(Phase):
         if failed:  # a joined node does not run runcmd again: the failure stays named
             text += f"; failed in an earlier run and not run again: {', '.join(failed)}"
         return text
+
+
+def _sentinel_change(ctx: PhaseContext, write: Change, source: JoinSource,
+                     plan: JoinPlan) -> Change:
+    """CABPK's sentinel says the node joined: written only once the kubelet registered
+    its Node, which `kubeadm join` exiting 0 does not prove."""
+    name = source.target.node_name
+    timeout = float(ctx.config.spec.join.registration_timeout)
+
+    def confirm_then_write(host: Host) -> None:
+        plan.registered = confirm_node(host, name, timeout, ctx.progress)
+        write.action(host)
+
+    return replace(write, summary=f"{write.summary} once Node {name} is registered",
+                   action=confirm_then_write)
 
 
 def _time_gate(ctx: PhaseContext) -> str | None:

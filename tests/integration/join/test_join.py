@@ -164,12 +164,15 @@ def test_a_node_the_kubelet_never_registers_is_not_reported_joined(node: Node) -
         f"https://{node.endpoint} after 10s")
     assert "waiting for the kubelet to register Node worker-0 (0s of 10s)" in said.messages
     assert node.joined() and node.registered() is None  # joined, not half-joined
+    # CABPK's sentinel would tell its tooling the node joined: not before the Node is there
+    assert not node.file("/run/cluster-api/bootstrap-success.complete").exists()
     # once the kubelet has registered, a run reports the join without joining again
     node.api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-0"}})
     again, machine = node.run(loaded, facts)
     assert again.ok, again.outcomes
     assert machine.conditions["NodeJoined"].message.endswith("; Node worker-0 registered")
     assert node.world["joins"] == ["worker-0"]
+    assert node.file("/run/cluster-api/bootstrap-success.complete").read_text() == "success\n"
 
 
 @pytest.mark.parametrize(("world", "reason", "attempts"), [
