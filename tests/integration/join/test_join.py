@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import secrets
 import socket
 import threading
 
@@ -560,6 +561,29 @@ def test_a_discovery_file_with_another_ca_is_refused_as_kubeadm_refuses_it(
             "ConfigMap after timeout of 5m0s") in joined.message
     assert "x509: certificate signed by unknown authority" in joined.message
     assert "joins" not in node.world and node.clean()
+
+
+def test_a_control_plane_certificate_key_never_reaches_plan_logs_or_status(
+        node: Node, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    from agent.cli import main
+
+    key = secrets.token_hex(32)  # unique: the redactor is process-wide
+    node.host.write_file("/etc/machine-agent/bootstrap-data",
+                         cloud_config(node.endpoint, certificate_key=key))
+    loaded = node.configure({"bootstrapDataFile": "/etc/machine-agent/bootstrap-data",
+                             "kubernetesVersion": "v1.31.2",
+                             "nodeRegistration": {"name": "worker-0"}})
+    assert main(["--root", str(node.root), "plan", "--only", "join"]) == 0
+    out = capsys.readouterr().out
+    assert "certificateKey: ***" in out  # the plan shows the file, the key masked
+    caplog.set_level(logging.DEBUG)
+    result, machine = node.run(loaded)
+    assert result.ok, result.outcomes
+    assert key in node.file("/run/kubeadm/kubeadm-join-config.yaml").read_text()
+    for text in (out, caplog.text, journal_text(node),
+                 json.dumps([c.message for c in machine.conditions.values()])):
+        assert key not in text
 
 
 def test_a_newline_in_a_taint_or_kubelet_arg_is_refused(node: Node) -> None:
