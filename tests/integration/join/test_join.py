@@ -586,6 +586,29 @@ def test_a_control_plane_certificate_key_never_reaches_plan_logs_or_status(
         assert key not in text
 
 
+@pytest.mark.parametrize(("machine_version", "api_version"), [
+    ("v1.30.6", "v1beta3"), ("v1.31.0", "v1beta4")])
+def test_the_join_configuration_version_follows_the_machines_kubernetes_version(
+        node: Node, machine_version: str, api_version: str) -> None:
+    loaded = node.configure({"source": "config", "kubernetesVersion": "v1.31.0",
+                             "discovery": {"bootstrapToken": {
+                                 "token": TOKEN, "apiServerEndpoint": node.endpoint,
+                                 "caCertHashes": ["sha256:" + "5e" * 32]}}})
+    facts = MachineFacts("default", "worker-0", "uid-0", "demo",
+                         kubernetes_version=machine_version)  # wins over the config's
+    (plan,) = Orchestrator(loaded, node.host, phases=[JoinPhase()], machine=facts).plan()
+    assert (f"kubeadm.k8s.io/{api_version} JoinConfiguration from spec.join, Kubernetes "
+            f"{machine_version}") in plan.notes[0]
+    (write,) = [c for c in plan.changes if c.summary.startswith(
+        "create /run/kubeadm/kubeadm-join-config.yaml")]
+    assert f"+apiVersion: kubeadm.k8s.io/{api_version}\n" in write.diff
+    node.set_world(version=machine_version)  # the kubeadm of that release takes it
+    result, _ = node.run(loaded, facts)
+    assert result.ok, result.outcomes
+    config = node.file("/run/kubeadm/kubeadm-join-config.yaml").read_text()
+    assert f"apiVersion: kubeadm.k8s.io/{api_version}\n" in config
+
+
 def test_a_newline_in_a_taint_or_kubelet_arg_is_refused(node: Node) -> None:
     from agent.errors import ConfigError
 
