@@ -13,7 +13,6 @@ fails once every step ran, naming each failed command (see `JoinPhase.apply`).
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,7 +21,7 @@ from agent.host import Host
 from agent.logs import REDACT
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
-from agent.phases.join.managed import KUBELET_CONF, ManagedJoin, node_state
+from agent.phases.join.managed import KUBELET_CONF, ManagedJoin, node_state, owner_ids
 from agent.phases.join.node import confirm_node
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.source import JoinSource, resolve
@@ -201,7 +200,7 @@ def _time_gate(ctx: PhaseContext) -> str | None:
 
 
 def _file_change(host: Host, wf: WriteFile, source: JoinSource) -> Change | None:
-    owner = _owner_ids(host, wf.owner)
+    owner = owner_ids(host, wf.owner)
     current = host.read_bytes(wf.path) if host.exists(wf.path) else None
     shown = "\n".join(REDACT(wf.content.decode(errors="replace")).splitlines()) + "\n"
     if wf.append:
@@ -228,25 +227,6 @@ def _file_change(host: Host, wf: WriteFile, source: JoinSource) -> Change | None
     verb = "update" if current is not None else "create"
     return Change(f"write:{wf.path}", f"{verb} {wf.path} (mode {wf.mode:04o})", write,
                   diff=diff)
-
-
-def _owner_ids(host: Host, owner: tuple[str, str]) -> tuple[int, int] | None:
-    """uid and gid from the node's own /etc/passwd and /etc/group (under the root);
-    None when they are the agent's own (nothing to change)."""
-    ids = []
-    for name, table in ((owner[0], "/etc/passwd"), (owner[1], "/etc/group")):
-        text = host.read_text(table) or ""
-        found = next((int(parts[2]) for line in text.splitlines()
-                      if len(parts := line.split(":")) > 2 and parts[0] == name), None)
-        if found is None and name == "root":
-            found = 0
-        if found is None:
-            raise PermanentError(f"the bootstrap data wants owner {name!r}, which "
-                                 f"{table} does not know", reason=Reason.ConfigInvalid,
-                                 hint="create the user in the image or fix the owner")
-        ids.append(found)
-    uid, gid = ids
-    return None if (uid, gid) == (os.geteuid(), os.getegid()) else (uid, gid)
 
 
 def _command_change(ctx: PhaseContext, index: int, step: Command,

@@ -387,6 +387,24 @@ def test_an_unhealthy_kubelet_is_named_in_the_wording_of_each_kubeadm(
     assert node.clean()
 
 
+def test_a_file_written_again_for_a_retry_keeps_its_owner(node: Node) -> None:
+    node.file("/etc").mkdir(exist_ok=True)
+    node.file("/etc/passwd").write_text("root:x:0:0::/root:/bin/sh\n"
+                                        "kube:x:1234:1235::/:/usr/sbin/nologin\n")
+    node.file("/etc/group").write_text("root:x:0:\nkube:x:1235:\n")
+    data = cloud_config(node.endpoint).replace("owner: root:root", "owner: kube:kube", 1)
+    config = node.file("/run/kubeadm/kubeadm-join-config.yaml")
+    node.set_world(failNext=["kubelet-unhealthy"])
+    loaded, facts = node.configure({"maxAttempts": 1}), machine_facts(data)
+    assert not node.run(loaded, facts)[0].ok
+    assert (config.stat().st_uid, config.stat().st_gid) == (1234, 1235)
+    config.unlink()  # a reboot empties /run
+    result, _ = node.run(loaded, facts)  # the write step is journaled: the join rewrites it
+    assert result.ok, result.outcomes
+    assert (config.stat().st_uid, config.stat().st_gid) == (1234, 1235)
+    assert config.stat().st_mode & 0o777 == 0o640
+
+
 def test_a_failed_run_then_run_resets_and_retries_within_the_limit(node: Node) -> None:
     node.set_world(failNext=["kubelet-unhealthy"] * 3)
     loaded = node.configure({"maxAttempts": 2})
