@@ -19,7 +19,9 @@ _PATTERNS = [
     re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b"),  # kubeadm bootstrap token
     re.compile(r"\bnbt_[A-Za-z0-9]+\.[A-Za-z0-9]+"),  # NetBox v2 token
     # [ \t]*, not \s*: a YAML key such as `bootstrapToken:` must not eat the next line.
-    re.compile(r"(?i)((?:token|password|secret)[\"']?[ \t]*[:=][ \t]*[\"']?)[^\s\"',}]+"),
+    # certificateKey: kubeadm's key to the control-plane certificates (kubeadm-certs).
+    re.compile(r"(?i)((?:token|password|secret|certificate[_-]?key)[\"']?[ \t]*[:=][ \t]*"
+               r"[\"']?)[^\s\"',}]+"),
 ]
 
 

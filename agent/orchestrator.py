@@ -8,7 +8,7 @@ the run, and later phases stay Pending with the reason pointing at it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -78,9 +78,11 @@ class Orchestrator:
         reporters: list[Reporter] | None = None,
         machine: MachineFacts | None = None,
         management: Client | None = None,
+        reload_machine: Callable[[], MachineFacts] | None = None,
     ) -> None:
         self.config = loaded.config
         self.machine = machine
+        self._reload_machine = reload_machine
         self.management = management
         self.host = host
         self.phases = phases if phases is not None else all_phases()
@@ -101,7 +103,14 @@ class Orchestrator:
 
         return PhaseContext(self.config, host, self.journal, self.results, progress,
                             logging.getLogger(f"agent.phases.{phase.name}"), self.machine,
+                            reload_machine=self._reload if self._reload_machine else None,
                             management=self.management)
+
+    def _reload(self) -> MachineFacts:
+        """Read the Machine again; later plans (a retried attempt) use what was read."""
+        assert self._reload_machine is not None
+        self.machine = self._reload_machine()
+        return self.machine
 
     def plan(self, only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[PhasePlan]:
         """Every selected phase's plan, computed against a read-only host."""
@@ -141,12 +150,16 @@ class Orchestrator:
         inputs = digest(phase.inputs(self.config))
         if self.journal.is_current(name, inputs):
             rec = self.journal.phases[name]
-            log.info("up to date: completed %s with the same inputs; nothing to apply",
-                     rec.finished_at, extra={"phase": name})
-            self.conditions.set(phase.condition, "True", phase.reason(rec.result),
-                                phase.message(rec.result))
-            self._reported(phase, rec.result)
-            return PhaseOutcome(name, "up-to-date", reason=str(Reason.UpToDate))
+            if phase.still_holds(self._context(self.host.read_only_view(), phase),
+                                 rec.result):
+                log.info("up to date: completed %s with the same inputs; nothing to apply",
+                         rec.finished_at, extra={"phase": name})
+                self.conditions.set(phase.condition, "True", phase.reason(rec.result),
+                                    phase.message(rec.result))
+                self._reported(phase, rec.result)
+                return PhaseOutcome(name, "up-to-date", reason=str(Reason.UpToDate))
+            log.warning("completed %s with the same inputs, but the node no longer shows "
+                        "it; applying again", rec.finished_at, extra={"phase": name})
         self.conditions.set(phase.condition, "Unknown", Reason.InProgress, "running")
         self._publish(final=False)
         self.journal.start(name, inputs)

@@ -17,6 +17,7 @@ from agent.config.sources import Source
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.credentials import store_credentials
+from agent.kube.facts import MachineFacts
 from agent.kube.kubeconfig import load_credentials
 from agent.kube.machine import (
     BootstrapDataMissing,
@@ -59,7 +60,10 @@ class Session:
         the caller up."""
         facts = self.machine.facts if self.machine else None
         orchestrator = Orchestrator(self.loaded, host, machine=facts, phases=phases,
-                                    management=self.client)
+                                    management=self.client,
+                                    reload_machine=(lambda: self.read_machine_again(host))
+                                    if self.machine is not None and self.client is not None
+                                    else None)
         if not reporting:
             return orchestrator
         spec = self.loaded.config.spec.reporting
@@ -76,6 +80,14 @@ class Session:
                 final_attempts=1 if background_delivery else 8,
                 keep_trying=background_delivery))
         return orchestrator
+
+
+    def read_machine_again(self, host: Host) -> MachineFacts:
+        """The Machine and its bootstrap data as they are now (e.g. a rotated bootstrap
+        token); no wait: the Secret was there when the session began."""
+        assert self.client is not None
+        reader = MachineReader(self.client, host, wait=0.0, monotonic=host.clock.monotonic)
+        return reader.read(self.loaded.config.spec.identity).facts
 
 
 def open_session(host: Host, files: Iterable[str] = (), *,

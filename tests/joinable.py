@@ -91,11 +91,17 @@ def joinable(root: Path, tools: Path, *, kubelet: bool = True) -> Iterator[JoinW
 
 
 def cloud_config(endpoint: str, token: str = TOKEN, version: str = "v1beta4",
-                 pre: tuple[str, ...] = (), post: tuple[str, ...] = ()) -> str:
-    """Bootstrap data shaped as CABPK writes it (bootstrap/kubeadm/internal/cloudinit)."""
+                 pre: tuple[str, ...] = (), post: tuple[str, ...] = (),
+                 certificate_key: str | None = None) -> str:
+    """Bootstrap data shaped as CABPK writes it (bootstrap/kubeadm/internal/cloudinit);
+    with `certificate_key`, a control-plane join."""
     args = ("  kubeletExtraArgs:\n  - name: node-ip\n    value: 192.0.2.20\n"
             if version == "v1beta4" else "  kubeletExtraArgs:\n    node-ip: 192.0.2.20\n")
-    join = (f"---\napiVersion: kubeadm.k8s.io/{version}\ndiscovery:\n  bootstrapToken:\n"
+    control_plane = (f"controlPlane:\n  certificateKey: {certificate_key}\n  localAPIEndpoint:"
+                     "\n    advertiseAddress: 192.0.2.20\n    bindPort: 6443\n"
+                     if certificate_key else "")
+    join = (f"---\napiVersion: kubeadm.k8s.io/{version}\n{control_plane}"
+            "discovery:\n  bootstrapToken:\n"
             f"    apiServerEndpoint: {endpoint}\n    caCertHashes:\n    - {CA_HASH}\n"
             f"    token: {token}\nkind: JoinConfiguration\nnodeRegistration:\n"
             f"{args}  name: '{{{{ ds.meta_data.local_hostname }}}}'\n")

@@ -110,6 +110,12 @@ class Phase:
             change.action(ctx.host)
             ctx.journal.step_done(self.name, change.key)
 
+    def still_holds(self, ctx: PhaseContext, result: dict[str, Any]) -> bool:
+        """Whether the node still shows what the phase completed with `result`, asked
+        before a phase with unchanged inputs is skipped as up to date (a node changed by
+        hand is applied again). Local and cheap: a re-run's cost is benchmarked."""
+        return True
+
     def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
         """Prove the result; raise an AgentError if it does not hold. Returns the result
         journaled for later phases and `status`."""

@@ -71,10 +71,11 @@ def test_secrets_never_reach_the_log(capsys: pytest.CaptureFixture[str]) -> None
     log.info("token=abcdef.0123456789abcdef and Bearer eyJhbGciOi.payload.sig")
     log.info("value registered-secret-value and nbt_AbC123.xyz789 and password: hunter22")
     log.info("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----")
+    log.info("controlPlane: {certificateKey: 'c0ffee11', ...} --certificate-key=deadbeef22")
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     text = " ".join(line["msg"] for line in lines)
     for secret in ("0123456789abcdef", "eyJhbGciOi", "registered-secret-value", "AbC123",
-                   "hunter22", "MIIE"):
+                   "hunter22", "MIIE", "c0ffee11", "deadbeef22"):
         assert secret not in text
     assert lines[0]["level"] == "info" and lines[0]["logger"] == "agent.test"
 

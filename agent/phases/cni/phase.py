@@ -31,6 +31,7 @@ from agent.phases.cni.manifest import (
 )
 from agent.phases.join.managed import KUBELET_CONF
 from agent.report import NODE_READY
+from agent.state import digest
 
 APPLIED = "manifestApplied"
 """Journal key (extra["cni"]): the sha256 of the manifest this node applied."""
@@ -124,10 +125,12 @@ class CNIPhase(Phase):
         result: dict[str, Any] = {"binDir": spec.bin_dir}
         if spec.conflist is not None:
             path = f"{spec.conf_dir}/{spec.conflist.file_name}"
-            doc = json.loads(ctx.host.read_text(path) or "{}")
+            text = ctx.host.read_text(path) or "{}"
+            doc = json.loads(text)
             found = self._examine(ctx, doc, set(), before_writing=False)
             result.update(conflist=path, network=doc["name"],
-                          plugins=sorted({t for _, t in plugin_types(doc)}))
+                          plugins=sorted({t for _, t in plugin_types(doc)}),
+                          conflistDigest=digest(text))
             if spec.check.enabled:
                 result["check"] = prove(ctx.host, doc, spec.bin_dir, spec.check, found.ranges)
         decision = _decision(ctx)
@@ -149,6 +152,18 @@ class CNIPhase(Phase):
         result.update(node=node, nodeReady=True, nodeReadyReason=state.reason,
                       nodeReadyMessage=state.message)
         return result
+
+    def still_holds(self, ctx: PhaseContext, result: dict[str, Any]) -> bool:
+        """The list is as written and every plugin it runs is still an executable in
+        binDir: local reads, no download, no proof run again."""
+        path, bin_dir = result.get("conflist"), result.get("binDir")
+        if path is None:
+            return True
+        text = ctx.host.read_text(path)
+        if text is None or digest(text) != result.get("conflistDigest"):
+            return False
+        return all(ctx.host.is_executable(f"{bin_dir}/{name}")
+                   for name in result.get("plugins", []))
 
     @staticmethod
     def _node_name(ctx: PhaseContext) -> str:

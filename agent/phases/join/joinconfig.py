@@ -127,6 +127,8 @@ class JoinFacts:
     api_server_endpoint: str | None
     kube_config_path: str | None
     control_plane: bool
+    certificate_key: str | None = None
+    """controlPlane.certificateKey: decrypts the cluster's certificates; secret."""
 
 
 def read_join_configuration(text: str) -> JoinFacts:
@@ -153,7 +155,8 @@ def read_join_configuration(text: str) -> JoinFacts:
         token=_str(token.get("token")),
         api_server_endpoint=_str(token.get("apiServerEndpoint")),
         kube_config_path=_str(_mapping(discovery.get("file")).get("kubeConfigPath")),
-        control_plane=doc.get("controlPlane") is not None)
+        control_plane=doc.get("controlPlane") is not None,
+        certificate_key=_str(_mapping(doc.get("controlPlane")).get("certificateKey")))
     for what, value, check in (
             ("nodeRegistration.criSocket", facts.cri_socket, checks.unix_socket_url),
             ("discovery.bootstrapToken.apiServerEndpoint", facts.api_server_endpoint,

@@ -12,6 +12,7 @@ output (kept after a time-out too), secrets redacted.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -188,7 +189,8 @@ class ManagedJoin:
                 continue
             current = self.host.read_bytes(wf.path) if self.host.exists(wf.path) else None
             if current != wf.content:
-                self.host.write_file(wf.path, wf.content, mode=wf.mode)
+                self.host.write_file(wf.path, wf.content, mode=wf.mode,
+                                     owner=owner_ids(self.host, wf.owner))
 
     def _record(self, attempt: int, outcome: str, why: Classified | None, *,
                 reset: bool, output: str | None = None) -> None:
@@ -217,3 +219,22 @@ def _error(outcome: Classified, attempt: int) -> AgentError:
     detail = f": {outcome.detail}" if outcome.detail else ""
     return AgentError(REDACT(f"kubeadm join attempt {attempt}: {outcome.summary}{detail}"),
                       reason=outcome.reason, temporary=outcome.temporary)
+
+
+def owner_ids(host: Host, owner: tuple[str, str]) -> tuple[int, int] | None:
+    """uid and gid from the node's own /etc/passwd and /etc/group (under the root);
+    None when they are the agent's own (nothing to change)."""
+    ids = []
+    for name, table in ((owner[0], "/etc/passwd"), (owner[1], "/etc/group")):
+        text = host.read_text(table) or ""
+        found = next((int(parts[2]) for line in text.splitlines()
+                      if len(parts := line.split(":")) > 2 and parts[0] == name), None)
+        if found is None and name == "root":
+            found = 0
+        if found is None:
+            raise PermanentError(f"the bootstrap data wants owner {name!r}, which "
+                                 f"{table} does not know", reason=Reason.ConfigInvalid,
+                                 hint="create the user in the image or fix the owner")
+        ids.append(found)
+    uid, gid = ids
+    return None if (uid, gid) == (os.geteuid(), os.getegid()) else (uid, gid)

@@ -1,9 +1,10 @@
 """The join phase: bootstrap files, commands in order, the managed kubeadm join, sentinel.
 
 plan: the files of the bootstrap data (or the rendered JoinConfiguration) with masked
-diffs, each runcmd entry, the managed join, the CABPK sentinel; nothing but the sentinel
-when the node is already joined to this cluster. apply (the base class) runs them in
-order and journals each, so a failed run resumes at the join, not at the first command.
+diffs, each runcmd entry, the managed join, the CABPK sentinel (written once the Node is
+registered); nothing but the sentinel when the node is already joined to this cluster.
+apply (the base class) runs them in order and journals each, so a failed run resumes at
+the join, not at the first command.
 
 A failing pre- or post-command does not stop the others (as in cloud-init); the phase
 fails once every step ran, naming each failed command (see `JoinPhase.apply`).
@@ -12,8 +13,7 @@ fails once every step ran, naming each failed command (see `JoinPhase.apply`).
 from __future__ import annotations
 
 import difflib
-import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.errors import AgentError, CommandError, PermanentError, Reason
@@ -21,7 +21,7 @@ from agent.host import Host
 from agent.logs import REDACT
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
-from agent.phases.join.managed import KUBELET_CONF, ManagedJoin, node_state
+from agent.phases.join.managed import KUBELET_CONF, ManagedJoin, node_state, owner_ids
 from agent.phases.join.node import confirm_node
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.source import JoinSource, resolve
@@ -36,6 +36,8 @@ TAIL = 500
 class JoinPlan(PhasePlan):
     failed: dict[str, str] = field(default_factory=dict)
     """runcmd entries that failed while this plan was applied: step key → what failed."""
+    registered: str | None = None
+    """The Node confirmed registered while this plan was applied (before the sentinel)."""
 
 
 class JoinPhase(Phase):
@@ -67,7 +69,7 @@ class JoinPhase(Phase):
                     plan.changes.append(_command_change(ctx, index, step, plan.failed))
         sentinel = file_change(ctx.host, SENTINEL, "success\n")
         if sentinel is not None:
-            plan.changes.append(sentinel)
+            plan.changes.append(_sentinel_change(ctx, sentinel, source, plan))
         return plan
 
     def _join_change(self, ctx: PhaseContext, step: KubeadmJoin,
@@ -143,15 +145,20 @@ class JoinPhase(Phase):
             raise PermanentError(f"{SENTINEL} is missing", reason=Reason.InternalError)
         record = ctx.journal.extra.get("join", {})
         last = {c["index"]: c for c in record.get("commands", [])}
-        registered = confirm_node(ctx.host, source.target.node_name,
-                                  float(ctx.config.spec.join.registration_timeout),
-                                  ctx.progress)
+        registered = (plan.registered if isinstance(plan, JoinPlan) and plan.registered
+                      else confirm_node(ctx.host, source.target.node_name,
+                                        float(ctx.config.spec.join.registration_timeout),
+                                        ctx.progress))
         return {"node": source.target.node_name, "apiServer": server,
                 "kubernetesVersion": str(source.version),
                 "joinConfiguration": source.facts.api_version,
                 "attempts": len(record.get("attempts", [])), "nodeRegistered": registered,
                 "failedCommands": [f"runcmd[{i}] `{c['command']}`"
                                    for i, c in sorted(last.items()) if c["exitStatus"] != 0]}
+
+    def still_holds(self, ctx: PhaseContext, result: dict[str, Any]) -> bool:
+        """kubelet.conf still points at the server joined (a `kubeadm reset` removes it)."""
+        return node_state(ctx.host, result.get("apiServer")) == "joined"
 
     def message(self, result: dict[str, Any]) -> str:
         registered = (f"; Node {result['nodeRegistered']} registered"
@@ -162,6 +169,21 @@ class JoinPhase(Phase):
         if failed:  # a joined node does not run runcmd again: the failure stays named
             text += f"; failed in an earlier run and not run again: {', '.join(failed)}"
         return text
+
+
+def _sentinel_change(ctx: PhaseContext, write: Change, source: JoinSource,
+                     plan: JoinPlan) -> Change:
+    """CABPK's sentinel says the node joined: written only once the kubelet registered
+    its Node, which `kubeadm join` exiting 0 does not prove."""
+    name = source.target.node_name
+    timeout = float(ctx.config.spec.join.registration_timeout)
+
+    def confirm_then_write(host: Host) -> None:
+        plan.registered = confirm_node(host, name, timeout, ctx.progress)
+        write.action(host)
+
+    return replace(write, summary=f"{write.summary} once Node {name} is registered",
+                   action=confirm_then_write)
 
 
 def _time_gate(ctx: PhaseContext) -> str | None:
@@ -178,7 +200,7 @@ def _time_gate(ctx: PhaseContext) -> str | None:
 
 
 def _file_change(host: Host, wf: WriteFile, source: JoinSource) -> Change | None:
-    owner = _owner_ids(host, wf.owner)
+    owner = owner_ids(host, wf.owner)
     current = host.read_bytes(wf.path) if host.exists(wf.path) else None
     shown = "\n".join(REDACT(wf.content.decode(errors="replace")).splitlines()) + "\n"
     if wf.append:
@@ -205,25 +227,6 @@ def _file_change(host: Host, wf: WriteFile, source: JoinSource) -> Change | None
     verb = "update" if current is not None else "create"
     return Change(f"write:{wf.path}", f"{verb} {wf.path} (mode {wf.mode:04o})", write,
                   diff=diff)
-
-
-def _owner_ids(host: Host, owner: tuple[str, str]) -> tuple[int, int] | None:
-    """uid and gid from the node's own /etc/passwd and /etc/group (under the root);
-    None when they are the agent's own (nothing to change)."""
-    ids = []
-    for name, table in ((owner[0], "/etc/passwd"), (owner[1], "/etc/group")):
-        text = host.read_text(table) or ""
-        found = next((int(parts[2]) for line in text.splitlines()
-                      if len(parts := line.split(":")) > 2 and parts[0] == name), None)
-        if found is None and name == "root":
-            found = 0
-        if found is None:
-            raise PermanentError(f"the bootstrap data wants owner {name!r}, which "
-                                 f"{table} does not know", reason=Reason.ConfigInvalid,
-                                 hint="create the user in the image or fix the owner")
-        ids.append(found)
-    uid, gid = ids
-    return None if (uid, gid) == (os.geteuid(), os.getegid()) else (uid, gid)
 
 
 def _command_change(ctx: PhaseContext, index: int, step: Command,

@@ -79,6 +79,7 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
         masked = REDACT(text)
     facts = read_join_configuration(text)
     REDACT.add(facts.token)
+    REDACT.add(facts.certificate_key)
     if facts.api_server_endpoint:
         server: str | None = f"https://{facts.api_server_endpoint}"
     else:

@@ -105,6 +105,17 @@ def test_run_installs_writes_and_proves_then_rerun_changes_nothing(tmp_path: Pat
         assert again.returncode == 0, again.stdout + again.stderr
         assert "cni      up to date, nothing to apply" in again.stdout
         assert without_state(snapshot(root)) == before
+
+        # changed by hand (a plugin gone; the list emptied): a re-run puts it back
+        for drift in ("opt/cni/bin/portmap", "etc/cni/net.d/10-machine-agent.conflist"):
+            if drift.endswith("portmap"):
+                (root / drift).unlink()
+            else:
+                (root / drift).write_text("{}")
+            repaired = agent(node, root, config)
+            assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+            assert "cni      applied 1 change(s)" in repaired.stdout, drift
+            assert without_state(snapshot(root)) == before
     pod = status["phases"]["cni"]["result"]["check"]["namespace"]
     assert pod not in netns_names() and check_namespaces() == namespaces
     assert bridge not in host_links()

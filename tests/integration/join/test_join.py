@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import secrets
 import socket
 import threading
 
@@ -126,6 +127,18 @@ def test_run_after_a_successful_join_does_nothing(node: Node) -> None:
     assert machine.conditions["NodeJoined"].reason == "Joined"
 
 
+def test_a_node_reset_by_hand_is_joined_again_not_reported_up_to_date(node: Node) -> None:
+    loaded, facts = node.configure({}), machine_facts(cloud_config(node.endpoint))
+    assert node.run(loaded, facts)[0].ok
+    node.host.run(["kubeadm", "reset", "-f"], timeout=60)  # kubelet.conf is gone
+    assert not node.joined()
+    node.set_world(readyNodes=[])  # its old Node went NotReady with the kubelet stopped
+    again, machine = node.run(loaded, facts)
+    assert again.ok and again.outcomes[0].outcome == "applied", again.outcomes
+    assert machine.conditions["NodeJoined"].reason == "Joined"
+    assert node.joined() and node.world["joins"] == ["worker-0", "worker-0"]
+
+
 def test_a_joined_node_is_not_joined_again_even_without_the_journal(node: Node) -> None:
     loaded, facts = node.configure({}), machine_facts(cloud_config(node.endpoint))
     assert node.run(loaded, facts)[0].ok
@@ -152,12 +165,15 @@ def test_a_node_the_kubelet_never_registers_is_not_reported_joined(node: Node) -
         f"https://{node.endpoint} after 10s")
     assert "waiting for the kubelet to register Node worker-0 (0s of 10s)" in said.messages
     assert node.joined() and node.registered() is None  # joined, not half-joined
+    # CABPK's sentinel would tell its tooling the node joined: not before the Node is there
+    assert not node.file("/run/cluster-api/bootstrap-success.complete").exists()
     # once the kubelet has registered, a run reports the join without joining again
     node.api.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-0"}})
     again, machine = node.run(loaded, facts)
     assert again.ok, again.outcomes
     assert machine.conditions["NodeJoined"].message.endswith("; Node worker-0 registered")
     assert node.world["joins"] == ["worker-0"]
+    assert node.file("/run/cluster-api/bootstrap-success.complete").read_text() == "success\n"
 
 
 @pytest.mark.parametrize(("world", "reason", "attempts"), [
@@ -371,6 +387,24 @@ def test_an_unhealthy_kubelet_is_named_in_the_wording_of_each_kubeadm(
     assert node.clean()
 
 
+def test_a_file_written_again_for_a_retry_keeps_its_owner(node: Node) -> None:
+    node.file("/etc").mkdir(exist_ok=True)
+    node.file("/etc/passwd").write_text("root:x:0:0::/root:/bin/sh\n"
+                                        "kube:x:1234:1235::/:/usr/sbin/nologin\n")
+    node.file("/etc/group").write_text("root:x:0:\nkube:x:1235:\n")
+    data = cloud_config(node.endpoint).replace("owner: root:root", "owner: kube:kube", 1)
+    config = node.file("/run/kubeadm/kubeadm-join-config.yaml")
+    node.set_world(failNext=["kubelet-unhealthy"])
+    loaded, facts = node.configure({"maxAttempts": 1}), machine_facts(data)
+    assert not node.run(loaded, facts)[0].ok
+    assert (config.stat().st_uid, config.stat().st_gid) == (1234, 1235)
+    config.unlink()  # a reboot empties /run
+    result, _ = node.run(loaded, facts)  # the write step is journaled: the join rewrites it
+    assert result.ok, result.outcomes
+    assert (config.stat().st_uid, config.stat().st_gid) == (1234, 1235)
+    assert config.stat().st_mode & 0o777 == 0o640
+
+
 def test_a_failed_run_then_run_resets_and_retries_within_the_limit(node: Node) -> None:
     node.set_world(failNext=["kubelet-unhealthy"] * 3)
     loaded = node.configure({"maxAttempts": 2})
@@ -545,6 +579,52 @@ def test_a_discovery_file_with_another_ca_is_refused_as_kubeadm_refuses_it(
             "ConfigMap after timeout of 5m0s") in joined.message
     assert "x509: certificate signed by unknown authority" in joined.message
     assert "joins" not in node.world and node.clean()
+
+
+def test_a_control_plane_certificate_key_never_reaches_plan_logs_or_status(
+        node: Node, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    from agent.cli import main
+
+    key = secrets.token_hex(32)  # unique: the redactor is process-wide
+    node.host.write_file("/etc/machine-agent/bootstrap-data",
+                         cloud_config(node.endpoint, certificate_key=key))
+    loaded = node.configure({"bootstrapDataFile": "/etc/machine-agent/bootstrap-data",
+                             "kubernetesVersion": "v1.31.2",
+                             "nodeRegistration": {"name": "worker-0"}})
+    assert main(["--root", str(node.root), "plan", "--only", "join"]) == 0
+    out = capsys.readouterr().out
+    assert "certificateKey: ***" in out  # the plan shows the file, the key masked
+    caplog.set_level(logging.DEBUG)
+    result, machine = node.run(loaded)
+    assert result.ok, result.outcomes
+    assert key in node.file("/run/kubeadm/kubeadm-join-config.yaml").read_text()
+    for text in (out, caplog.text, journal_text(node),
+                 json.dumps([c.message for c in machine.conditions.values()])):
+        assert key not in text
+
+
+@pytest.mark.parametrize(("machine_version", "api_version"), [
+    ("v1.30.6", "v1beta3"), ("v1.31.0", "v1beta4")])
+def test_the_join_configuration_version_follows_the_machines_kubernetes_version(
+        node: Node, machine_version: str, api_version: str) -> None:
+    loaded = node.configure({"source": "config", "kubernetesVersion": "v1.31.0",
+                             "discovery": {"bootstrapToken": {
+                                 "token": TOKEN, "apiServerEndpoint": node.endpoint,
+                                 "caCertHashes": ["sha256:" + "5e" * 32]}}})
+    facts = MachineFacts("default", "worker-0", "uid-0", "demo",
+                         kubernetes_version=machine_version)  # wins over the config's
+    (plan,) = Orchestrator(loaded, node.host, phases=[JoinPhase()], machine=facts).plan()
+    assert (f"kubeadm.k8s.io/{api_version} JoinConfiguration from spec.join, Kubernetes "
+            f"{machine_version}") in plan.notes[0]
+    (write,) = [c for c in plan.changes if c.summary.startswith(
+        "create /run/kubeadm/kubeadm-join-config.yaml")]
+    assert f"+apiVersion: kubeadm.k8s.io/{api_version}\n" in write.diff
+    node.set_world(version=machine_version)  # the kubeadm of that release takes it
+    result, _ = node.run(loaded, facts)
+    assert result.ok, result.outcomes
+    config = node.file("/run/kubeadm/kubeadm-join-config.yaml").read_text()
+    assert f"apiVersion: kubeadm.k8s.io/{api_version}\n" in config
 
 
 def test_a_newline_in_a_taint_or_kubelet_arg_is_refused(node: Node) -> None:

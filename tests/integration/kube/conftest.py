@@ -137,6 +137,8 @@ class World:
 
     root: Path
     endpoint: str
+    world_path: Path | None = None
+    """The kubeadm stand-in's world file (which tokens the workload cluster knows)."""
 
 
 @pytest.fixture
@@ -146,7 +148,7 @@ def world(tmp_path_factory: pytest.TempPathFactory,
     root = tmp_path_factory.mktemp("n")
     with joinable(root, tmp_path_factory.mktemp("t")) as join:
         monkeypatch.setenv("PATH", f"{join.path}:{os.environ['PATH']}")
-        yield World(root, join.endpoint)
+        yield World(root, join.endpoint, join.world_path)
 
 
 def seed(admin: Admin, world: World, *, labels: dict[str, str] | None = None,
