@@ -135,7 +135,8 @@ class Sandbox:
             node = Node(index, network.add_node(index), registry.base / f"n{index}")
             node.workload["apiServer"] = {"ca": str(workload.ca),
                                           "signerToken": workload.token}
-            token = seed_machine(admin, node.name, f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}")
+            token = seed_machine(admin, node.name, f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}",
+                                 ipam_claims=addressing.claims)
             node.prepare(registry, admin, token=token, addressing=addressing,
                          extra=box._cni_settings(node))
             box.nodes.append(node)
