@@ -8,6 +8,8 @@ import hashlib
 import re
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
+UID = re.compile(r"[-A-Za-z0-9]{1,128}")
+"""An object's metadata.uid as an API server gives it (a UUID)."""
 
 
 def claim_key(machine_uid: str, interface: str, family: str) -> str:

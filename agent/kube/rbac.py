@@ -8,7 +8,7 @@ from typing import Literal
 
 from agent.config import checks
 from agent.config.network import NetworkSpec
-from agent.kube.claims import claim_key, claim_name
+from agent.kube.claims import UID, claim_key, claim_name
 from agent.templates import render
 
 TEMPLATE = "rbac/node-rbac.yaml"
@@ -49,10 +49,6 @@ def render_node_rbac(identity: NodeIdentity) -> str:
     manifest; a bad one raises ValueError naming its field."""
     values = asdict(identity)
     values["subject_namespace"] = identity.subject_namespace or identity.namespace
-    values["claim_names"] = sorted({
-        claim_name(identity.machine, iface, family,
-                   claim_key(identity.machine_uid, iface, family))
-        for iface, family in identity.ipam_claims})
     problems = {key: checks.k8s_namespace(values[key])
                 for key in ("namespace", "subject_namespace")}
     problems |= {key: checks.k8s_name(values[key]) if values[key] else None
@@ -67,13 +63,20 @@ def render_node_rbac(identity: NodeIdentity) -> str:
     problems["subject_kind"] = checks.one_of(("ServiceAccount", "User", "Group"))(
         identity.subject_kind)
     problems["config_kind"] = checks.one_of(("configmap", "secret", ""))(identity.config_kind)
+    # the claims' names are a hash of it: it is an object UID, as the API server gives one
     problems["machine_uid"] = (
         "is needed to name the IPAddressClaims" if identity.ipam_claims
-        and not identity.machine_uid.strip() else checks.safe_text(identity.machine_uid))
+        and not identity.machine_uid else None if not identity.machine_uid
+        or UID.fullmatch(identity.machine_uid)
+        else f"{identity.machine_uid!r} is not an object UID (letters, digits, '-')")
     for i, (iface, family) in enumerate(identity.ipam_claims):
         problems[f"ipam_claims[{i}][0]"] = checks.interface_name(iface)
         problems[f"ipam_claims[{i}][1]"] = checks.one_of(("ipv4", "ipv6"))(family)
     for key, problem in problems.items():
         if problem:
             raise ValueError(f"{key}: {problem}")
+    values["claim_names"] = sorted({
+        claim_name(identity.machine, iface, family,
+                   claim_key(identity.machine_uid, iface, family))
+        for iface, family in identity.ipam_claims})
     return render(TEMPLATE, **values)

@@ -7,22 +7,30 @@ tests/unit/hostile/test_renderer_roundtrip.py."""
 
 from __future__ import annotations
 
+import base64
 import copy
 from pathlib import Path
 from typing import Any
 
+import requests
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.config import load_config
+from agent.config.identity import IdentitySpec, MachineRef
 from agent.config.sources import FileSource
 from agent.errors import AgentError, ConfigError, Reason
 from agent.host import Host
 from agent.ipam.base import Allocation, ClaimRequest, InvalidAllocation, validate_allocation
+from agent.kube.client import Client
+from agent.kube.kubeconfig import Credentials
+from agent.kube.machine import MachineReader
 from agent.phases.join.classify import classify_output
 from agent.phases.join.cloudconfig import parse_cloud_config
 from agent.phases.time.chronyc import parse_sources, parse_tracking
+from agent.retry import Backoff
+from tests.unit.kube.fake_session import FakeSession, response, status
 
 HOSTILE_TEXT = st.one_of(
     st.text(max_size=40),
@@ -127,3 +135,83 @@ def test_bootstrap_cloud_config_is_parsed_or_refused(doc: Any) -> None:
         parse_cloud_config(text, node_name="n1")
     except AgentError as err:
         assert str(err)
+
+
+# -- the Machine, its Cluster and its bootstrap Secret, as the management cluster serves
+# them (a hand-made or corrupted object must not end in a traceback) ---------------------
+
+MACHINE_WHERE = "Machine default/worker-0"
+READ: dict[str, Any] = {
+    "machines": {"metadata": {"name": "worker-0", "namespace": "default", "uid": "u-1",
+                              "generation": 3, "labels": {"a": "b"},
+                              "annotations": {"machine-agent.io/config": "configmap/cfg"}},
+                 "spec": {"clusterName": "c1", "version": "v1.31.2",
+                          "providerID": "metal3://x",
+                          "bootstrap": {"dataSecretName": "worker-0-bootstrap"}}},
+    "clusters": {"spec": {"controlPlaneEndpoint": {"host": "192.0.2.100", "port": 6443}},
+                 "status": {"initialization": {"controlPlaneInitialized": True},
+                            "conditions": [{"type": "Ready", "status": "True"}]}},
+    "secrets": {"data": {"value": base64.b64encode(b"#cloud-config\n").decode(),
+                         "format": base64.b64encode(b"cloud-config").decode()}},
+    "configmaps": {"data": {"config.yaml": "spec: {}\n"}},
+}
+OBJECT_FIELDS = [
+    ("machines", f"{MACHINE_WHERE}", path) for path in (
+        (), ("metadata",), ("metadata", "uid"), ("metadata", "generation"),
+        ("metadata", "labels"), ("metadata", "annotations"), ("metadata", "deletionTimestamp"),
+        ("spec",), ("spec", "bootstrap"), ("spec", "bootstrap", "dataSecretName"),
+        ("spec", "clusterName"), ("spec", "version"), ("spec", "providerID"))] + [
+    ("clusters", "Cluster default/c1", path) for path in (
+        ("spec",), ("spec", "controlPlaneEndpoint"), ("spec", "controlPlaneEndpoint", "host"),
+        ("spec", "controlPlaneEndpoint", "port"), ("status",), ("status", "initialization"),
+        ("status", "conditions"))] + [
+    ("secrets", "Secret default/worker-0-bootstrap", path) for path in (
+        ("data",), ("data", "value"), ("data", "format"))]
+SHAPES = st.recursive(HOSTILE, lambda inner: st.one_of(
+    st.lists(inner, max_size=2), st.dictionaries(HOSTILE_TEXT, inner, max_size=2)),
+    max_leaves=6)
+
+
+class RoutedSession(FakeSession):
+    """Answers a GET by the kind of object it asks for."""
+
+    def __init__(self, objects: dict[str, Any]) -> None:
+        super().__init__()
+        self.objects = objects
+
+    def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        plural = url.split("/")[-2]
+        return response(200, self.objects[plural]) if plural in self.objects else \
+            response(404, status(404, "NotFound", "not found"))
+
+
+@given(target=st.sampled_from(OBJECT_FIELDS), value=SHAPES)
+def test_a_machine_cluster_or_secret_is_read_or_refused_naming_the_field(
+        tmp_path: Path, target: tuple[str, str, tuple[str, ...]], value: Any) -> None:
+    plural, where, path = target
+    objects = copy.deepcopy(READ)
+    if path:
+        parent = objects[plural]
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = value
+    else:
+        objects[plural] = value
+    client = Client(Credentials("https://mgmt:6443"), backoff=Backoff(0.01, 0.01, 2),
+                    sleep=lambda s: None, session=RoutedSession(objects))  # type: ignore[arg-type]
+    reader = MachineReader(client, Host(tmp_path), wait=0)
+    try:
+        view = reader.read(IdentitySpec(machine=MachineRef("worker-0")))
+    except AgentError as err:  # anything else fails the test with its traceback
+        if not path:  # not an object at all: the client's refusal, or a Machine without name
+            assert "a Machine" in str(err) or "JSON" in str(err), str(err)
+            return
+        # a Machine without a readable name is "a Machine"
+        named_by = where in str(err) or (path[0] == "metadata" and "a Machine:" in str(err))
+        assert named_by and path[-1] in str(err), (target, value, str(err))
+        assert err.reason in (Reason.MachineInvalid, Reason.ConfigInvalid), err.reason
+        return
+    # accepted: the facts hold what was served, typed
+    assert isinstance(view.generation, int) and isinstance(view.facts.uid, str)
+    assert view.facts.control_plane_endpoint in (None, "192.0.2.100:6443") or \
+        path[:2] == ("spec", "controlPlaneEndpoint")
