@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +110,13 @@ def test_ipam_answer_is_usable_or_refused_saying_what_is_wrong(
 
 @given(text=st.one_of(HOSTILE_TEXT, st.lists(HOSTILE_TEXT, max_size=16).map(",".join)))
 def test_chronyc_output_is_parsed_or_quoted_in_an_error(text: str) -> None:
-    for parse in (parse_tracking, parse_sources):
+    for parse, command in ((parse_tracking, "chronyc -c tracking"),
+                           (parse_sources, "chronyc -c sources")):
         try:
             parse(text)
         except AgentError as err:  # anything else fails the test with its traceback
-            assert "chronyc" in str(err) or str(err)
+            # which command's output, and the output itself (its start), quoted
+            assert f"cannot parse `{command}` output: {text[:300]!r}" in str(err), str(err)
 
 
 @given(text=HOSTILE_TEXT)
@@ -133,8 +136,19 @@ def test_bootstrap_cloud_config_is_parsed_or_refused(doc: Any) -> None:
     text = "#cloud-config\n" + yaml.safe_dump(doc)
     try:
         parse_cloud_config(text, node_name="n1")
-    except AgentError as err:
-        assert str(err)
+    except AgentError as err:  # anything else fails the test with its traceback
+        message = str(err)
+        if not isinstance(doc, dict):
+            assert "the bootstrap data is not a cloud-config mapping" in message, message
+            return
+        # the entry at fault, by its place in the document: write_files[1], runcmd
+        named = re.search(r"cloud-config (write_files|runcmd)(?:\[(\d+)\])?", message)
+        assert named is not None, message
+        key, index = named.group(1), named.group(2)
+        if index is None:
+            assert not isinstance(doc[key], list), message
+        else:
+            assert isinstance(doc[key], list) and int(index) < len(doc[key]), message
 
 
 # -- the Machine, its Cluster and its bootstrap Secret, as the management cluster serves
