@@ -144,14 +144,19 @@ class CAPIPlugin:
 
     # -- the claim --------------------------------------------------------------------
 
+    @staticmethod
+    def check_pool(options: CAPIOptions, pool: str) -> str | None:
+        """A pool is configured under `pools`, or is itself a pool object's name."""
+        if pool in options.pools or checks.k8s_name(pool) is None:
+            return None
+        return (f"{pool!r} is not a pool of spec.ipam.plugins.capi.pools nor a valid "
+                "pool name (lower case, digits, '-', '.')")
+
     def _pool_ref(self, pool: str) -> dict[str, str]:
-        configured = self.options.pools.get(pool)
-        if configured is None:
-            if checks.k8s_name(pool) is not None:
-                raise PoolNotFound(f"capi: pool {pool!r} is not configured and is not a "
-                                   "valid pool name",
-                                   hint="add it under spec.ipam.plugins.capi.pools")
-            configured = CAPIPool(name=pool)
+        if (problem := self.check_pool(self.options, pool)) is not None:
+            raise PoolNotFound(f"capi: {problem}",
+                               hint="add it under spec.ipam.plugins.capi.pools")
+        configured = self.options.pools.get(pool) or CAPIPool(name=pool)
         return {"apiGroup": configured.api_group, "kind": configured.kind,
                 "name": configured.name}
 

@@ -21,8 +21,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from agent.config.cni import CNISpec
+from agent.config.ipam import ENTRY_POINT_GROUP
 from agent.errors import PermanentError
-from agent.ipam.base import ENTRY_POINT_GROUP
 from agent.sandbox.chrony import start_server
 from agent.sandbox.cleanup import Registry, leftovers
 from agent.sandbox.cluster import (

@@ -13,11 +13,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent import cli
 from agent.config import load_config
 from agent.config.identity import IdentitySpec, MachineRef
 from agent.config.sources import FileSource
@@ -46,13 +48,25 @@ HOSTILE = st.one_of(HOSTILE_TEXT, st.integers(), st.floats(allow_nan=True), st.n
 BASE: dict[str, Any] = {
     "apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
     "spec": {
+        "identity": {"machine": {"namespace": "site-a", "name": "worker-0"},
+                     "nodeName": "worker-0"},
+        "management": {"server": "https://192.0.2.100:6443",
+                       "tokenFile": "/etc/machine-agent/token",
+                       "caFile": "/etc/machine-agent/ca.crt", "requestTimeout": "10s",
+                       "bootstrapWait": "10m"},
         "network": {"hostname": "n1.example.net", "interfaces": [{
             "name": "eth0", "gateway": "192.0.2.1",
-            "addresses": [{"static": "192.0.2.10/24"}],
+            "addresses": [{"static": "192.0.2.10/24"},
+                          {"ipam": {"plugin": "capi", "pool": "workers", "family": "ipv6"}}],
             "routes": [{"to": "198.51.100.0/24", "via": "192.0.2.1"}]}],
             "dns": {"nameservers": ["192.0.2.53"], "search": ["example.net"]}},
+        "ipam": {"plugins": {"capi": {"timeout": "60s", "apiVersion": "v1beta2", "pools": {
+            "workers": {"name": "workers-v6", "kind": "InClusterIPPool"}}}}},
         "time": {"servers": [{"host": "ntp.example.net"}], "syncTimeout": "30s"},
         "join": {"timeout": "30s"},
+        "retry": {"attempts": 5, "initialDelay": "1s", "maxDelay": "60s"},
+        "lifecycle": {"onDelete": {"policy": "reset", "resetTimeout": "2m"},
+                      "reconfigure": ["network"], "watch": True},
     }}
 FIELDS = [
     ("network", "hostname"), ("network", "interfaces", 0, "name"),
@@ -60,9 +74,22 @@ FIELDS = [
                                               "static"),
     ("network", "interfaces", 0, "routes", 0, "to"), ("network", "dns", "nameservers", 0),
     ("network", "dns", "search", 0), ("time", "servers", 0, "host"),
-    ("time", "syncTimeout"), ("join", "timeout")]
+    ("time", "syncTimeout"), ("join", "timeout"),
+    ("identity", "machine", "name"), ("identity", "machine", "namespace"),
+    ("identity", "nodeName"),
+    ("management", "server"), ("management", "tokenFile"), ("management", "caFile"),
+    ("management", "requestTimeout"), ("management", "bootstrapWait"),
+    ("network", "interfaces", 0, "addresses", 1, "ipam", "pool"),
+    ("network", "interfaces", 0, "addresses", 1, "ipam", "family"),
+    ("ipam", "plugins", "capi", "timeout"), ("ipam", "plugins", "capi", "apiVersion"),
+    ("ipam", "plugins", "capi", "pools", "workers", "name"),
+    ("ipam", "plugins", "capi", "pools", "workers", "kind"),
+    ("retry", "attempts"), ("retry", "initialDelay"), ("retry", "maxDelay"),
+    ("lifecycle", "onDelete", "policy"), ("lifecycle", "onDelete", "resetTimeout"),
+    ("lifecycle", "reconfigure", 0), ("lifecycle", "watch")]
 
 
+@settings(max_examples=300)
 @given(field=st.sampled_from(FIELDS), value=HOSTILE)
 def test_config_field_is_accepted_or_refused_by_name(tmp_path: Path, field: tuple[Any, ...],
                                                      value: Any) -> None:
@@ -83,6 +110,19 @@ def test_config_field_is_accepted_or_refused_by_name(tmp_path: Path, field: tupl
         return
     # accepted: then it is a plain value, with nothing that could start a new directive
     assert not (isinstance(value, str) and any(c in value for c in "\n\r\x00")), value
+
+
+def test_config_validate_refuses_a_capi_pool_that_names_no_pool_object(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused by `config validate`, at its path, not first at run time as PoolNotFound."""
+    doc = copy.deepcopy(BASE)
+    doc["spec"]["network"]["interfaces"][0]["addresses"][1]["ipam"]["pool"] = \
+        "../../secrets/x?y=1"
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert cli.main(["config", "validate", str(path)]) == 2
+    assert ("spec.network.interfaces[0].addresses[1].ipam.pool: '../../secrets/x?y=1' is "
+            "not a pool of spec.ipam.plugins.capi.pools") in capsys.readouterr().err
 
 
 ADDRESSES = st.one_of(st.ip_addresses().map(str), HOSTILE_TEXT)
