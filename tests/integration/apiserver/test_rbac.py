@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import yaml
 
+from agent.config.fields import Decoder
+from agent.config.network import NetworkSpec
 from agent.kube.claims import claim_key, claim_name
-from agent.kube.rbac import NodeIdentity, render_node_rbac
+from agent.kube.rbac import NodeIdentity, capi_claims, render_node_rbac
 from agent.sandbox.apiserver import ApiServer
 from tests.integration.apiserver.kubeclient import CAPI, Kube, claim, condition, machine
 
@@ -157,9 +159,13 @@ def test_a_node_reaches_only_its_own_ipaddressclaims(
     _user, agent = service_account
     ours = claim_name("worker-a", "eth0", "ipv4", claim_key("uid-a", "eth0", "ipv4"))
     theirs = claim_name("worker-b", "eth0", "ipv4", claim_key("uid-b", "eth0", "ipv4"))
+    network = Decoder().decode_object(NetworkSpec, {"interfaces": [{"name": "eth0", "addresses": [
+        {"ipam": {"plugin": "capi", "pool": "workers"}},
+        {"ipam": {"plugin": "netbox", "pool": "2001:db8::/64", "family": "ipv6"}}]}]}, "")
+    assert capi_claims(network) == (("eth0", "ipv4"),)  # the capi plugin's claims only
     rbac = render_node_rbac(NodeIdentity(ns, "worker-a", "c1", "worker-a-bootstrap", "agent",
                                          machine_uid="uid-a",
-                                         ipam_claims=(("eth0", "ipv4"),)))
+                                         ipam_claims=capi_claims(network)))
     for doc in yaml.safe_load_all(rbac):
         plural = "roles" if doc["kind"] == "Role" else "rolebindings"
         admin.check(admin.post(f"{RBAC}/namespaces/{ns}/{plural}", json=doc), 201)
