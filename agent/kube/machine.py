@@ -452,7 +452,9 @@ class ConfigRef:
                                                          f"of Machine {self.namespace}/"
                                                          f"{self.machine})")
         data = obj.get("data") or {}
-        if not isinstance(data, dict) or not isinstance(data.get(CONFIG_KEY, ""), str):
+        if not isinstance(data, dict):
+            return ManagementSource(self.origin, problem="data is not an object")
+        if not isinstance(data.get(CONFIG_KEY, ""), str):
             return ManagementSource(self.origin, problem=f"data.{CONFIG_KEY} is not a string")
         if CONFIG_KEY not in data:
             return ManagementSource(self.origin, problem=f"has no key {CONFIG_KEY}")

@@ -220,7 +220,9 @@ OBJECT_FIELDS = [
         ("spec", "controlPlaneEndpoint", "port"), ("status",), ("status", "initialization"),
         ("status", "conditions"))] + [
     ("secrets", "Secret default/worker-0-bootstrap", path) for path in (
-        ("data",), ("data", "value"), ("data", "format"))]
+        ("data",), ("data", "value"), ("data", "format"))] + [
+    ("configmaps", "configmap default/cfg", path) for path in (
+        ("data",), ("data", "config.yaml"))]
 SHAPES = st.recursive(HOSTILE, lambda inner: st.one_of(
     st.lists(inner, max_size=2), st.dictionaries(HOSTILE_TEXT, inner, max_size=2)),
     max_leaves=6)
@@ -265,7 +267,13 @@ def test_a_machine_cluster_or_secret_is_read_or_refused_naming_the_field(
         assert named_by and path[-1] in str(err), (target, value, str(err))
         assert err.reason in (Reason.MachineInvalid, Reason.ConfigInvalid), err.reason
         return
-    # accepted: the facts hold what was served, typed
+    # accepted: the facts hold what was served, typed; the configuration the Machine
+    # points at is text, or a problem naming its object and field for `config` to list
     assert isinstance(view.generation, int) and isinstance(view.facts.uid, str)
+    if plural == "configmaps":
+        assert view.config is not None and view.config.origin == "configmap default/cfg"
+        problem = str(view.config.problem)
+        assert isinstance(view.config.text, str) or path[-1] in problem or \
+            "config.yaml" in problem, problem
     assert view.facts.control_plane_endpoint in (None, "192.0.2.100:6443") or \
         path[:2] == ("spec", "controlPlaneEndpoint")
