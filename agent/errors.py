@@ -38,6 +38,7 @@ class Reason(enum.StrEnum):
     ManagementUnauthorized = "ManagementUnauthorized"
     ManagementForbidden = "ManagementForbidden"
     MachineNotFound = "MachineNotFound"
+    MachineInvalid = "MachineInvalid"
     BootstrapDataMissing = "BootstrapDataMissing"
     # network
     NetworkConfigured = "NetworkConfigured"
@@ -126,6 +127,10 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.MachineNotFound: ReasonInfo(
         "No Machine (or more than one) matches this node's identity.",
         "Set spec.identity.machine or label the Machine with this host's UUID."),
+    Reason.MachineInvalid: ReasonInfo(
+        "The Machine, its Cluster or its bootstrap data Secret has a field of the wrong "
+        "type or shape; the message names the object and the field.",
+        "Correct that field of the named object (`kubectl get -o yaml` shows it)."),
     Reason.BootstrapDataMissing: ReasonInfo(
         "The Machine's bootstrap data Secret (or its spec.bootstrap.dataSecretName) did not "
         "appear within spec.management.bootstrapWait; the message names the Secret.",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from agent.config.cni import CNISpec
 from agent.config.fields import setting
 from agent.config.identity import IdentitySpec
-from agent.config.ipam import IPAMSpec
+from agent.config.ipam import IPAMSpec, Problem, plugin_problems
 from agent.config.join import JoinSpec
 from agent.config.lifecycle import LifecycleSpec
 from agent.config.management import ManagementSpec
@@ -41,6 +42,9 @@ class AgentSpec:
         factory=LifecycleSpec)
     skip_phases: list[Literal["network", "time", "join", "cni"]] = setting(
         "Phases never run on this node.", factory=list)
+
+    def validate(self) -> Iterator[Problem]:
+        yield from plugin_problems(self.ipam, self.network)
 
 
 @dataclass(frozen=True)

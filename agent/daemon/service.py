@@ -45,7 +45,13 @@ from agent.errors import AgentError, ConfigError, Reason
 from agent.host import Host
 from agent.ipam.base import PluginEnv
 from agent.kube.follow import Recovered, Update
-from agent.kube.machine import ConfigRef, ManagementSource, config_ref
+from agent.kube.machine import (
+    ConfigRef,
+    MachineInvalid,
+    ManagementSource,
+    config_ref,
+    machine_shape,
+)
 from agent.kube.reporter import MachineReporter
 from agent.orchestrator import EXIT_OK, EXIT_USAGE, Orchestrator
 from agent.phases.base import Phase
@@ -273,15 +279,19 @@ class Daemon:
             log.info("Machine %s/%s is gone", session.machine.facts.namespace,
                      session.machine.facts.name)
             return
-        meta = obj.get("metadata") or {}
-        if meta.get("uid") != session.machine.facts.uid:
+        try:
+            meta = machine_shape(obj)
+        except MachineInvalid as err:
+            log.warning("%s; ignored until it is corrected", err.message)
+            return
+        if meta.uid != session.machine.facts.uid:
             return  # a new Machine of the same name is not this node's
-        if meta.get("deletionTimestamp"):
+        if meta.deletion_timestamp:
             if not cleaned_up(orchestrator.journal, session.machine.facts.uid):
                 self._on_delete()
             return
         ref = config_ref(session.machine.facts.namespace, session.machine.facts.name,
-                         meta.get("annotations") or {})
+                         meta.annotations)
         if self.watches is not None and isinstance(ref, ConfigRef | None):
             self.watches.follow_config(ref)
         if not isinstance(ref, ConfigRef):

@@ -16,12 +16,13 @@ from agent.doctor.check import Check, Doctor, not_checked
 from agent.doctor.readonly_client import read_only_client
 from agent.doctor.token import token_checks
 from agent.errors import AgentError, ConfigError
+from agent.kube.claims import claim_key, claim_name
 from agent.kube.client import Client, resource_path
 from agent.kube.errors import Unauthorized, Unreachable
 from agent.kube.facts import CONTROL_PLANE_LABEL
 from agent.kube.kubeconfig import load_credentials
 from agent.kube.machine import GROUP, MachineReader
-from agent.phases.network.model import ipam_refs
+from agent.kube.rbac import capi_claims
 
 PHASE = "management"
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -211,15 +212,19 @@ def permissions(doctor: Doctor, namespace: str, machine: str,
     if namespace:
         perms.append(Permission("create", "events.k8s.io", "events", namespace,
                                 required=spec.reporting.events, why="Events"))
-        uses_ipam = bool(ipam_refs(spec.network))
-        perms += [Permission(v, "ipam.cluster.x-k8s.io", r, namespace, required=False,
+        # what the capi plugin does: create a claim, watch it (list+watch), read its
+        # IPAddress, delete a refused or released claim; by name where the Role names it
+        uid = str((raw.get("metadata") or {}).get("uid") or "")
+        claims = capi_claims(spec.network)
+        named = sorted({claim_name(machine, iface, family, claim_key(uid, iface, family))
+                        for iface, family in claims})
+        perms += [Permission(v, "ipam.cluster.x-k8s.io", r, namespace, name, required=False,
                              why="IPAM through the management cluster")
-                  # what the capi plugin does: create a claim, watch it (list+watch),
-                  # read its IPAddress, delete a refused or released claim
-                  for r, verbs in (("ipaddressclaims",
-                                    ("create", "get", "list", "watch", "delete")),
-                                   ("ipaddresses", ("get",)))
-                  for v in verbs if uses_ipam]
+                  for r, verbs, names in (("ipaddressclaims", ("create",), [""]),
+                                          ("ipaddressclaims",
+                                           ("get", "list", "watch", "delete"), named),
+                                          ("ipaddresses", ("get",), [""]))
+                  for v in verbs for name in names if claims]
     return perms
 
 

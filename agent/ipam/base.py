@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from agent.config.fields import Decoder
+from agent.config.ipam import ENTRY_POINT_GROUP
 from agent.errors import AgentError, ConfigError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.kube.facts import MachineFacts
 
 Family = Literal["ipv4", "ipv6"]
-ENTRY_POINT_GROUP = "machine_agent.ipam"
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,9 @@ class PluginFactory(Protocol):
     """What an entry point names: a class (or function) taking settings and env.
 
     `OPTIONS` is a dataclass of the plugin's settings, decoded from
-    `spec.ipam.plugins.<name>` with the same validation as the rest of the config.
+    `spec.ipam.plugins.<name>` with the same validation as the rest of the config. An
+    optional `check_pool(options, pool) -> str | None` refuses a pool name at config
+    time (agent.config.ipam.plugin_problems).
     """
 
     OPTIONS: type

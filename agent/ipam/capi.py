@@ -15,8 +15,6 @@ retry or a reboot finds the same claim, and a new Machine of the same name gets 
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,6 +31,7 @@ from agent.ipam.base import (
     PoolNotFound,
     validate_allocation,
 )
+from agent.kube.claims import claim_name
 from agent.kube.client import Client, Object, resource_path
 from agent.kube.errors import (
     AlreadyExists,
@@ -48,7 +47,6 @@ CLUSTER_LABEL = "cluster.x-k8s.io/cluster-name"
 KEY_ANNOTATION = "machine-agent.io/claim-key"
 POLL = 0.2
 """Seconds between checks that a released claim is gone."""
-_NOT_DNS = re.compile(r"[^a-z0-9-]+")
 # The reasons Cluster API's IPAM contract gives a claim's Ready condition (and the
 # stand-in's pool controller sets): api/ipam/v1beta2 IPAddressClaim conditions.
 FAILED_REASONS = {"PoolNotReady": PoolNotFound, "PoolExhausted": PoolExhausted}
@@ -74,14 +72,6 @@ class CAPIOptions:
     timeout: Duration = setting(
         "How long to wait for the provider to answer a claim, or to let a released one go.",
         default=Duration(120), check=checks.positive)
-
-
-def claim_name(machine: str, interface: str, family: str, claim_key: str) -> str:
-    """A valid, deterministic object name: `<machine>-<interface>-<v4|v6>-<hash>`."""
-    digest = hashlib.sha256(claim_key.encode()).hexdigest()[:10]
-    iface = _NOT_DNS.sub("-", interface.lower()).strip("-") or "if"
-    head = f"{machine[:200].rstrip('.-')}-{iface[:20]}".strip("-")
-    return f"{head}-{family[-2:]}-{digest}"
 
 
 class CAPIPlugin:
@@ -155,14 +145,19 @@ class CAPIPlugin:
 
     # -- the claim --------------------------------------------------------------------
 
+    @staticmethod
+    def check_pool(options: CAPIOptions, pool: str) -> str | None:
+        """A pool is configured under `pools`, or is itself a pool object's name."""
+        if pool in options.pools or checks.k8s_name(pool) is None:
+            return None
+        return (f"{pool!r} is not a pool of spec.ipam.plugins.capi.pools nor a valid "
+                "pool name (lower case, digits, '-', '.')")
+
     def _pool_ref(self, pool: str) -> dict[str, str]:
-        configured = self.options.pools.get(pool)
-        if configured is None:
-            if checks.k8s_name(pool) is not None:
-                raise PoolNotFound(f"capi: pool {pool!r} is not configured and is not a "
-                                   "valid pool name",
-                                   hint="add it under spec.ipam.plugins.capi.pools")
-            configured = CAPIPool(name=pool)
+        if (problem := self.check_pool(self.options, pool)) is not None:
+            raise PoolNotFound(f"capi: {problem}",
+                               hint="add it under spec.ipam.plugins.capi.pools")
+        configured = self.options.pools.get(pool) or CAPIPool(name=pool)
         return {"apiGroup": configured.api_group, "kind": configured.kind,
                 "name": configured.name}
 

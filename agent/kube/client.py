@@ -132,12 +132,15 @@ class Client:
             response = self._send(method, path, params, body, content_type, stream=False,
                                   timeout=self.timeout)
             try:
-                return dict(response.json())
+                answer = response.json()
             except ValueError as err:
                 raise Unreachable(f"{method} {path}: the answer is not JSON "
                                   f"({response.headers.get('Content-Type')})") from err
             finally:
                 response.close()
+            if not isinstance(answer, dict):
+                raise Unreachable(f"{method} {path}: the answer is JSON but not an object")
+            return answer
 
         return retry(once, backoff, sleep=self.sleep, on_retry=self._log_retry)
 

@@ -14,7 +14,6 @@ the config ConfigMap; waiting (for `dataSecretName`, for the Secret) uses list +
 from __future__ import annotations
 
 import base64
-import binascii
 import logging
 import re
 import time
@@ -29,6 +28,7 @@ from agent.config.identity import IdentitySpec
 from agent.config.sources import Fragment, parse_fragment
 from agent.errors import FieldError, PermanentError, Reason, TemporaryError
 from agent.host import Host
+from agent.kube.claims import UID
 from agent.kube.client import Client, Object, resource_path
 from agent.kube.errors import NotFound
 from agent.kube.facts import CONTROL_PLANE_LABEL, MachineFacts
@@ -94,6 +94,131 @@ class ManagementSource:
         return [fragment]
 
 
+class MachineInvalid(PermanentError):
+    """An object the Machine source reads does not have the shape its API gives it (a
+    hand-made or corrupted object): refused naming the object and the field, never read
+    on into a traceback."""
+
+    reason = Reason.MachineInvalid
+
+
+class _Shape:
+    """Typed reads of one object's fields by their path from the object's root; a field
+    (or a parent) of another type is MachineInvalid naming `where` (`Machine ns/name`)
+    and the path. Absent or null optional fields read as empty."""
+
+    def __init__(self, where: str, root: Any) -> None:
+        self.where = where
+        self.root = root
+
+    def refuse(self, path: str, problem: str) -> MachineInvalid:
+        return MachineInvalid(f"{self.where}: {path} {problem}",
+                              hint="correct that field: it is not the shape its API gives it")
+
+    def _get(self, path: str) -> Any:
+        value: Any = self.root
+        walked: list[str] = []
+        for step in path.split("."):
+            if value is None:
+                return None
+            if not isinstance(value, dict):
+                raise self.refuse(".".join(walked), "is not an object")
+            walked.append(step)
+            value = value.get(step)
+        return value
+
+    def obj(self, path: str, *, required: bool = False) -> dict[str, Any]:
+        value = self._get(path)
+        if value is None and not required:
+            return {}
+        if not isinstance(value, dict):
+            raise self.refuse(path, "is not an object")
+        return value
+
+    def text(self, path: str, *, required: bool = False) -> str | None:
+        value = self._get(path)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or (required and not value):
+            raise self.refuse(path, "is not a non-empty string" if required
+                              else "is not a string")
+        return value
+
+    def name(self, path: str) -> str | None:
+        """The name of another object (it goes into a request's path)."""
+        value = self.text(path)
+        if value and (problem := checks.k8s_name(value)) is not None:
+            raise self.refuse(path, f"is wrong: {problem}")
+        return value
+
+    def integer(self, path: str, low: int, high: int) -> int | None:
+        value = self._get(path)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                not low <= value <= high:
+            raise self.refuse(path, f"is not an integer from {low} to {high}")
+        return value
+
+    def strings(self, path: str) -> dict[str, str]:
+        """A map of strings (labels, annotations, a Secret's data)."""
+        value = self.obj(path)
+        for key, item in value.items():
+            if not isinstance(item, str):
+                raise self.refuse(f"{path}[{key!r}]", "is not a string")
+        return value
+
+    def items(self, path: str) -> list[Any]:
+        value = self._get(path)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.refuse(path, "is not a list")
+        return value
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    """The fields of a Machine the agent reads, checked."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    deletion_timestamp: str | None
+    secret_name: str | None
+    cluster_name: str
+    version: str | None
+    provider_id: str | None
+
+
+def machine_shape(machine: Any) -> MachineShape:
+    """The Machine's fields the agent reads; MachineInvalid naming the first one of the
+    wrong shape."""
+    unnamed = _Shape("a Machine", machine)
+    if not isinstance(machine, dict):
+        raise unnamed.refuse("(object)", "is not an object")
+    namespace = unnamed.text("metadata.namespace", required=True) or ""
+    name = unnamed.text("metadata.name", required=True) or ""
+    shape = _Shape(f"Machine {namespace}/{name}", machine)
+    shape.obj("spec", required=True)
+    uid = shape.text("metadata.uid") or ""
+    if uid and not UID.fullmatch(uid):
+        raise shape.refuse("metadata.uid", "is not an object UID (letters, digits, '-')")
+    return MachineShape(
+        namespace=namespace, name=name, uid=uid,
+        generation=shape.integer("metadata.generation", 0, 2**63 - 1) or 0,
+        labels=shape.strings("metadata.labels"),
+        annotations=shape.strings("metadata.annotations"),
+        deletion_timestamp=shape.text("metadata.deletionTimestamp"),
+        secret_name=shape.name("spec.bootstrap.dataSecretName") or None,
+        cluster_name=shape.name("spec.clusterName") or "",
+        version=shape.text("spec.version"),
+        provider_id=shape.text("spec.providerID"))
+
+
 class BootstrapDataMissing(TemporaryError):
     """The bootstrap data did not appear within spec.management.bootstrapWait."""
 
@@ -128,29 +253,25 @@ class MachineReader:
             self._deadline = self.monotonic() + self.wait
         deadline = self._deadline
         version, machine = self._find(identity)
-        meta, spec = machine.get("metadata", {}), machine.get("spec", {})
-        namespace, name = str(meta["namespace"]), str(meta["name"])
+        meta = spec = machine_shape(machine)
+        namespace, name = meta.namespace, meta.name
         log.info("this node is Machine %s/%s (read as %s/%s)", namespace, name, GROUP,
                  version)
-        secret_name = spec.get("bootstrap", {}).get("dataSecretName")
-        if not secret_name and self.wait > 0:
-            machine = self._wait_for_secret_name(version, namespace, name, deadline)
-            spec = machine.get("spec", {})
-            secret_name = spec["bootstrap"]["dataSecretName"]
-        cluster_name = str(spec.get("clusterName") or "")
-        endpoint, initialized = self._cluster(version, namespace, cluster_name)
-        data, fmt = (self._bootstrap_data(namespace, str(secret_name), deadline)
-                     if secret_name else (None, None))
+        if not spec.secret_name and self.wait > 0:
+            spec = machine_shape(self._wait_for_secret_name(version, namespace, name,
+                                                            deadline))
+        endpoint, initialized = self._cluster(version, namespace, spec.cluster_name)
+        data, fmt = (self._bootstrap_data(namespace, spec.secret_name, deadline)
+                     if spec.secret_name else (None, None))
         facts = MachineFacts(
-            namespace=namespace, name=name, uid=str(meta.get("uid", "")),
-            cluster_name=cluster_name, kubernetes_version=spec.get("version"),
-            control_plane_endpoint=endpoint, bootstrap_format=fmt, bootstrap_data=data,
-            provider_id=spec.get("providerID"),
-            control_plane=CONTROL_PLANE_LABEL in (meta.get("labels") or {}),
+            namespace=namespace, name=name, uid=meta.uid, cluster_name=spec.cluster_name,
+            kubernetes_version=spec.version, control_plane_endpoint=endpoint,
+            bootstrap_format=fmt, bootstrap_data=data, provider_id=spec.provider_id,
+            control_plane=CONTROL_PLANE_LABEL in meta.labels,
             control_plane_initialized=initialized)
-        ref = config_ref(namespace, name, meta.get("annotations") or {})
-        return MachineView(facts, version, int(meta.get("generation") or 0),
-                           self._config_source(ref), meta.get("deletionTimestamp"),
+        ref = config_ref(namespace, name, meta.annotations)
+        return MachineView(facts, version, meta.generation, self._config_source(ref),
+                           meta.deletion_timestamp,
                            ref if isinstance(ref, ConfigRef) else None)
 
     # -- identity ---------------------------------------------------------------------
@@ -179,11 +300,14 @@ class MachineReader:
             resource_path(GROUP, v, "machines", namespace=discovery.namespace),
             label_selector=selector)[0], f"Machines in {where}")
         if discovery.provider_id_pattern is not None:
-            items = [m for m in items if pattern.search(
-                str(m.get("spec", {}).get("providerID") or ""))]
+            # another Machine's malformed spec is not this node's business: it cannot match
+            items = [m for m in items if isinstance(m, dict)
+                     and isinstance(spec := m.get("spec"), dict)
+                     and isinstance(found_id := spec.get("providerID"), str)
+                     and pattern.search(found_id)]
         if len(items) != 1:
-            names = ", ".join(f"{m['metadata']['namespace']}/{m['metadata']['name']}"
-                              for m in items)
+            shapes = [machine_shape(m) for m in items]
+            names = ", ".join(f"{m.namespace}/{m.name}" for m in shapes)
             found = f"{len(items)} match ({names})" if items else "none matches"
             raise PermanentError(
                 f"looking for the Machine with {wanted} in {where}: {found}",
@@ -226,7 +350,7 @@ class MachineReader:
                           field_selector=f"metadata.name={name}", monotonic=self.monotonic)
         try:
             return watcher.until(
-                lambda m: bool(m.get("spec", {}).get("bootstrap", {}).get("dataSecretName")),
+                lambda m: bool(machine_shape(m).secret_name),
                 deadline, f"Machine {namespace}/{name} spec.bootstrap.dataSecretName")
         except WaitTimedOut as err:
             raise _missing(f"Machine {namespace}/{name} spec.bootstrap.dataSecretName (the "
@@ -240,17 +364,27 @@ class MachineReader:
             return None, None
         doc = self.client.get(resource_path(GROUP, version, "clusters", namespace=namespace,
                                             name=cluster))
-        initialized = control_plane_initialized(doc.get("status") or {})
-        endpoint = doc.get("spec", {}).get("controlPlaneEndpoint") or {}
-        if not endpoint.get("host"):
+        shape = _Shape(f"Cluster {namespace}/{cluster}", doc)
+        for path in ("status.initialization", "status.v1beta2",
+                     "status.deprecated.v1beta1"):
+            shape.obj(path)
+        for path in ("status.conditions", "status.v1beta2.conditions",
+                     "status.deprecated.v1beta1.conditions"):
+            shape.items(path)
+        initialized = control_plane_initialized(shape.obj("status"))
+        host = shape.text("spec.controlPlaneEndpoint.host")
+        port = shape.integer("spec.controlPlaneEndpoint.port", 0, 65535)
+        if not host:
             return None, initialized
-        host = str(endpoint["host"])
+        if (problem := checks.host_name(host)) is not None:
+            raise shape.refuse("spec.controlPlaneEndpoint.host", f"is wrong: {problem}")
         host = f"[{host}]" if ":" in host else host
-        return f"{host}:{endpoint.get('port') or 6443}", initialized
+        return f"{host}:{port or 6443}", initialized
 
     def _bootstrap_data(self, namespace: str, name: str,
                         deadline: float) -> tuple[str | None, str | None]:
         path = resource_path("", "v1", "secrets", namespace=namespace, name=name)
+        where = f"Secret {namespace}/{name}"
         try:
             secret = self.client.get(path)
         except NotFound:
@@ -262,13 +396,14 @@ class MachineReader:
                               field_selector=f"metadata.name={name}",
                               monotonic=self.monotonic)
             try:
-                secret = watcher.until(lambda s: "value" in (s.get("data") or {}), deadline,
-                                       f"the bootstrap data Secret {namespace}/{name}")
+                secret = watcher.until(
+                    lambda s: "value" in _Shape(where, s).strings("data"), deadline,
+                    f"the bootstrap data Secret {namespace}/{name}")
             except WaitTimedOut as err:
                 raise _missing(f"the bootstrap data Secret {namespace}/{name} (named by "
                                "the Machine's spec.bootstrap.dataSecretName)",
                                self.wait) from err
-        data = secret.get("data") or {}
+        data = _Shape(where, secret).strings("data")
         value = _decode(data.get("value"), f"Secret {namespace}/{name} key value")
         REDACT.add(value)
         fmt = _decode(data.get("format"), f"Secret {namespace}/{name} key format") \
@@ -317,6 +452,10 @@ class ConfigRef:
                                                          f"of Machine {self.namespace}/"
                                                          f"{self.machine})")
         data = obj.get("data") or {}
+        if not isinstance(data, dict):
+            return ManagementSource(self.origin, problem="data is not an object")
+        if not isinstance(data.get(CONFIG_KEY, ""), str):
+            return ManagementSource(self.origin, problem=f"data.{CONFIG_KEY} is not a string")
         if CONFIG_KEY not in data:
             return ManagementSource(self.origin, problem=f"has no key {CONFIG_KEY}")
         if self.kind == "configmap":
@@ -361,6 +500,6 @@ def control_plane_initialized(status: dict[str, Any]) -> bool:
 def _decode(value: Any, what: str) -> str:
     try:
         return base64.b64decode(str(value or ""), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError) as err:
+    except ValueError as err:  # binascii.Error, UnicodeDecodeError, non-ASCII text
         raise PermanentError(f"{what} is not base64 UTF-8 text",
                              reason=Reason.ConfigInvalid) from err

@@ -207,13 +207,15 @@ def take_address(admin: Admin, name: str) -> None:
         "spec": {"poolRef": {"apiGroup": IPAM, "kind": "InClusterIPPool", "name": POOL}}})
 
 
-def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKEN) -> str:
+def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKEN,
+                 ipam_claims: tuple[tuple[str, str], ...] = ()) -> str:
     """A Machine (CAPI's own Ready False, the agent's readiness gate), its bootstrap
-    Secret, the node's ServiceAccount bound by the shipped RBAC; returns a token for it
-    from the TokenRequest API."""
+    Secret, the node's ServiceAccount bound by the shipped RBAC (with rights on the
+    IPAddressClaims of `ipam_claims`, (interface, family) claimed with the capi plugin);
+    returns a token for it from the TokenRequest API."""
     secret = f"{machine}-bootstrap"
     base = f"/apis/{CAPI}/namespaces/{admin.ns}"
-    admin.create(f"{base}/machines", {
+    created = admin.create(f"{base}/machines", {
         "apiVersion": CAPI, "kind": "Machine",
         "metadata": {"name": machine, "namespace": admin.ns,
                      "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
@@ -238,7 +240,9 @@ def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKE
         "data": {"value": _b64(cloud_config(endpoint, token)),
                  "format": _b64("cloud-config")}})
     account = f"machine-agent-{machine}"
-    rbac = render_node_rbac(NodeIdentity(admin.ns, machine, CLUSTER, secret, account))
+    rbac = render_node_rbac(NodeIdentity(admin.ns, machine, CLUSTER, secret, account,
+                                         machine_uid=created["metadata"]["uid"],
+                                         ipam_claims=ipam_claims))
     for doc in yaml.safe_load_all(rbac):
         plural = "roles" if doc["kind"] == "Role" else "rolebindings"
         admin.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{admin.ns}/{plural}",

@@ -56,6 +56,11 @@ class Addressing:
             return {"static": static_address(index)}
         return {"ipam": {"plugin": self.plugin, "pool": POOL}}
 
+    @property
+    def claims(self) -> tuple[tuple[str, str], ...]:
+        """(interface, family) of the node's capi claims: what its RBAC names."""
+        return ((DATA_LINK, "ipv4"),) if self.plugin == "capi" else ()
+
 
 @dataclass
 class Node:

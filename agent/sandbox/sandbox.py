@@ -21,8 +21,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from agent.config.cni import CNISpec
+from agent.config.ipam import ENTRY_POINT_GROUP
 from agent.errors import PermanentError
-from agent.ipam.base import ENTRY_POINT_GROUP
 from agent.sandbox.chrony import start_server
 from agent.sandbox.cleanup import Registry, leftovers
 from agent.sandbox.cluster import (
@@ -135,7 +135,8 @@ class Sandbox:
             node = Node(index, network.add_node(index), registry.base / f"n{index}")
             node.workload["apiServer"] = {"ca": str(workload.ca),
                                           "signerToken": workload.token}
-            token = seed_machine(admin, node.name, f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}")
+            token = seed_machine(admin, node.name, f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}",
+                                 ipam_claims=addressing.claims)
             node.prepare(registry, admin, token=token, addressing=addressing,
                          extra=box._cni_settings(node))
             box.nodes.append(node)

@@ -110,7 +110,8 @@ class Slot:
         registry.record.namespaces.remove(node.netns)
         assert box.network.add_node(node.index) == node.netns
         self._forget_machine()
-        self.token = seed_machine(box.admin, node.name, f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}")
+        self.token = seed_machine(box.admin, node.name, f"{WORKLOAD_ADDRESS}:{WORKLOAD_PORT}",
+                                  ipam_claims=_addressing(box).claims)
         self.uid = box.admin.machine(node.name)["metadata"]["uid"]
         _wipe(node.home, keep=node.runtime_socket)
         node.workload.pop("joins", None)

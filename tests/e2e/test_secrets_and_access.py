@@ -1,6 +1,6 @@
 """Secrets and access, on a real sandbox bootstrap: the secrets a run is given never show
 in anything it outputs, the files holding them are private, and a node's credentials
-reach only its own Machine and bootstrap Secret."""
+reach only its own Machine, bootstrap Secret and IPAddressClaims."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.sandbox.cluster import CAPI, TOKEN, Admin
+from agent.sandbox.cluster import CAPI, IPAM, TOKEN, Admin
 from agent.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import assert_bootstrapped
 
@@ -70,6 +70,31 @@ def test_a_node_credential_reaches_only_its_own_machine_and_secret(
                                       {"spec": {"version": "v1.99.0"}}),
     }
     assert other == dict.fromkeys(other, 403)
+
+
+def test_a_node_credential_cannot_free_another_nodes_address(
+        bring_up: Callable[[int], Sandbox]) -> None:
+    """Deleting a node's IPAddressClaim hands its address out again: the Role names each
+    node's own claims, so a stolen credential cannot, while the node itself claims,
+    watches and keeps its address."""
+    box = bring_up(2)
+    assert box.features.ipam, "the sandbox's nodes claim their address with the capi plugin"
+    a, b = box.nodes
+    for node in (a, b):
+        code, lines = node.run("run")
+        assert code == 0, "\n".join(lines)
+    assert_bootstrapped(box, a)
+    owner = {c["metadata"]["ownerReferences"][0]["name"]: c["metadata"]["name"]
+             for c in box.admin.claims()}
+    client = as_node(box, node_token(a.root))
+    claims = f"/apis/{IPAM}/v1beta2/namespaces/{box.admin.ns}/ipaddressclaims"
+    assert status_code(client, "GET", f"{claims}/{owner[a.name]}") == 200
+    other = {"LIST claims": status_code(client, "GET", claims),
+             "GET other's claim": status_code(client, "GET", f"{claims}/{owner[b.name]}"),
+             "DELETE other's claim": status_code(client, "DELETE",
+                                                 f"{claims}/{owner[b.name]}")}
+    assert other == dict.fromkeys(other, 403)
+    assert {c["metadata"]["name"] for c in box.admin.claims()} == set(owner.values())
 
 
 def outputs(box: Sandbox, run_lines: list[str]) -> dict[str, str]:

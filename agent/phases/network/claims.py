@@ -20,6 +20,7 @@ from agent.ipam.base import (
     open_plugin,
     validate_allocation,
 )
+from agent.kube.claims import claim_key
 from agent.phases.base import PhaseContext
 from agent.phases.network.model import PlannedClaim, ipam_refs
 
@@ -51,7 +52,7 @@ def claim_requests(ctx: PhaseContext, spec: NetworkSpec) -> list[tuple[PlannedCl
         return []
     uid = machine_uid(ctx)
     return [(ref, ClaimRequest(
-        claim_key=f"{uid}/{ref.interface}/{ref.ref.family}", pool=ref.ref.pool,
+        claim_key=claim_key(uid, ref.interface, ref.ref.family), pool=ref.ref.pool,
         family=ref.ref.family, interface=ref.interface,
         machine_namespace=ctx.machine.namespace if ctx.machine else "",
         machine_name=ctx.machine.name if ctx.machine else "",

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import yaml
 
-from agent.kube.rbac import NodeIdentity, render_node_rbac
+from agent.config.fields import Decoder
+from agent.config.network import NetworkSpec
+from agent.kube.claims import claim_key, claim_name
+from agent.kube.rbac import NodeIdentity, capi_claims, render_node_rbac
 from agent.sandbox.apiserver import ApiServer
-from tests.integration.apiserver.kubeclient import CAPI, Kube, condition, machine
+from tests.integration.apiserver.kubeclient import CAPI, Kube, claim, condition, machine
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
@@ -147,3 +150,42 @@ def test_the_node_rbac_grants_get_on_the_cni_manifest_configmap_by_name_only(
     # without a configMapRef, the rendered RBAC grants no ConfigMap at all
     assert "configmaps" not in render_node_rbac(NodeIdentity(
         ns, "cp-0", "c1", "cp-0-bootstrap", "agent"))
+
+
+def test_a_node_reaches_only_its_own_ipaddressclaims(
+        admin: Kube, ns: str, service_account: tuple[str, Kube]) -> None:
+    """A stolen node credential must not free another node's address (deleting its claim
+    hands the address out again): the rendered Role names this node's claims."""
+    _user, agent = service_account
+    ours = claim_name("worker-a", "eth0", "ipv4", claim_key("uid-a", "eth0", "ipv4"))
+    theirs = claim_name("worker-b", "eth0", "ipv4", claim_key("uid-b", "eth0", "ipv4"))
+    network = Decoder().decode_object(NetworkSpec, {"interfaces": [{"name": "eth0", "addresses": [
+        {"ipam": {"plugin": "capi", "pool": "workers"}},
+        {"ipam": {"plugin": "netbox", "pool": "2001:db8::/64", "family": "ipv6"}}]}]}, "")
+    assert capi_claims(network) == (("eth0", "ipv4"),)  # the capi plugin's claims only
+    rbac = render_node_rbac(NodeIdentity(ns, "worker-a", "c1", "worker-a-bootstrap", "agent",
+                                         machine_uid="uid-a",
+                                         ipam_claims=capi_claims(network)))
+    for doc in yaml.safe_load_all(rbac):
+        plural = "roles" if doc["kind"] == "Role" else "rolebindings"
+        admin.check(admin.post(f"{RBAC}/namespaces/{ns}/{plural}", json=doc), 201)
+    claims = f"/apis/ipam.cluster.x-k8s.io/v1beta2/namespaces/{ns}/ipaddressclaims"
+    admin.check(admin.post(claims, json=claim(theirs)), 201)
+    # what the capi plugin does with its own claim: create, get, watch by name, delete
+    agent.check(agent.post(claims, json=claim(ours)), 201)
+    agent.check(agent.get(f"{claims}/{ours}"), 200)
+    listed = agent.check(agent.get(claims, params={"fieldSelector": f"metadata.name={ours}"}),
+                         200)
+    assert [c["metadata"]["name"] for c in listed["items"]] == [ours]
+    agent.check(agent.delete(f"{claims}/{ours}"), 200)
+    # nothing of the other node's, and no namespace-wide list or watch
+    agent.check(agent.get(claims), 403)
+    agent.check(agent.get(claims, params={"watch": "true"}), 403)
+    agent.check(agent.get(claims, params={"fieldSelector": f"metadata.name={theirs}"}), 403)
+    agent.check(agent.get(f"{claims}/{theirs}"), 403)
+    denied = agent.check(agent.delete(f"{claims}/{theirs}"), 403)
+    assert 'cannot delete resource "ipaddressclaims"' in denied["message"]
+    admin.check(admin.get(f"{claims}/{theirs}"), 200)
+    # rendered without capi claims, the Role grants nothing on IPAM
+    assert "ipam.cluster.x-k8s.io" not in render_node_rbac(NodeIdentity(
+        ns, "worker-a", "c1", "worker-a-bootstrap", "agent"))

@@ -131,10 +131,25 @@ def management(standin: ApiServer | None, admin: Admin) -> Iterator[Management]:
                  "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
                                        "kind": "Metal3Machine", "name": MACHINE}}})
     sa = f"machine-agent-{MACHINE}"
-    for doc in yaml.safe_load_all(render_node_rbac(NodeIdentity(ns, MACHINE, CLUSTER, SECRET,
-                                                                sa))):
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}"
+    for doc in yaml.safe_load_all(render_node_rbac(NodeIdentity(
+            ns, MACHINE, CLUSTER, SECRET, sa, machine_uid=machine["metadata"]["uid"],
+            ipam_claims=(("n0", "ipv4"),)))):  # test_run_namespace's node
         plural = "roles" if doc["kind"] == "Role" else "rolebindings"
-        admin.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/{plural}", doc)
+        admin.create(f"{rbac}/{plural}", doc)
+    # The plugin tests claim under keys of their own (not the node's Machine UID, interface
+    # and family the shipped Role names): they are let at every claim of the namespace.
+    admin.create(f"{rbac}/roles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "ipam-plugin-tests"},
+        "rules": [{"apiGroups": ["ipam.cluster.x-k8s.io"], "resources": ["ipaddressclaims"],
+                   "verbs": ["get", "list", "watch", "delete"]}]})
+    admin.create(f"{rbac}/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "ipam-plugin-tests"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "ipam-plugin-tests"},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
     if standin is not None:
         token = standin.make_service_account_token(ns, sa)
     else:

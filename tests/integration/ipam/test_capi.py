@@ -10,7 +10,7 @@ import pytest
 
 from agent.host import Host
 from agent.ipam.base import ClaimRequest, IPAMPlugin, PluginEnv, PoolNotFound, open_plugin
-from agent.ipam.capi import claim_name
+from agent.kube.claims import claim_name
 from agent.sandbox.apiserver import ApiServer
 from agent.sandbox.pools import PoolClient
 from tests.integration.ipam.conftest import MACHINE, Admin, Management

@@ -7,22 +7,33 @@ tests/unit/hostile/test_renderer_roundtrip.py."""
 
 from __future__ import annotations
 
+import base64
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+import requests
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent import cli
 from agent.config import load_config
+from agent.config.identity import IdentitySpec, MachineRef
 from agent.config.sources import FileSource
 from agent.errors import AgentError, ConfigError, Reason
 from agent.host import Host
 from agent.ipam.base import Allocation, ClaimRequest, InvalidAllocation, validate_allocation
+from agent.kube.client import Client
+from agent.kube.kubeconfig import Credentials
+from agent.kube.machine import MachineReader
 from agent.phases.join.classify import classify_output
 from agent.phases.join.cloudconfig import parse_cloud_config
 from agent.phases.time.chronyc import parse_sources, parse_tracking
+from agent.retry import Backoff
+from tests.unit.kube.fake_session import FakeSession, response, status
 
 HOSTILE_TEXT = st.one_of(
     st.text(max_size=40),
@@ -37,13 +48,25 @@ HOSTILE = st.one_of(HOSTILE_TEXT, st.integers(), st.floats(allow_nan=True), st.n
 BASE: dict[str, Any] = {
     "apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
     "spec": {
+        "identity": {"machine": {"namespace": "site-a", "name": "worker-0"},
+                     "nodeName": "worker-0"},
+        "management": {"server": "https://192.0.2.100:6443",
+                       "tokenFile": "/etc/machine-agent/token",
+                       "caFile": "/etc/machine-agent/ca.crt", "requestTimeout": "10s",
+                       "bootstrapWait": "10m"},
         "network": {"hostname": "n1.example.net", "interfaces": [{
             "name": "eth0", "gateway": "192.0.2.1",
-            "addresses": [{"static": "192.0.2.10/24"}],
+            "addresses": [{"static": "192.0.2.10/24"},
+                          {"ipam": {"plugin": "capi", "pool": "workers", "family": "ipv6"}}],
             "routes": [{"to": "198.51.100.0/24", "via": "192.0.2.1"}]}],
             "dns": {"nameservers": ["192.0.2.53"], "search": ["example.net"]}},
+        "ipam": {"plugins": {"capi": {"timeout": "60s", "apiVersion": "v1beta2", "pools": {
+            "workers": {"name": "workers-v6", "kind": "InClusterIPPool"}}}}},
         "time": {"servers": [{"host": "ntp.example.net"}], "syncTimeout": "30s"},
         "join": {"timeout": "30s"},
+        "retry": {"attempts": 5, "initialDelay": "1s", "maxDelay": "60s"},
+        "lifecycle": {"onDelete": {"policy": "reset", "resetTimeout": "2m"},
+                      "reconfigure": ["network"], "watch": True},
     }}
 FIELDS = [
     ("network", "hostname"), ("network", "interfaces", 0, "name"),
@@ -51,9 +74,22 @@ FIELDS = [
                                               "static"),
     ("network", "interfaces", 0, "routes", 0, "to"), ("network", "dns", "nameservers", 0),
     ("network", "dns", "search", 0), ("time", "servers", 0, "host"),
-    ("time", "syncTimeout"), ("join", "timeout")]
+    ("time", "syncTimeout"), ("join", "timeout"),
+    ("identity", "machine", "name"), ("identity", "machine", "namespace"),
+    ("identity", "nodeName"),
+    ("management", "server"), ("management", "tokenFile"), ("management", "caFile"),
+    ("management", "requestTimeout"), ("management", "bootstrapWait"),
+    ("network", "interfaces", 0, "addresses", 1, "ipam", "pool"),
+    ("network", "interfaces", 0, "addresses", 1, "ipam", "family"),
+    ("ipam", "plugins", "capi", "timeout"), ("ipam", "plugins", "capi", "apiVersion"),
+    ("ipam", "plugins", "capi", "pools", "workers", "name"),
+    ("ipam", "plugins", "capi", "pools", "workers", "kind"),
+    ("retry", "attempts"), ("retry", "initialDelay"), ("retry", "maxDelay"),
+    ("lifecycle", "onDelete", "policy"), ("lifecycle", "onDelete", "resetTimeout"),
+    ("lifecycle", "reconfigure", 0), ("lifecycle", "watch")]
 
 
+@settings(max_examples=300)
 @given(field=st.sampled_from(FIELDS), value=HOSTILE)
 def test_config_field_is_accepted_or_refused_by_name(tmp_path: Path, field: tuple[Any, ...],
                                                      value: Any) -> None:
@@ -74,6 +110,19 @@ def test_config_field_is_accepted_or_refused_by_name(tmp_path: Path, field: tupl
         return
     # accepted: then it is a plain value, with nothing that could start a new directive
     assert not (isinstance(value, str) and any(c in value for c in "\n\r\x00")), value
+
+
+def test_config_validate_refuses_a_capi_pool_that_names_no_pool_object(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused by `config validate`, at its path, not first at run time as PoolNotFound."""
+    doc = copy.deepcopy(BASE)
+    doc["spec"]["network"]["interfaces"][0]["addresses"][1]["ipam"]["pool"] = \
+        "../../secrets/x?y=1"
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert cli.main(["config", "validate", str(path)]) == 2
+    assert ("spec.network.interfaces[0].addresses[1].ipam.pool: '../../secrets/x?y=1' is "
+            "not a pool of spec.ipam.plugins.capi.pools") in capsys.readouterr().err
 
 
 ADDRESSES = st.one_of(st.ip_addresses().map(str), HOSTILE_TEXT)
@@ -101,11 +150,13 @@ def test_ipam_answer_is_usable_or_refused_saying_what_is_wrong(
 
 @given(text=st.one_of(HOSTILE_TEXT, st.lists(HOSTILE_TEXT, max_size=16).map(",".join)))
 def test_chronyc_output_is_parsed_or_quoted_in_an_error(text: str) -> None:
-    for parse in (parse_tracking, parse_sources):
+    for parse, command in ((parse_tracking, "chronyc -c tracking"),
+                           (parse_sources, "chronyc -c sources")):
         try:
             parse(text)
         except AgentError as err:  # anything else fails the test with its traceback
-            assert "chronyc" in str(err) or str(err)
+            # which command's output, and the output itself (its start), quoted
+            assert f"cannot parse `{command}` output: {text[:300]!r}" in str(err), str(err)
 
 
 @given(text=HOSTILE_TEXT)
@@ -125,5 +176,104 @@ def test_bootstrap_cloud_config_is_parsed_or_refused(doc: Any) -> None:
     text = "#cloud-config\n" + yaml.safe_dump(doc)
     try:
         parse_cloud_config(text, node_name="n1")
-    except AgentError as err:
-        assert str(err)
+    except AgentError as err:  # anything else fails the test with its traceback
+        message = str(err)
+        if not isinstance(doc, dict):
+            assert "the bootstrap data is not a cloud-config mapping" in message, message
+            return
+        # the entry at fault, by its place in the document: write_files[1], runcmd
+        named = re.search(r"cloud-config (write_files|runcmd)(?:\[(\d+)\])?", message)
+        assert named is not None, message
+        key, index = named.group(1), named.group(2)
+        if index is None:
+            assert not isinstance(doc[key], list), message
+        else:
+            assert isinstance(doc[key], list) and int(index) < len(doc[key]), message
+
+
+# -- the Machine, its Cluster and its bootstrap Secret, as the management cluster serves
+# them (a hand-made or corrupted object must not end in a traceback) ---------------------
+
+MACHINE_WHERE = "Machine default/worker-0"
+READ: dict[str, Any] = {
+    "machines": {"metadata": {"name": "worker-0", "namespace": "default", "uid": "u-1",
+                              "generation": 3, "labels": {"a": "b"},
+                              "annotations": {"machine-agent.io/config": "configmap/cfg"}},
+                 "spec": {"clusterName": "c1", "version": "v1.31.2",
+                          "providerID": "metal3://x",
+                          "bootstrap": {"dataSecretName": "worker-0-bootstrap"}}},
+    "clusters": {"spec": {"controlPlaneEndpoint": {"host": "192.0.2.100", "port": 6443}},
+                 "status": {"initialization": {"controlPlaneInitialized": True},
+                            "conditions": [{"type": "Ready", "status": "True"}]}},
+    "secrets": {"data": {"value": base64.b64encode(b"#cloud-config\n").decode(),
+                         "format": base64.b64encode(b"cloud-config").decode()}},
+    "configmaps": {"data": {"config.yaml": "spec: {}\n"}},
+}
+OBJECT_FIELDS = [
+    ("machines", f"{MACHINE_WHERE}", path) for path in (
+        (), ("metadata",), ("metadata", "uid"), ("metadata", "generation"),
+        ("metadata", "labels"), ("metadata", "annotations"), ("metadata", "deletionTimestamp"),
+        ("spec",), ("spec", "bootstrap"), ("spec", "bootstrap", "dataSecretName"),
+        ("spec", "clusterName"), ("spec", "version"), ("spec", "providerID"))] + [
+    ("clusters", "Cluster default/c1", path) for path in (
+        ("spec",), ("spec", "controlPlaneEndpoint"), ("spec", "controlPlaneEndpoint", "host"),
+        ("spec", "controlPlaneEndpoint", "port"), ("status",), ("status", "initialization"),
+        ("status", "conditions"))] + [
+    ("secrets", "Secret default/worker-0-bootstrap", path) for path in (
+        ("data",), ("data", "value"), ("data", "format"))] + [
+    ("configmaps", "configmap default/cfg", path) for path in (
+        ("data",), ("data", "config.yaml"))]
+SHAPES = st.recursive(HOSTILE, lambda inner: st.one_of(
+    st.lists(inner, max_size=2), st.dictionaries(HOSTILE_TEXT, inner, max_size=2)),
+    max_leaves=6)
+
+
+class RoutedSession(FakeSession):
+    """Answers a GET by the kind of object it asks for."""
+
+    def __init__(self, objects: dict[str, Any]) -> None:
+        super().__init__()
+        self.objects = objects
+
+    def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        plural = url.split("/")[-2]
+        return response(200, self.objects[plural]) if plural in self.objects else \
+            response(404, status(404, "NotFound", "not found"))
+
+
+@given(target=st.sampled_from(OBJECT_FIELDS), value=SHAPES)
+def test_a_machine_cluster_or_secret_is_read_or_refused_naming_the_field(
+        tmp_path: Path, target: tuple[str, str, tuple[str, ...]], value: Any) -> None:
+    plural, where, path = target
+    objects = copy.deepcopy(READ)
+    if path:
+        parent = objects[plural]
+        for step in path[:-1]:
+            parent = parent[step]
+        parent[path[-1]] = value
+    else:
+        objects[plural] = value
+    client = Client(Credentials("https://mgmt:6443"), backoff=Backoff(0.01, 0.01, 2),
+                    sleep=lambda s: None, session=RoutedSession(objects))  # type: ignore[arg-type]
+    reader = MachineReader(client, Host(tmp_path), wait=0)
+    try:
+        view = reader.read(IdentitySpec(machine=MachineRef("worker-0")))
+    except AgentError as err:  # anything else fails the test with its traceback
+        if not path:  # not an object at all: the client's refusal, or a Machine without name
+            assert "a Machine" in str(err) or "JSON" in str(err), str(err)
+            return
+        # a Machine without a readable name is "a Machine"
+        named_by = where in str(err) or (path[0] == "metadata" and "a Machine:" in str(err))
+        assert named_by and path[-1] in str(err), (target, value, str(err))
+        assert err.reason in (Reason.MachineInvalid, Reason.ConfigInvalid), err.reason
+        return
+    # accepted: the facts hold what was served, typed; the configuration the Machine
+    # points at is text, or a problem naming its object and field for `config` to list
+    assert isinstance(view.generation, int) and isinstance(view.facts.uid, str)
+    if plural == "configmaps":
+        assert view.config is not None and view.config.origin == "configmap default/cfg"
+        problem = str(view.config.problem)
+        assert isinstance(view.config.text, str) or path[-1] in problem or \
+            "config.yaml" in problem, problem
+    assert view.facts.control_plane_endpoint in (None, "192.0.2.100:6443") or \
+        path[:2] == ("spec", "controlPlaneEndpoint")

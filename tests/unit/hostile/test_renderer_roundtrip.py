@@ -34,6 +34,7 @@ from agent.config.fields import Decoder
 from agent.config.join import JoinSpec
 from agent.config.timesync import TimeSpec
 from agent.errors import AgentError, ConfigError
+from agent.kube.claims import claim_name
 from agent.kube.rbac import NodeIdentity, render_node_rbac
 from agent.phases.cni.conflist import render as render_conflist
 from agent.phases.cni.conflist import to_text
@@ -401,10 +402,14 @@ def check_conflist(doc: dict[str, Any]) -> None:
 RBAC = {"namespace": "default", "machine": "worker-0", "cluster": "c1",
         "bootstrap_secret": "worker-0-bootstrap", "subject_name": "machine-agent-worker-0",
         "subject_kind": "ServiceAccount", "subject_namespace": "agents",
-        "config_kind": "configmap", "config_name": "worker-0-agent", "discovery": False}
+        "config_kind": "configmap", "config_name": "worker-0-agent", "discovery": False,
+        "machine_uid": "6f1c2d3e-0000-4000-8000-00000000abcd",
+        "ipam_claims": [["eth0", "ipv4"], ["bond0.100", "ipv6"]]}
 RBAC_FIELDS: list[Field] = [(k,) for k in ("namespace", "machine", "cluster",
                                            "bootstrap_secret", "subject_name",
-                                           "subject_namespace", "config_name")]
+                                           "subject_namespace", "config_name",
+                                           "machine_uid")] + [
+    ("ipam_claims", 0, 0), ("ipam_claims", 1, 0), ("ipam_claims", 1, 1)]
 
 
 def check_rbac(doc: dict[str, Any]) -> None:
@@ -427,10 +432,16 @@ def check_rbac(doc: dict[str, Any]) -> None:
     if ident.config_kind:
         rules.append(rule("", f"{ident.config_kind}s", ["get", "list", "watch"],
                           ident.config_name))
-    rules += [rule("events.k8s.io", "events", ["create"]),
-              rule("ipam.cluster.x-k8s.io", "ipaddressclaims",
-                   ["create", "get", "list", "watch", "delete"]),
-              rule("ipam.cluster.x-k8s.io", "ipaddresses", ["get"])]
+    rules.append(rule("events.k8s.io", "events", ["create"]))
+    # the capi plugin's claims, by the names it gives them
+    claims = sorted({claim_name(ident.machine, iface, family,
+                                f"{ident.machine_uid}/{iface}/{family}")
+                     for iface, family in ident.ipam_claims})
+    if claims:
+        rules += [rule("ipam.cluster.x-k8s.io", "ipaddressclaims", ["create"]),
+                  {**rule("ipam.cluster.x-k8s.io", "ipaddressclaims",
+                          ["get", "list", "watch", "delete"]), "resourceNames": claims},
+                  rule("ipam.cluster.x-k8s.io", "ipaddresses", ["get"])]
     if ident.discovery:
         rules.append(rule("cluster.x-k8s.io", "machines", ["list"]))
     subject: dict[str, Any] = {"kind": ident.subject_kind, "name": ident.subject_name}
