@@ -41,7 +41,7 @@ def test_the_claimed_address_goes_back_to_its_pool(tmp_path: Path) -> None:
     request = ClaimRequest("uid-1/eth0/ipv4", "nodes", "ipv4", "eth0")
     plugin = open_plugin("static", {"static": POOL}, PluginEnv(host))
     record(journal, "static", request, plugin.claim(request))
-    assert the_policy.run()
+    assert the_policy.run() is None
     released = the_policy.conditions.get("AddressesReleased")
     assert (released.status, released.reason) == ("True", "AddressesReleased")
     assert released.message == "released 192.0.2.10/24 of eth0 (static pool 'nodes')"
@@ -54,11 +54,16 @@ def test_a_failed_reset_stops_the_policy_with_its_reason(tmp_path: Path) -> None
     host = Host(tmp_path / "root", env={"PATH": str(tmp_path)})
     journal = Journal.load(host)
     the_policy = policy(tmp_path, host, journal)
-    assert not the_policy.run()
+    error = the_policy.run()
+    assert error is not None and not error.temporary
     reset = the_policy.conditions.get("KubeadmReset")
     assert (reset.status, reset.reason) == ("False", "CommandFailed")
     assert "command not found: kubeadm" in reset.message
     summary = the_policy.conditions.get("NodeCleanedUp")
     assert summary.status == "False" and summary.message.startswith("KubeadmReset: ")
+    assert summary.message.endswith(
+        "the Machine is held until the service is restarted (tries again) or annotation "
+        "pre-terminate.delete.hook.machine.cluster.x-k8s.io/machine-agent is removed "
+        "(goes on without it)")
     assert journal.extra["lifecycle"] == {"machine": "uid-1", "done": [],
                                           "finished": False}
