@@ -21,14 +21,15 @@ safe to repeat; the steps done are journaled (`Journal.extra["lifecycle"]`), so 
 mid-way resumes after the last one, and a node whose Machine was cleaned up is not
 bootstrapped again by that Machine.
 
-A step that fails keeps the hook, so the Machine (and with it the infrastructure, and
-the claim on its addresses) stays until the node is cleaned up: the daemon runs the
-policy again after a temporary failure (backoff capped at 5 minutes, forever, as CAPI's
-own drain waits by default), and after a permanent one waits for a person (reported on
-the Machine; restarting the service tries again). The hook is never released on its own:
-letting CAPI go on would leak the addresses or leave a node that still holds the join, and
-CAPI's contract leaves that call to the hook's owner. Removing the annotation by hand lets
-CAPI delete the Machine without the cleanup.
+A step that fails keeps the hook, so the Machine (and with it the infrastructure) stays
+until the node is cleaned up: the daemon runs the policy again after a temporary failure
+(backoff capped at 5 minutes, forever, as CAPI's own drain waits by default), and after
+a permanent one waits for a person (reported on the Machine; restarting the service
+tries again). The hook is never released on its own:
+letting CAPI go on would leak the addresses an IPAM backend outside the cluster holds
+(only the capi plugin's claims are owned by the Machine) or leave a node that still holds
+the join, and CAPI's contract leaves that call to the hook's owner. Removing the
+annotation by hand lets CAPI delete the Machine without the cleanup.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """`machine-agent daemon` living with its Machine on a management cluster (the stand-in, or
 a real API server): it idles with its watches open and no wake-ups, stops at once on
-SIGTERM while blocked in a read, runs the delete policy when its Machine is deleted,
-loses no report through an outage and a restart, and applies a changed AgentConfig
+SIGTERM while blocked in a read, runs the delete policy when its Machine is deleted once
+CAPI (played by tests/integration/daemon/capi.py) has drained it and waits on the agent's
+pre-terminate hook, tries a failed step again or holds the Machine for a person, loses
+no report through an outage and a restart, and applies a changed AgentConfig
 (network/time) without joining again."""
 
 from __future__ import annotations
