@@ -2,9 +2,9 @@
 
 Two events matter. The Machine is deleted (CAPI sets `metadata.deletionTimestamp`, drains
 the Node, then waits on pre-terminate hooks, the agent's among them): the agent undoes
-what it did on the node (`onDelete`, agent.daemon.deletion). The AgentConfig the Machine points at changes: the agent
-plans and applies the phases named in `reconfigure` again (never join: a joined node is
-never joined again).
+what it did on the node (`onDelete`, agent.daemon.deletion). The AgentConfig the Machine
+points at changes: the agent plans and applies the phases named in `reconfigure` again
+(never join: a joined node is never joined again).
 """
 
 from __future__ import annotations
