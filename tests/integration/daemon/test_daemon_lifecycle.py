@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -271,6 +272,46 @@ def test_a_reset_that_fails_keeps_the_hook_until_the_service_is_restarted(
         daemon.start()
         wait_until(capi.gone, "CAPI to delete the Machine once the node is cleaned up")
     assert not (node.root / KUBELET_CONF).exists()
+    daemon.stop()
+
+
+def test_a_restart_during_the_drain_is_ready_keeps_the_hook_and_waits_for_the_drain(
+        daemon: Daemon, admin: Admin, node: Node) -> None:
+    drained = threading.Event()
+    during_drain: list[bool] = []
+
+    def drain() -> None:  # as long as the test needs
+        assert drained.wait(60)
+        during_drain.append((node.root / KUBELET_CONF).exists())
+
+    with MachineController(admin, drain) as capi:
+        daemon.start()
+        wait_until(lambda: hooks(admin).get(HOOK), "the agent's hook")
+        admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        wait_until(lambda: "runs once CAPI has drained the Node" in daemon.output(),
+                   "the daemon to wait for the drain")
+        daemon.stop()
+        daemon.start()  # READY=1 with no bootstrap to run
+        assert "is being deleted" in daemon.output() and HOOK in hooks(admin)
+        drained.set()
+        wait_until(capi.gone, "CAPI to delete the Machine once the node is cleaned up")
+    assert during_drain == [True]
+    assert not (node.root / KUBELET_CONF).exists()
+    daemon.stop()
+
+
+def test_a_machine_deleted_before_the_daemon_follows_it_is_not_held(
+        daemon: Daemon, admin: Admin, node: Node) -> None:
+    drained = threading.Event()
+    with MachineController(admin, lambda: drained.wait(60)) as capi:
+        admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        wait_until(lambda: capi.reasons, "CAPI to drain")
+        daemon.start()  # no bootstrap; CAPI may be past the point where hooks count
+        assert "is being deleted" in daemon.output()
+        drained.set()
+        wait_until(capi.gone, "CAPI to delete the Machine")
+    assert capi.hooks == []
+    assert "without the agent's pre-terminate hook" in daemon.output()
     daemon.stop()
 
 
