@@ -117,8 +117,9 @@ class Daemon:
         self._start_failures = 0
         self._delete_failures = 0
         self._delete_state = ""
-        """What the delete policy waits for: "drain" CAPI's drain, "retry" its
-        DeleteAgain, "person" a restart after a permanent failure."""
+        """Where the delete policy is: "unhooked" (deleted without the hook: not run),
+        "drain" (CAPI drains), "running", "retry" (its DeleteAgain is due), "person"
+        (a permanent failure: a restart runs it again), "done"."""
 
     def run(self) -> int:
         """Bootstrap, then serve until SIGTERM/SIGINT. 0 on a requested stop (the

@@ -1,17 +1,19 @@
 """The delete policy on a node root, as the daemon runs it when its Machine is deleted:
 the address the network phase claimed goes back to its pool, each step is a condition,
-and a step that fails stops the policy with its reason."""
+and a step that fails stops the policy with its reason; and when CAPI waits on the
+agent's pre-terminate hook, as either API version shows it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from agent.config import load_config
 from agent.config.sources import default_sources
-from agent.daemon.deletion import DeletePolicy
+from agent.daemon.deletion import DeletePolicy, waiting_for_hook
 from agent.host import Host
 from agent.ipam.base import ClaimRequest, PluginEnv, open_plugin
 from agent.ipam.ledger import held, record
@@ -67,3 +69,31 @@ def test_a_failed_reset_stops_the_policy_with_its_reason(tmp_path: Path) -> None
         "(goes on without it)")
     assert journal.extra["lifecycle"] == {"machine": "uid-1", "done": [],
                                           "finished": False}
+
+
+def cond(kind: str, status: str, reason: str) -> dict[str, str]:
+    return {"type": kind, "status": status, "reason": reason,
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+
+DELETING = cond("Deleting", "True", "WaitingForPreTerminateHook")
+V1BETA1 = cond("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook")
+
+
+@pytest.mark.parametrize(("status", "waiting"), [
+    # read as v1beta2: its own conditions, and the v1beta1 ones kept under deprecated
+    ({"conditions": [DELETING]}, True),
+    ({"deprecated": {"v1beta1": {"conditions": [V1BETA1]}}}, True),
+    # read as v1beta1: its own conditions, and the v1beta2 ones under status.v1beta2
+    ({"conditions": [V1BETA1]}, True),
+    ({"v1beta2": {"conditions": [DELETING]}}, True),
+    # still draining, past the hooks, or not being deleted
+    ({"conditions": [cond("Deleting", "True", "DrainingNode")]}, False),
+    ({"conditions": [cond("PreTerminateDeleteHookSucceeded", "True", "")]}, False),
+    ({"conditions": [cond("Deleting", "False", "NotDeleting")]}, False),
+    ({}, False),
+])
+def test_capi_waiting_on_pre_terminate_hooks_is_read_in_either_api_version(
+        status: dict[str, object], waiting: bool) -> None:
+    assert waiting_for_hook({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+                             "status": status}) is waiting
