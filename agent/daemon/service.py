@@ -119,7 +119,8 @@ class Daemon:
         self._delete_state = ""
         """Where the delete policy is: "unhooked" (deleted without the hook: not run),
         "drain" (CAPI drains), "running", "retry" (its DeleteAgain is due), "person"
-        (a permanent failure: a restart runs it again), "done"."""
+        (a permanent failure: a restart runs it again), "release" (done; taking the
+        hook off is due again), "done"."""
 
     def run(self) -> int:
         """Bootstrap, then serve until SIGTERM/SIGINT. 0 on a requested stop (the
@@ -280,6 +281,8 @@ class Daemon:
         if isinstance(event, DeleteAgain):
             if self._delete_state == "retry":
                 self._run_delete_policy()
+            elif self._delete_state == "release":
+                self._release_hook()
             return EXIT_OK
         if isinstance(event, Recovered):
             self._flush_reports()
@@ -331,8 +334,8 @@ class Daemon:
         if self.watches is not None:
             self.watches.follow_config(None)  # no reconfiguration of a node going away
         if cleaned_up(orchestrator.journal, facts.uid):
-            if hooked(obj):  # cleaned up, but stopped before the hook was taken off
-                self._hold_deletion(False)
+            if hooked(obj) and self._delete_state != "release":
+                self._release_hook()  # cleaned up, but stopped before the hook was off
             return
         if not hooked(obj):
             if self._delete_state != "unhooked":
@@ -365,17 +368,12 @@ class Daemon:
                              orchestrator.conditions, _publisher(orchestrator), facts.uid,
                              PluginEnv(self.host, facts, session.client)).run()
         if error is None:
-            self._delete_state = "done"
-            self._hold_deletion(False)
+            self._release_hook()
         elif error.temporary:
             self._delete_state = "retry"
-            self._delete_failures += 1
-            pause = DELETE_BACKOFF.delay(min(self._delete_failures, 10))
+            pause = self._delete_again_later()
             log.info("running spec.lifecycle.onDelete again in %.0fs; the pre-terminate "
                      "hook holds the Machine meanwhile", pause)
-            timer = threading.Timer(pause, self.events.put, (DeleteAgain(),))
-            timer.daemon = True
-            timer.start()
         else:
             self._delete_state = "person"
             log.error("spec.lifecycle.onDelete stopped; the pre-terminate hook holds "
@@ -383,19 +381,39 @@ class Daemon:
                       "annotation %s to let CAPI delete it without the cleanup",
                       facts.namespace, facts.name, HOOK)
 
-    def _hold_deletion(self, held: bool) -> None:
-        """Put the agent's pre-terminate hook on its Machine or take it off."""
+    def _release_hook(self) -> None:
+        """The node is cleaned up: CAPI may go on. Tried again until the hook is off (a
+        watch that resumes after an outage brings no update of an unchanged Machine)."""
+        if self._hold_deletion(False):
+            self._delete_state = "done"
+            return
+        self._delete_state = "release"
+        pause = self._delete_again_later()
+        log.info("taking the pre-terminate hook off again in %.0fs", pause)
+
+    def _delete_again_later(self) -> float:
+        self._delete_failures += 1
+        pause = DELETE_BACKOFF.delay(min(self._delete_failures, 10))
+        timer = threading.Timer(pause, self.events.put, (DeleteAgain(),))
+        timer.daemon = True
+        timer.start()
+        return pause
+
+    def _hold_deletion(self, held: bool) -> bool:
+        """Put the agent's pre-terminate hook on its Machine or take it off; whether
+        that was done."""
         session = self.session
         assert session is not None and session.machine is not None
         assert session.client is not None
         try:
             hold(session.client, session.machine, held)
+            return True
         except AgentError as err:
-            # Left as it was. Not taken off: the next update of the Machine tries again.
-            # Not put on (e.g. an RBAC without patch on machines): CAPI will not wait
-            # for the delete policy; the next start tries again.
+            # Not put on (e.g. an RBAC without patch on machines): CAPI will not wait for
+            # the delete policy; the next start tries again.
             log.error("could not %s the pre-terminate hook %s: %s",
                       "put on" if held else "take off", HOOK, err)
+            return False
 
     def _reconfigure(self, source: ManagementSource | None) -> None:
         assert self.session is not None and self.orchestrator is not None

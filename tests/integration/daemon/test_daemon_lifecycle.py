@@ -315,6 +315,21 @@ def test_a_machine_deleted_before_the_daemon_follows_it_is_not_held(
     daemon.stop()
 
 
+def test_a_hook_the_management_cluster_refuses_to_take_off_is_taken_off_later(
+        daemon: Daemon, admin: Admin, node: Node, only_standin: ApiServer) -> None:
+    with MachineController(admin) as capi:
+        daemon.start()
+        wait_until(lambda: hooks(admin).get(HOOK), "the agent's hook")
+        # Every try of the client's (6) to take the hook off is refused, once.
+        only_standin.faults.add("500", path=rf"/machines/{MACHINE}$", method="PATCH",
+                                count=6)
+        admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        wait_until(lambda: "taking the pre-terminate hook off again in" in daemon.output(),
+                   "the refusal")
+        wait_until(capi.gone, "CAPI to delete the Machine once the hook is off")
+    daemon.stop()
+
+
 def test_an_outage_and_a_restart_lose_no_report(
         daemon: Daemon, admin: Admin, node: Node, only_standin: ApiServer) -> None:
     daemon.start()
