@@ -3,10 +3,11 @@ management cluster (the stand-in, or a real API server without CAPI) by a test t
 
 What it does, as cluster-api internal/controllers/machine reconcileDelete does: it puts
 its finalizer on the Machine; once the Machine has a deletionTimestamp it drains the Node
-(`Deleting` True `DrainingNode`), then, while any annotation with the pre-terminate hook
-prefix remains, waits (`Deleting` True `WaitingForPreTerminateHook`, and the v1beta1
-condition `PreTerminateDeleteHookSucceeded` False `WaitingExternalHook` under
-`status.deprecated.v1beta1`), then deletes the infrastructure and takes its finalizer off,
+(`Deleting` True `DrainingNode`, `status.deletion.nodeDrainStartTime`), then, while any
+annotation with the pre-terminate hook prefix remains, waits (`Deleting` True
+`WaitingForPreTerminateHook`, `status.deletion.waitForPreTerminateHookStartTime`, and
+the v1beta1 condition `PreTerminateDeleteHookSucceeded` False `WaitingExternalHook`
+under `status.deprecated.v1beta1`), then deletes the infrastructure and takes its finalizer off,
 so the Machine is gone."""
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class MachineController:
         """The pre-terminate hooks it waited on."""
         self.error: BaseException | None = None
         self.final: dict[str, Any] = {}
+        self._deletion: dict[str, str] = {}
         """The Machine as it was when it went on to delete the infrastructure."""
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -99,9 +101,13 @@ class MachineController:
         """`Deleting` with `reason`; `hook`: the v1beta1 pre-terminate condition's status
         (CAPI sets it once it reaches the pre-terminate hooks)."""
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        started = {"DrainingNode": "nodeDrainStartTime",
+                   "WaitingForPreTerminateHook": "waitForPreTerminateHookStartTime"}
+        if reason in started:  # when each wait began (status.deletion)
+            self._deletion[started[reason]] = now
         status: dict[str, Any] = {"conditions": [{
             "type": "Deleting", "status": "True", "reason": reason, "message": message,
-            "lastTransitionTime": now}]}
+            "lastTransitionTime": now}], "deletion": dict(self._deletion)}
         if hook is not None:
             v1beta1: dict[str, Any] = {"type": "PreTerminateDeleteHookSucceeded",
                                        "status": hook, "lastTransitionTime": now}

@@ -185,6 +185,8 @@ def test_deleting_the_machine_resets_the_node_after_the_drain_and_reports_each_s
     assert capi.hooks == ["machine-agent"]
     assert capi.reasons == ["DrainingNode", "WaitingForPreTerminateHook",
                             "WaitingForInfrastructureDeletion", "Deleted"]
+    assert set(capi.final["status"]["deletion"]) == {"nodeDrainStartTime",
+                                                     "waitForPreTerminateHookStartTime"}
     # What the Machine said when its hook came off: every step, while it still existed.
     conditions = {c["type"]: c for c in capi.final["status"]["conditions"]}
     assert {k: (conditions[k]["status"], conditions[k]["reason"]) for k in (
