@@ -141,9 +141,18 @@ def cleaned_up(journal: Journal, machine_uid: str) -> bool:
 
 # -- the pre-terminate hook --------------------------------------------------------------
 
+def _field(obj: Any, *keys: str) -> Any:
+    """obj[k1][k2]..., None where a level is missing or not a mapping (a Machine of a
+    wrong shape is no hook and no wait)."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
 def hooked(machine: dict[str, Any]) -> bool:
     """Whether the Machine carries the agent's pre-terminate hook."""
-    return HOOK in ((machine.get("metadata") or {}).get("annotations") or {})
+    annotations = _field(machine, "metadata", "annotations")
+    return isinstance(annotations, dict) and annotations.get(HOOK) is not None
 
 
 def hold(client: Client, machine: MachineView, held: bool) -> None:
@@ -161,13 +170,14 @@ def waiting_for_hook(machine: dict[str, Any]) -> bool:
     """Whether CAPI's machine controller waits on pre-terminate hooks (the drain and the
     volume detach are over). Read as v1beta2 the v1beta1 conditions are under
     `status.deprecated.v1beta1`; read as v1beta1 the v1beta2 ones under `status.v1beta2`."""
-    status = machine.get("status") or {}
-    lists = [status.get("conditions"), (status.get("v1beta2") or {}).get("conditions"),
-             ((status.get("deprecated") or {}).get("v1beta1") or {}).get("conditions")]
+    lists = [_field(machine, "status", "conditions"),
+             _field(machine, "status", "v1beta2", "conditions"),
+             _field(machine, "status", "deprecated", "v1beta1", "conditions")]
     waiting = {("Deleting", "True", "WaitingForPreTerminateHook"),
                ("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook")}
     return any((c.get("type"), c.get("status"), c.get("reason")) in waiting
-               for conditions in lists for c in conditions or [] if isinstance(c, dict))
+               for conditions in lists if isinstance(conditions, list)
+               for c in conditions if isinstance(c, dict))
 
 
 # -- the steps ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import yaml
 
 from agent.config import load_config
 from agent.config.sources import default_sources
-from agent.daemon.deletion import DeletePolicy, waiting_for_hook
+from agent.daemon.deletion import HOOK, DeletePolicy, hooked, waiting_for_hook
 from agent.host import Host
 from agent.ipam.base import ClaimRequest, PluginEnv, open_plugin
 from agent.ipam.ledger import held, record
@@ -92,8 +92,24 @@ V1BETA1 = cond("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook"
     ({"conditions": [cond("PreTerminateDeleteHookSucceeded", "True", "")]}, False),
     ({"conditions": [cond("Deleting", "False", "NotDeleting")]}, False),
     ({}, False),
+    # a Machine of a wrong shape is no wait
+    ({"conditions": {"Deleting": "True"}}, False),
+    ({"v1beta2": ["Deleting"], "deprecated": "v1beta1"}, False),
 ])
 def test_capi_waiting_on_pre_terminate_hooks_is_read_in_either_api_version(
         status: dict[str, object], waiting: bool) -> None:
     assert waiting_for_hook({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
                              "status": status}) is waiting
+
+
+@pytest.mark.parametrize(("metadata", "held"), [
+    ({"annotations": {HOOK: "machine-agent"}}, True),
+    ({"annotations": {HOOK: ""}}, True),  # the owner is optional in CAPI's contract
+    ({"annotations": {"pre-terminate.delete.hook.machine.cluster.x-k8s.io/other": "x"}},
+     False),
+    ({"annotations": [HOOK]}, False),
+    ({}, False),
+    ("metadata", False),
+])
+def test_the_agents_hook_is_its_own_annotation(metadata: object, held: bool) -> None:
+    assert hooked({"metadata": metadata}) is held
