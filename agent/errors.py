@@ -212,7 +212,8 @@ REASONS: dict[Reason, ReasonInfo] = {
         "Nothing to do."),
     Reason.NodeReset: ReasonInfo(
         "The Machine is being deleted and `kubeadm reset -f` undid the join.",
-        "Nothing to do; CAPI deletes the Machine once its finalizers are gone."),
+        "Nothing to do; once every step ran the agent takes its pre-terminate hook off "
+        "and CAPI deletes the Machine."),
     Reason.AddressesReleased: ReasonInfo(
         "The Machine is being deleted and the IPAM addresses this node claimed were "
         "given back.", "Nothing to do."),

@@ -1,10 +1,10 @@
 """`spec.lifecycle`: what the daemon does after the bootstrap, while it watches its Machine.
 
-Two events matter. The Machine is deleted (CAPI sets `metadata.deletionTimestamp` and keeps
-the Machine, held by its finalizers, while it drains the Node): the agent undoes what it
-did on the node (`onDelete`). The AgentConfig the Machine points at changes: the agent
-plans and applies the phases named in `reconfigure` again (never join: a joined node is
-never joined again).
+Two events matter. The Machine is deleted (CAPI sets `metadata.deletionTimestamp`, drains
+the Node, then waits on pre-terminate hooks, the agent's among them): the agent undoes
+what it did on the node (`onDelete`, agent.daemon.deletion). The AgentConfig the Machine
+points at changes: the agent plans and applies the phases named in `reconfigure` again
+(never join: a joined node is never joined again).
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ Problem = tuple[str, str, str | None]
 @dataclass(frozen=True)
 class OnDeleteSpec:
     policy: Literal["reset", "keep"] = setting(
-        "reset: undo the node's set-up with the steps below, reporting each while the "
-        "Machine still exists; keep: leave the node as it is (e.g. the infrastructure "
-        "provider wipes the disk). Draining the Node is CAPI's job either way.",
+        "reset: undo the node's set-up with the steps below, reporting each, once CAPI "
+        "has drained the Node and waits on the agent's pre-terminate hook (which holds "
+        "the Machine until every step ran); keep: leave the node as it is (e.g. the "
+        "infrastructure provider wipes the disk). Draining the Node is CAPI's job "
+        "either way.",
         default="reset")
     kubeadm_reset: bool = setting("Run `kubeadm reset -f` (spec.join.kubeadmPath).",
                                   default=True)

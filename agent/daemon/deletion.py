@@ -1,17 +1,35 @@
 """The delete policy (`spec.lifecycle.onDelete`): what the agent undoes on the node once
-its Machine is being deleted.
+its Machine is being deleted, and the CAPI deletion hook that makes CAPI wait for it.
 
-CAPI marks the Machine (`metadata.deletionTimestamp`), drains and deletes the Node, and
-keeps the Machine until its finalizers are gone (cluster-api
-internal/controllers/machine/machine_controller.go, reconcileDelete). Draining is the
-controller's job; while the Machine still exists the agent runs, in order:
+CAPI deletes a Machine in this order (cluster-api internal/controllers/machine,
+reconcileDelete; "Machine deletion process" in the CAPI book): deletionTimestamp set →
+pre-drain hooks → drain of the Node → wait for volumes to detach → pre-terminate hooks →
+deletion of the infrastructure → the Node deleted → its finalizer removed. Draining is the
+controller's job, and resetting the node during it would stop the kubelet while pods are
+being evicted. So the agent registers a pre-terminate hook ("Machine deletion phase
+hooks": the annotation `HOOK` on its Machine, put there by the daemon once it follows the
+Machine) and runs the policy only once CAPI waits on pre-terminate hooks: v1beta2
+condition `Deleting` True with reason `WaitingForPreTerminateHook`, or (CAPI before
+v1beta2) v1beta1 condition `PreTerminateDeleteHookSucceeded` False with reason
+`WaitingExternalHook`. Then, in order:
 - `kubeadm reset -f` (the join undone: kubelet.conf, the kubelet's PKI and flags);
 - the release of the IPAM addresses the network phase claimed;
 - the removal of the CNI configuration list the cni phase wrote;
-and reports each step as its own condition (hence an Event) on the Machine, then the
-summary `NodeCleanedUp`. Every step is safe to repeat; the steps done are journaled
-(`Journal.extra["lifecycle"]`), so a restart mid-way resumes after the last one, and a
-node whose Machine was cleaned up is not bootstrapped again by that Machine.
+each reported as its own condition (hence an Event) on the Machine, then the summary
+`NodeCleanedUp`; then the daemon takes its annotation off and CAPI goes on. Every step is
+safe to repeat; the steps done are journaled (`Journal.extra["lifecycle"]`), so a restart
+mid-way resumes after the last one, and a node whose Machine was cleaned up is not
+bootstrapped again by that Machine.
+
+A step that fails keeps the hook, so the Machine (and with it the infrastructure) stays
+until the node is cleaned up: the daemon runs the policy again after a temporary failure
+(backoff capped at 5 minutes, forever, as CAPI's own drain waits by default), and after
+a permanent one waits for a person (reported on the Machine; restarting the service
+tries again). The hook is never released on its own:
+letting CAPI go on would leak the addresses an IPAM backend outside the cluster holds
+(only the capi plugin's claims are owned by the Machine) or leave a node that still holds
+the join, and CAPI's contract leaves that call to the hook's owner. Removing the
+annotation by hand lets CAPI delete the Machine without the cleanup.
 """
 
 from __future__ import annotations
@@ -26,6 +44,8 @@ from agent.errors import AgentError, CommandError, Reason
 from agent.host import Host
 from agent.ipam.base import PluginEnv
 from agent.ipam.release import release_all
+from agent.kube.client import Client, resource_path
+from agent.kube.machine import GROUP, MachineView
 from agent.report import Conditions
 from agent.state import Journal
 
@@ -34,6 +54,12 @@ log = logging.getLogger(__name__)
 OWNER = "lifecycle"
 """The journal's `extra` key of the delete policy's record."""
 SUMMARY = "NodeCleanedUp"
+HOOK_PREFIX = "pre-terminate.delete.hook.machine.cluster.x-k8s.io"
+HOOK = f"{HOOK_PREFIX}/machine-agent"
+"""The agent's pre-terminate hook: `<lifecycle-point>.delete.hook.machine.cluster.x-k8s.io/
+<hook-name>: <owner>` (CAPI proposal 20200602-machine-deletion-phase-hooks)."""
+HOOK_OWNER = "machine-agent"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 @dataclass(frozen=True)
@@ -66,8 +92,9 @@ class DeletePolicy:
             self.journal.extra[OWNER] = rec
         return rec
 
-    def run(self) -> bool:
-        """Every configured step not done yet; True when all of them succeeded."""
+    def run(self) -> AgentError | None:
+        """Every configured step not done yet; the error that stopped a step, None when
+        all of them succeeded."""
         spec = self.config.spec.lifecycle.on_delete
         rec = self.record()
         steps = [s for s in STEPS if s.name in spec.steps]
@@ -83,12 +110,15 @@ class DeletePolicy:
                 message = step.run(self)
             except AgentError as err:
                 log.error("on delete: %s failed: %s", step.name, err)
+                then = ("tried again later" if err.temporary else
+                        "the Machine is held until the service is restarted (tries "
+                        f"again) or annotation {HOOK} is removed (goes on without it)")
                 self.conditions.set(step.condition, "False", err.reason, str(err))
                 self.conditions.set(SUMMARY, "False", err.reason,
-                                    f"{step.condition}: {err}")
+                                    f"{step.condition}: {err}; {then}")
                 self.journal.save()
                 self.publish(True)
-                return False
+                return err
             log.info("on delete: %s: %s", step.name, message)
             rec["done"].append(step.name)
             self.journal.save()
@@ -99,7 +129,7 @@ class DeletePolicy:
         done = ", ".join(s.condition for s in steps) or "nothing to undo (policy keep)"
         self.conditions.set(SUMMARY, "True", Reason.CleanedUp, f"done: {done}")
         self.publish(True)
-        return True
+        return None
 
 
 def cleaned_up(journal: Journal, machine_uid: str) -> bool:
@@ -107,6 +137,47 @@ def cleaned_up(journal: Journal, machine_uid: str) -> bool:
     rec = journal.extra.get(OWNER)
     return isinstance(rec, dict) and rec.get("machine") == machine_uid and bool(
         rec.get("finished"))
+
+
+# -- the pre-terminate hook --------------------------------------------------------------
+
+def _field(obj: Any, *keys: str) -> Any:
+    """obj[k1][k2]..., None where a level is missing or not a mapping (a Machine of a
+    wrong shape is no hook and no wait)."""
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def hooked(machine: dict[str, Any]) -> bool:
+    """Whether the Machine carries the agent's pre-terminate hook."""
+    annotations = _field(machine, "metadata", "annotations")
+    return isinstance(annotations, dict) and annotations.get(HOOK) is not None
+
+
+def hold(client: Client, machine: MachineView, held: bool) -> None:
+    """Put the hook on the Machine (held) or take it off: a merge patch of that one
+    annotation, which changes nothing when it is already so (RBAC: patch on this Machine
+    only)."""
+    facts = machine.facts
+    path = resource_path(GROUP, machine.version, "machines", namespace=facts.namespace,
+                         name=facts.name)
+    client.request("PATCH", path, body={"metadata": {"annotations": {
+        HOOK: HOOK_OWNER if held else None}}}, content_type=MERGE_PATCH)
+
+
+def waiting_for_hook(machine: dict[str, Any]) -> bool:
+    """Whether CAPI's machine controller waits on pre-terminate hooks (the drain and the
+    volume detach are over). Read as v1beta2 the v1beta1 conditions are under
+    `status.deprecated.v1beta1`; read as v1beta1 the v1beta2 ones under `status.v1beta2`."""
+    lists = [_field(machine, "status", "conditions"),
+             _field(machine, "status", "v1beta2", "conditions"),
+             _field(machine, "status", "deprecated", "v1beta1", "conditions")]
+    waiting = {("Deleting", "True", "WaitingForPreTerminateHook"),
+               ("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook")}
+    return any((c.get("type"), c.get("status"), c.get("reason")) in waiting
+               for conditions in lists if isinstance(conditions, list)
+               for c in conditions if isinstance(c, dict))
 
 
 # -- the steps ---------------------------------------------------------------------------

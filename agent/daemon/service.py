@@ -12,8 +12,9 @@ What the events lead to:
   tried again after a jittered pause that grows to 5 minutes, resuming from the journal;
 - the management cluster answers again after an outage (`Recovered`): the reports kept
   in the journal meanwhile are sent at once;
-- the Machine is being deleted (`deletionTimestamp`): the delete policy
-  (agent.daemon.deletion);
+- the Machine is being deleted (`deletionTimestamp`) and CAPI, done draining it, waits
+  on the agent's pre-terminate hook: the delete policy (agent.daemon.deletion), tried
+  again like the bootstrap after a temporary failure, then the hook taken off;
 - the AgentConfig changed (the object's content, or the annotation naming another):
   the phases of spec.lifecycle.reconfigure are planned and applied again
   (agent.daemon.reconfigure); join never is.
@@ -38,7 +39,14 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from agent.daemon.deletion import DeletePolicy, cleaned_up
+from agent.daemon.deletion import (
+    HOOK,
+    DeletePolicy,
+    cleaned_up,
+    hold,
+    hooked,
+    waiting_for_hook,
+)
 from agent.daemon.reconfigure import reconfigure
 from agent.daemon.watching import CONFIG, MACHINE, Watches
 from agent.errors import AgentError, ConfigError, Reason
@@ -81,7 +89,12 @@ class StartAgain:
     phase failed for a reason that may pass."""
 
 
-Event = Stop | StartAgain | Update | Recovered
+@dataclass(frozen=True)
+class DeleteAgain:
+    """Time to run the delete policy again: a step failed for a reason that may pass."""
+
+
+Event = Stop | StartAgain | DeleteAgain | Update | Recovered
 
 
 class Daemon:
@@ -108,6 +121,12 @@ class Daemon:
         self.orchestrator: Orchestrator | None = None
         self.watches: Watches | None = None
         self._start_failures = 0
+        self._delete_failures = 0
+        self._delete_state = ""
+        """Where the delete policy is: "unhooked" (deleted without the hook: not run),
+        "drain" (CAPI drains), "running", "retry" (its DeleteAgain is due), "person"
+        (a permanent failure: a restart runs it again), "release" (done; taking the
+        hook off is due again), "done"."""
 
     def run(self) -> int:
         """Bootstrap, then serve until SIGTERM/SIGINT. 0 on a requested stop (the
@@ -175,9 +194,11 @@ class Daemon:
         if machine is not None and cleaned_up(orchestrator.journal, machine.facts.uid):
             log.info("Machine %s/%s was deleted and this node cleaned up: no bootstrap",
                      machine.facts.namespace, machine.facts.name)
+            _publisher(orchestrator)(True)  # READY=1 with the outcome known so far
         elif machine is not None and machine.deletion_timestamp:
             log.info("Machine %s/%s is being deleted (since %s): no bootstrap",
                      machine.facts.namespace, machine.facts.name, machine.deletion_timestamp)
+            _publisher(orchestrator)(True)
         else:
             result = orchestrator.run()
             summary = orchestrator.conditions.get(SUMMARY)
@@ -234,8 +255,15 @@ class Daemon:
             self.watches.stop()
             self.watches = None
         session = self.session
-        if (session is None or session.machine is None or session.client is None
-                or not session.loaded.config.spec.lifecycle.watch):
+        if session is None or session.machine is None or session.client is None:
+            return
+        lifecycle = session.loaded.config.spec.lifecycle
+        # The hook is on while the daemon follows the Machine (it takes the hook off). A
+        # Machine already being deleted keeps it as it is: put on now, it could stop
+        # CAPI past that point; taken off, CAPI would go on without the delete policy.
+        if not session.machine.deletion_timestamp:
+            self._hold_deletion(lifecycle.watch and bool(lifecycle.on_delete.steps))
+        if not lifecycle.watch:
             return
         self.watches = Watches(session.client, session.machine, self.events.put)
         self.watches.start(session.machine.config_ref)
@@ -256,6 +284,12 @@ class Daemon:
     def _handle(self, event: Event) -> int:
         if isinstance(event, StartAgain):
             return self._bootstrap()
+        if isinstance(event, DeleteAgain):
+            if self._delete_state == "retry":
+                self._run_delete_policy()
+            elif self._delete_state == "release":
+                self._release_hook()
+            return EXIT_OK
         if isinstance(event, Recovered):
             self._flush_reports()
         elif isinstance(event, Update) and event.source == MACHINE:
@@ -278,6 +312,7 @@ class Daemon:
         if obj is None:
             log.info("Machine %s/%s is gone", session.machine.facts.namespace,
                      session.machine.facts.name)
+            self._delete_state = ""  # a pending DeleteAgain does nothing
             return
         try:
             meta = machine_shape(obj)
@@ -287,8 +322,7 @@ class Daemon:
         if meta.uid != session.machine.facts.uid:
             return  # a new Machine of the same name is not this node's
         if meta.deletion_timestamp:
-            if not cleaned_up(orchestrator.journal, session.machine.facts.uid):
-                self._on_delete()
+            self._on_delete(obj)
             return
         ref = config_ref(session.machine.facts.namespace, session.machine.facts.name,
                          meta.annotations)
@@ -302,18 +336,94 @@ class Daemon:
         if ref is not None:
             self._reconfigure(ref.source(obj))
 
-    def _on_delete(self) -> None:
+    def _on_delete(self, obj: dict[str, Any]) -> None:
         session, orchestrator = self.session, self.orchestrator
         assert session is not None and session.machine is not None
         assert orchestrator is not None
         facts = session.machine.facts
-        log.info("Machine %s/%s is being deleted: running spec.lifecycle.onDelete",
-                 facts.namespace, facts.name)
         if self.watches is not None:
             self.watches.follow_config(None)  # no reconfiguration of a node going away
-        DeletePolicy(self.host, session.loaded.config, orchestrator.journal,
-                     orchestrator.conditions, _publisher(orchestrator), facts.uid,
-                     PluginEnv(self.host, facts, session.client)).run()
+        if cleaned_up(orchestrator.journal, facts.uid):
+            if hooked(obj) and self._delete_state != "release":
+                self._release_hook()  # cleaned up, but stopped before the hook was off
+            return
+        if not hooked(obj):
+            if self._delete_state != "unhooked":
+                log.warning("Machine %s/%s is being deleted without the agent's "
+                            "pre-terminate hook (%s): CAPI does not wait for the delete "
+                            "policy; the node is left as it is", facts.namespace,
+                            facts.name, HOOK)
+                self._delete_state = "unhooked"
+            return
+        if not waiting_for_hook(obj):
+            if self._delete_state != "drain":
+                log.info("Machine %s/%s is being deleted: spec.lifecycle.onDelete runs "
+                         "once CAPI has drained the Node and waits on pre-terminate hooks",
+                         facts.namespace, facts.name)
+                self._delete_state = "drain"
+            return
+        if self._delete_state in ("retry", "person"):
+            return  # DeleteAgain runs it again; or a person decides
+        self._run_delete_policy()
+
+    def _run_delete_policy(self) -> None:
+        session, orchestrator = self.session, self.orchestrator
+        assert session is not None and session.machine is not None
+        assert orchestrator is not None
+        facts = session.machine.facts
+        log.info("Machine %s/%s is being deleted and CAPI waits on pre-terminate hooks: "
+                 "running spec.lifecycle.onDelete", facts.namespace, facts.name)
+        self._delete_state = "running"
+        error = DeletePolicy(self.host, session.loaded.config, orchestrator.journal,
+                             orchestrator.conditions, _publisher(orchestrator), facts.uid,
+                             PluginEnv(self.host, facts, session.client)).run()
+        if error is None:
+            self._release_hook()
+        elif error.temporary:
+            self._delete_state = "retry"
+            pause = self._delete_again_later()
+            log.info("running spec.lifecycle.onDelete again in %.0fs; the pre-terminate "
+                     "hook holds the Machine meanwhile", pause)
+        else:
+            self._delete_state = "person"
+            log.error("spec.lifecycle.onDelete stopped; the pre-terminate hook holds "
+                      "Machine %s/%s: restart the service to try again, or remove its "
+                      "annotation %s to let CAPI delete it without the cleanup",
+                      facts.namespace, facts.name, HOOK)
+
+    def _release_hook(self) -> None:
+        """The node is cleaned up: CAPI may go on. Tried again until the hook is off (a
+        watch that resumes after an outage brings no update of an unchanged Machine)."""
+        if self._hold_deletion(False):
+            self._delete_state = "done"
+            return
+        self._delete_state = "release"
+        pause = self._delete_again_later()
+        log.info("taking the pre-terminate hook off again in %.0fs", pause)
+
+    def _delete_again_later(self) -> float:
+        self._delete_failures += 1
+        pause = DELETE_BACKOFF.delay(min(self._delete_failures, 10))
+        timer = threading.Timer(pause, self.events.put, (DeleteAgain(),))
+        timer.daemon = True
+        timer.start()
+        return pause
+
+    def _hold_deletion(self, held: bool) -> bool:
+        """Put the agent's pre-terminate hook on its Machine or take it off; whether
+        that was done."""
+        session = self.session
+        assert session is not None and session.machine is not None
+        assert session.client is not None
+        try:
+            hold(session.client, session.machine, held)
+            return True
+        except AgentError as err:
+            # Not put on (e.g. an RBAC without patch on machines): CAPI will not wait for
+            # the delete policy; the next start tries again.
+            log.error("could not %s the pre-terminate hook %s: %s",
+                      "put on" if held else "take off", HOOK, err)
+            return False
 
     def _reconfigure(self, source: ManagementSource | None) -> None:
         assert self.session is not None and self.orchestrator is not None
@@ -330,3 +440,5 @@ def _publisher(orchestrator: Orchestrator) -> Callable[[bool], None]:
 
 START_BACKOFF = Backoff(base=2.0, cap=300.0, attempts=0)
 """Pauses before another bootstrap after a temporary failure."""
+DELETE_BACKOFF = Backoff(base=2.0, cap=300.0, attempts=0)
+"""Pauses before the delete policy runs again after a temporary failure."""

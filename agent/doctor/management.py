@@ -186,6 +186,11 @@ def permissions(doctor: Doctor, namespace: str, machine: str,
     if machine:
         perms += [Permission(v, GROUP, "machines", namespace, machine)
                   for v in ("get", "list", "watch")]
+        lifecycle = doctor.config.spec.lifecycle
+        perms.append(Permission("patch", GROUP, "machines", namespace, machine,
+                                required=lifecycle.watch and bool(lifecycle.on_delete.steps),
+                                why="the pre-terminate hook that holds the Machine for "
+                                    "spec.lifecycle.onDelete"))
         perms.append(Permission("patch", GROUP, "machines", namespace, machine, "status",
                                 required=spec.reporting.conditions,
                                 why="conditions on the Machine"))

@@ -1,12 +1,17 @@
 """`machine-agent daemon` living with its Machine on a management cluster (the stand-in, or
 a real API server): it idles with its watches open and no wake-ups, stops at once on
-SIGTERM while blocked in a read, runs the delete policy when its Machine is deleted,
-loses no report through an outage and a restart, and applies a changed AgentConfig
+SIGTERM while blocked in a read, runs the delete policy when its Machine is deleted once
+CAPI (played by tests/integration/daemon/capi.py) has drained it and waits on the agent's
+pre-terminate hook, tries a failed step again or holds the Machine for a person, loses
+no report through an outage and a restart, and applies a changed AgentConfig
 (network/time) without joining again."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,11 +19,13 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.deletion import HOOK
 from agent.host import Host
 from agent.report import read_status
 from agent.sandbox.apiserver import ApiServer
 from agent.state import Journal
 from tests.chronyd import chronyd, free_udp_ports, ntp_server, private_dir
+from tests.integration.daemon.capi import MachineController
 from tests.integration.daemon.service import Systemd, start, stop, wakeups
 from tests.integration.kube.conftest import CONFIGMAP, MACHINE, Admin, Node
 
@@ -57,9 +64,18 @@ def condition(admin: Admin, kind: str) -> dict[str, Any] | None:
     return admin.conditions().get(kind)
 
 
+def hooks(admin: Admin) -> dict[str, str]:
+    return dict(admin.machine()["metadata"].get("annotations") or {})
+
+
 def is_true(admin: Admin, kind: str) -> bool:
     found = condition(admin, kind)
     return found is not None and found["status"] == "True"
+
+
+def is_false(admin: Admin, kind: str) -> dict[str, Any] | None:
+    found = condition(admin, kind)
+    return found if found is not None and found["status"] == "False" else None
 
 
 def pending_reports(root: Path) -> bool:
@@ -142,23 +158,37 @@ def link_cni_plugins(root: Path) -> None:
         (target / plugin.name).symlink_to(plugin)
 
 
-def test_deleting_the_machine_resets_the_node_and_reports_each_step_while_it_exists(
+def test_deleting_the_machine_resets_the_node_after_the_drain_and_reports_each_step(
         daemon: Daemon, admin: Admin, node: Node) -> None:
     link_cni_plugins(node.root)
     node.write("/etc/machine-agent/config.d/50-cni.yaml", agent_config(
         "  cni:\n    conflist: {template: bridge, values: {subnet: 198.51.100.0/24}}\n"
         "    check: {enabled: false}\n"))
-    admin.call("PATCH", machine_path(admin), {"metadata": {"finalizers": [HOLD]}},
-               content_type="application/merge-patch+json")
-    daemon.start()
-    wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap on the Machine")
     conflist = node.root / "etc/cni/net.d/10-machine-agent.conflist"
-    assert conflist.exists() and (node.root / KUBELET_CONF).exists()
+    during_drain: list[bool] = []
 
-    deleted = admin.call("DELETE", machine_path(admin), ok=(200, 202))
-    assert deleted["metadata"]["deletionTimestamp"]  # held by the test's finalizer
-    wait_until(lambda: is_true(admin, "NodeCleanedUp"), "the delete policy's summary")
-    conditions = admin.conditions()
+    def drain() -> None:  # the kubelet must keep running while pods are evicted
+        time.sleep(1.5)
+        during_drain.append((node.root / KUBELET_CONF).exists() and conflist.exists())
+
+    with MachineController(admin, drain) as capi:
+        daemon.start()
+        wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap")
+        assert conflist.exists() and (node.root / KUBELET_CONF).exists()
+        assert wait_until(lambda: hooks(admin).get(HOOK), "the agent's hook") == \
+            "machine-agent"
+
+        deleted = admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        assert deleted["metadata"]["deletionTimestamp"]  # held by CAPI's finalizer
+        wait_until(capi.gone, "CAPI to delete the Machine")
+    assert during_drain == [True], "the node was reset during the drain"
+    assert capi.hooks == ["machine-agent"]
+    assert capi.reasons == ["DrainingNode", "WaitingForPreTerminateHook",
+                            "WaitingForInfrastructureDeletion", "Deleted"]
+    assert set(capi.final["status"]["deletion"]) == {"nodeDrainStartTime",
+                                                     "waitForPreTerminateHookStartTime"}
+    # What the Machine said when its hook came off: every step, while it still existed.
+    conditions = {c["type"]: c for c in capi.final["status"]["conditions"]}
     assert {k: (conditions[k]["status"], conditions[k]["reason"]) for k in (
         "KubeadmReset", "AddressesReleased", "CNIConfigRemoved", "NodeCleanedUp")} == {
         "KubeadmReset": ("True", "NodeReset"),
@@ -172,10 +202,6 @@ def test_deleting_the_machine_resets_the_node_and_reports_each_step_while_it_exi
     wait_until(lambda: {"NodeReset", "AddressesReleased", "CNIConfigRemoved",
                         "CleanedUp"} <= {e["reason"] for e in admin.events()},
                "an Event for each step")
-
-    # CAPI's finalizers go once the node is drained; then the Machine is gone.
-    admin.call("PATCH", machine_path(admin), {"metadata": {"finalizers": None}},
-               content_type="application/merge-patch+json")
     admin.call("GET", machine_path(admin), ok=(404,))
     wait_until(lambda: f"Machine {admin.ns}/{MACHINE} is gone" in daemon.output(),
                "the daemon to see its Machine gone")
@@ -183,6 +209,127 @@ def test_deleting_the_machine_resets_the_node_and_reports_each_step_while_it_exi
     journal = Journal.load(Host(node.root))
     assert journal.extra["lifecycle"]["finished"]
     assert "join" not in journal.phases and "cni" not in journal.phases
+
+
+def failing_kubeadm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> Path:
+    """A kubeadm before the stand-in on PATH whose `reset` fails (`how`: `hang`, past
+    onDelete.resetTimeout; `fail`: exits 1) while the returned file exists, then runs the
+    stand-in's."""
+    real = shutil.which("kubeadm")
+    assert real is not None
+    wrapper = tmp_path / "bin/kubeadm"
+    wrapper.parent.mkdir()
+    flag = tmp_path / "failing"
+    flag.touch()
+    act = "exec sleep 30" if how == "hang" else "echo 'reset: it broke' >&2; exit 1"
+    wrapper.write_text(f"#!/bin/sh\nif [ \"$1\" = reset ] && [ -e {flag} ]; then\n"
+                       f"  {'rm ' + str(flag) + '; ' if how == 'hang' else ''}{act}\n"
+                       f"fi\nexec {real} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    return flag
+
+
+def test_a_reset_that_times_out_is_tried_again_and_the_hook_holds_the_machine_meanwhile(
+        daemon: Daemon, admin: Admin, node: Node, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    failing_kubeadm(tmp_path, monkeypatch, "hang")  # once
+    node.write("/etc/machine-agent/config.d/50-delete.yaml", agent_config(
+        "  lifecycle:\n    onDelete: {resetTimeout: 1s}\n"))
+    with MachineController(admin) as capi:
+        daemon.start()
+        wait_until(lambda: hooks(admin).get(HOOK), "the agent's hook")
+        admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        reset = wait_until(lambda: is_false(admin, "KubeadmReset"), "the reset to time out")
+        assert reset["reason"] == "CommandTimeout"
+        assert HOOK in hooks(admin) and not capi.gone()  # held while it is tried again
+        wait_until(capi.gone, "CAPI to delete the Machine once the node is cleaned up")
+    summary = {c["type"]: c for c in capi.final["status"]["conditions"]}["NodeCleanedUp"]
+    assert (summary["status"], summary["reason"]) == ("True", "CleanedUp")
+    assert "running spec.lifecycle.onDelete again in" in daemon.output()
+    assert not (node.root / KUBELET_CONF).exists()
+    daemon.stop()
+
+
+def test_a_reset_that_fails_keeps_the_hook_until_the_service_is_restarted(
+        daemon: Daemon, admin: Admin, node: Node, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = failing_kubeadm(tmp_path, monkeypatch, "fail")
+    with MachineController(admin) as capi:
+        daemon.start()
+        wait_until(lambda: hooks(admin).get(HOOK), "the agent's hook")
+        admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        summary = wait_until(lambda: is_false(admin, "NodeCleanedUp"),
+                             "the failure reported")
+        assert summary["reason"] == "CommandFailed"
+        assert summary["message"].startswith("KubeadmReset: kubeadm reset -f exited 1")
+        assert f"annotation {HOOK} is removed" in summary["message"]
+        time.sleep(3)  # not tried again on its own, not released
+        assert HOOK in hooks(admin) and not capi.gone()
+        assert daemon.output().count("kubeadmReset failed") == 1
+        assert (node.root / KUBELET_CONF).exists()
+
+        broken.unlink()  # a person fixes it and restarts the service
+        daemon.stop()
+        daemon.start()
+        wait_until(capi.gone, "CAPI to delete the Machine once the node is cleaned up")
+    assert not (node.root / KUBELET_CONF).exists()
+    daemon.stop()
+
+
+def test_a_restart_during_the_drain_is_ready_keeps_the_hook_and_waits_for_the_drain(
+        daemon: Daemon, admin: Admin, node: Node) -> None:
+    drained = threading.Event()
+    during_drain: list[bool] = []
+
+    def drain() -> None:  # as long as the test needs
+        assert drained.wait(60)
+        during_drain.append((node.root / KUBELET_CONF).exists())
+
+    with MachineController(admin, drain) as capi:
+        daemon.start()
+        wait_until(lambda: hooks(admin).get(HOOK), "the agent's hook")
+        admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        wait_until(lambda: "runs once CAPI has drained the Node" in daemon.output(),
+                   "the daemon to wait for the drain")
+        daemon.stop()
+        daemon.start()  # READY=1 with no bootstrap to run
+        assert "is being deleted" in daemon.output() and HOOK in hooks(admin)
+        drained.set()
+        wait_until(capi.gone, "CAPI to delete the Machine once the node is cleaned up")
+    assert during_drain == [True]
+    assert not (node.root / KUBELET_CONF).exists()
+    daemon.stop()
+
+
+def test_a_machine_deleted_before_the_daemon_follows_it_is_not_held(
+        daemon: Daemon, admin: Admin, node: Node) -> None:
+    drained = threading.Event()
+    with MachineController(admin, lambda: drained.wait(60)) as capi:
+        admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        wait_until(lambda: capi.reasons, "CAPI to drain")
+        daemon.start()  # no bootstrap; CAPI may be past the point where hooks count
+        assert "is being deleted" in daemon.output()
+        drained.set()
+        wait_until(capi.gone, "CAPI to delete the Machine")
+    assert capi.hooks == []
+    assert "without the agent's pre-terminate hook" in daemon.output()
+    daemon.stop()
+
+
+def test_a_hook_the_management_cluster_refuses_to_take_off_is_taken_off_later(
+        daemon: Daemon, admin: Admin, node: Node, only_standin: ApiServer) -> None:
+    with MachineController(admin) as capi:
+        daemon.start()
+        wait_until(lambda: hooks(admin).get(HOOK), "the agent's hook")
+        # Every try of the client's (6) to take the hook off is refused, once.
+        only_standin.faults.add("500", path=rf"/machines/{MACHINE}$", method="PATCH",
+                                count=6)
+        admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        wait_until(lambda: "taking the pre-terminate hook off again in" in daemon.output(),
+                   "the refusal")
+        wait_until(capi.gone, "CAPI to delete the Machine once the hook is off")
+    daemon.stop()
 
 
 def test_an_outage_and_a_restart_lose_no_report(

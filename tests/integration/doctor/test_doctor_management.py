@@ -37,7 +37,8 @@ def test_healthy_node_passes_and_doctor_changes_nothing(
     checks = by_name(doc)
     for key in [("config", "valid"), ("management", "reachable"), ("management", "tls"),
                 ("management", "credentials"), ("management", "rbac:get:machines"),
-                ("management", "rbac:patch:machines/status"), ("management", "machine"),
+                ("management", "rbac:patch:machines/status"),
+                ("management", "rbac:patch:machines"), ("management", "machine"),
                 ("management", "bootstrap-secret"), ("management", "machine-config"),
                 ("join", "source"), ("join", "node"), ("cni", "conflist"),
                 ("cni", "plugin:bridge"), ("journal", "journal"), ("journal", "conditions"),

@@ -1,17 +1,19 @@
 """The delete policy on a node root, as the daemon runs it when its Machine is deleted:
 the address the network phase claimed goes back to its pool, each step is a condition,
-and a step that fails stops the policy with its reason."""
+and a step that fails stops the policy with its reason; and when CAPI waits on the
+agent's pre-terminate hook, as either API version shows it."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from agent.config import load_config
 from agent.config.sources import default_sources
-from agent.daemon.deletion import DeletePolicy
+from agent.daemon.deletion import HOOK, DeletePolicy, hooked, waiting_for_hook
 from agent.host import Host
 from agent.ipam.base import ClaimRequest, PluginEnv, open_plugin
 from agent.ipam.ledger import held, record
@@ -41,7 +43,7 @@ def test_the_claimed_address_goes_back_to_its_pool(tmp_path: Path) -> None:
     request = ClaimRequest("uid-1/eth0/ipv4", "nodes", "ipv4", "eth0")
     plugin = open_plugin("static", {"static": POOL}, PluginEnv(host))
     record(journal, "static", request, plugin.claim(request))
-    assert the_policy.run()
+    assert the_policy.run() is None
     released = the_policy.conditions.get("AddressesReleased")
     assert (released.status, released.reason) == ("True", "AddressesReleased")
     assert released.message == "released 192.0.2.10/24 of eth0 (static pool 'nodes')"
@@ -54,11 +56,60 @@ def test_a_failed_reset_stops_the_policy_with_its_reason(tmp_path: Path) -> None
     host = Host(tmp_path / "root", env={"PATH": str(tmp_path)})
     journal = Journal.load(host)
     the_policy = policy(tmp_path, host, journal)
-    assert not the_policy.run()
+    error = the_policy.run()
+    assert error is not None and not error.temporary
     reset = the_policy.conditions.get("KubeadmReset")
     assert (reset.status, reset.reason) == ("False", "CommandFailed")
     assert "command not found: kubeadm" in reset.message
     summary = the_policy.conditions.get("NodeCleanedUp")
     assert summary.status == "False" and summary.message.startswith("KubeadmReset: ")
+    assert summary.message.endswith(
+        "the Machine is held until the service is restarted (tries again) or annotation "
+        "pre-terminate.delete.hook.machine.cluster.x-k8s.io/machine-agent is removed "
+        "(goes on without it)")
     assert journal.extra["lifecycle"] == {"machine": "uid-1", "done": [],
                                           "finished": False}
+
+
+def cond(kind: str, status: str, reason: str) -> dict[str, str]:
+    return {"type": kind, "status": status, "reason": reason,
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+
+DELETING = cond("Deleting", "True", "WaitingForPreTerminateHook")
+V1BETA1 = cond("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook")
+
+
+@pytest.mark.parametrize(("status", "waiting"), [
+    # read as v1beta2: its own conditions, and the v1beta1 ones kept under deprecated
+    ({"conditions": [DELETING]}, True),
+    ({"deprecated": {"v1beta1": {"conditions": [V1BETA1]}}}, True),
+    # read as v1beta1: its own conditions, and the v1beta2 ones under status.v1beta2
+    ({"conditions": [V1BETA1]}, True),
+    ({"v1beta2": {"conditions": [DELETING]}}, True),
+    # still draining, past the hooks, or not being deleted
+    ({"conditions": [cond("Deleting", "True", "DrainingNode")]}, False),
+    ({"conditions": [cond("PreTerminateDeleteHookSucceeded", "True", "")]}, False),
+    ({"conditions": [cond("Deleting", "False", "NotDeleting")]}, False),
+    ({}, False),
+    # a Machine of a wrong shape is no wait
+    ({"conditions": {"Deleting": "True"}}, False),
+    ({"v1beta2": ["Deleting"], "deprecated": "v1beta1"}, False),
+])
+def test_capi_waiting_on_pre_terminate_hooks_is_read_in_either_api_version(
+        status: dict[str, object], waiting: bool) -> None:
+    assert waiting_for_hook({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+                             "status": status}) is waiting
+
+
+@pytest.mark.parametrize(("metadata", "held"), [
+    ({"annotations": {HOOK: "machine-agent"}}, True),
+    ({"annotations": {HOOK: ""}}, True),  # the owner is optional in CAPI's contract
+    ({"annotations": {"pre-terminate.delete.hook.machine.cluster.x-k8s.io/other": "x"}},
+     False),
+    ({"annotations": [HOOK]}, False),
+    ({}, False),
+    ("metadata", False),
+])
+def test_the_agents_hook_is_its_own_annotation(metadata: object, held: bool) -> None:
+    assert hooked({"metadata": metadata}) is held

@@ -425,7 +425,8 @@ def check_rbac(doc: dict[str, Any]) -> None:
             r["resourceNames"] = [name]
         return {**r, "verbs": verbs}
 
-    rules = [rule("cluster.x-k8s.io", "machines", ["get", "list", "watch"], ident.machine),
+    rules = [rule("cluster.x-k8s.io", "machines", ["get", "list", "watch", "patch"],
+                  ident.machine),
              rule("cluster.x-k8s.io", "machines/status", ["patch"], ident.machine),
              rule("cluster.x-k8s.io", "clusters", ["get"], ident.cluster),
              rule("", "secrets", ["get", "list", "watch"], ident.bootstrap_secret)]
