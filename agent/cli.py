@@ -186,7 +186,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "status":
         return _status(host, as_json=args.json)
     if args.command == "daemon":
-        return _daemon(host, args.config)
+        return _daemon(host, args.config, _duration(args.cloud_init_wait))
     if args.command == "config":
         return _config(host, args)
     from agent.session import open_session
@@ -365,13 +365,13 @@ def _status_wait(host: Host, *, as_json: bool, timeout: float) -> int:
     return 0 if summary is not None and summary.status == "True" else 1
 
 
-def _daemon(host: Host, files: list[str]) -> int:
+def _daemon(host: Host, files: list[str], cloud_init_wait: float) -> int:
     from agent.daemon import Daemon
     from agent.systemd import take_manager_env
 
     notifier, watchdog = take_manager_env(os.environ)
     return Daemon(host, [os.path.abspath(f) for f in files], notifier=notifier,
-                  watchdog=watchdog).run()
+                  watchdog=watchdog, cloud_init_wait=cloud_init_wait).run()
 
 
 def _config(host: Host, args: argparse.Namespace) -> int:

@@ -15,8 +15,16 @@ What the events lead to:
 - the Machine is being deleted (`deletionTimestamp`): the delete policy
   (agent.daemon.deletion);
 - the AgentConfig changed (the object's content, or the annotation naming another):
-  the phases of spec.lifecycle.reconfigure are planned and applied again
-  (agent.daemon.reconfigure); join never is.
+  on a bootstrapped node, the phases of spec.lifecycle.reconfigure are planned and
+  applied again (agent.daemon.reconfigure), join never is; on a node that has not
+  bootstrapped (a phase failed for good, or the object was invalid), the whole bootstrap
+  runs again with it.
+
+An invalid configuration: when the mistake is in the Machine's ConfigMap or Secret, the
+Machine and the client are known, so it is reported there (NodeBootstrapped False
+ConfigInvalid, every error with its path) and the daemon stays, watching the object for
+the fix. A mistake in the node's own files exits with status 2: only someone at the node
+can fix it, and then restarts the unit (RestartPreventExitStatus=2).
 
 SIGTERM while the main thread works (the bootstrap, a reconfiguration, the delete policy)
 unwinds that work at once, like KeyboardInterrupt: every journal write is atomic (temp
@@ -39,7 +47,7 @@ from types import FrameType
 from typing import Any
 
 from agent.daemon.deletion import DeletePolicy, cleaned_up
-from agent.daemon.reconfigure import reconfigure
+from agent.daemon.reconfigure import CONDITION, applied, bootstrapped, reconfigure, source_name
 from agent.daemon.watching import CONFIG, MACHINE, Watches
 from agent.errors import AgentError, ConfigError, Reason
 from agent.host import Host
@@ -87,9 +95,11 @@ class Daemon:
         notifier: Notifier | None = None,
         watchdog: Watchdog | None = None,
         phases: list[Phase] | None = None,
+        cloud_init_wait: float | None = None,
     ) -> None:
         self.host = host
         self.config_files = list(config_files)
+        self.cloud_init_wait = cloud_init_wait
         self.notifier = notifier
         self.watchdog = watchdog
         self.phases = phases
@@ -148,12 +158,32 @@ class Daemon:
 
     # -- the bootstrap ------------------------------------------------------------------
 
-    def _bootstrap(self) -> int:
-        from agent.session import open_session
+    def _bootstrap(self, changed: str | None = None) -> int:
+        """Open the session and run the phases; `changed` names the configuration
+        object whose change asked for this run (a node that had not bootstrapped)."""
+        from agent.session import MachineConfigInvalid, open_session
 
         try:
-            session = open_session(self.host, self.config_files)
+            session = open_session(self.host, self.config_files,
+                                   cloud_init_wait=self.cloud_init_wait)
+        except MachineConfigInvalid as err:
+            # The node's own configuration is valid, so the Machine and the client are
+            # known: the mistake goes onto the Machine, and the daemon stays to watch
+            # the ConfigMap or Secret for the fix (agent.daemon.reconfigure).
+            log.error("the Machine's configuration is refused; waiting for it to be "
+                      "fixed: %s", err)
+            self.session = err.session
+            orchestrator = self._orchestrator(err.session)
+            orchestrator.conditions.set(SUMMARY, "False", Reason.ConfigInvalid, str(err))
+            if changed is not None:
+                orchestrator.conditions.set(CONDITION, "False", Reason.ConfigInvalid,
+                                            f"{changed}: {err}")
+            _publisher(orchestrator)(True)
+            self._start_watching()
+            return EXIT_OK
         except ConfigError as err:
+            # A local source: only someone at the node can fix it (then restarts the
+            # unit, which does not restart on its own after exit status 2).
             log.error("%s", err)
             self._report_summary(Reason.ConfigInvalid, str(err))
             return EXIT_USAGE
@@ -173,7 +203,11 @@ class Daemon:
             log.info("Machine %s/%s is being deleted (since %s): no bootstrap",
                      machine.facts.namespace, machine.facts.name, machine.deletion_timestamp)
         else:
-            result = orchestrator.run()
+            # After a change, AgentConfigApplied goes out with the final report.
+            result = orchestrator.run(summarize=changed is None)
+            if changed is not None:
+                applied(orchestrator, changed, result)
+                orchestrator.summarize()
             summary = orchestrator.conditions.get(SUMMARY)
             log.info("bootstrap finished: %s (%s); serving until stopped",
                      "ok" if result.ok else "not complete", summary.message)
@@ -307,6 +341,14 @@ class Daemon:
 
     def _reconfigure(self, source: ManagementSource | None) -> None:
         assert self.session is not None and self.orchestrator is not None
+        machine = self.session.machine
+        if machine is not None and source != machine.config and \
+                not bootstrapped(self.orchestrator):
+            changed = source_name(source)
+            log.info("the configuration from %s changed on a node that has not "
+                     "bootstrapped: running the whole bootstrap again with it", changed)
+            self._bootstrap(changed)
+            return
         self.session, self.orchestrator = reconfigure(
             self.host, self.session, source, self._orchestrator, self.orchestrator)
 
