@@ -163,6 +163,12 @@ class Daemon:
         object whose change asked for this run (a node that had not bootstrapped)."""
         from agent.session import MachineConfigInvalid, open_session
 
+        # A run starts: the outcome in the status file (perhaps from the boot before) is
+        # no longer the one `status --wait` waits for, though opening the session can
+        # take minutes (cloud-init, the bootstrap data).
+        last = read_status(self.host)
+        if last is not None and last[1]:
+            LocalStatus(self.host).publish(last[0], final=False)
         try:
             session = open_session(self.host, self.config_files,
                                    cloud_init_wait=self.cloud_init_wait)
