@@ -2,8 +2,8 @@
 process with $NOTIFY_SOCKET, READY=1 once bootstrapped, no wake-ups while idle, and a
 clean stop on SIGTERM — also in the middle of the bootstrap, after which the next start
 resumes from the journal; an invalid configuration said to systemd; --cloud-init-wait
-bounding the wait for cloud-init. (With a management
-cluster and its watches: test_daemon_lifecycle.py.)"""
+bounding the wait for cloud-init; WATCHDOG=1 keepalives when the unit sets a watchdog.
+(With a management cluster and its watches: test_daemon_lifecycle.py.)"""
 
 from __future__ import annotations
 
@@ -135,3 +135,23 @@ def test_a_malformed_cloud_init_wait_is_refused(tmp_path: Path, systemd: Systemd
     assert proc.returncode == 2, out
     assert "--cloud-init-wait" in out and "soon" in out, out
     assert not (root / "var/lib/machine-agent").exists()  # refused before any run
+
+
+def test_with_a_watchdog_set_the_daemon_keeps_telling_systemd_it_is_alive(
+        tmp_path: Path, systemd: Systemd) -> None:
+    root = tmp_path / "root"
+    # WatchdogSec=400ms, as a site's drop-in would set it: a keepalive every 200 ms.
+    proc = start(["-m", "agent.cli", "--root", str(root), "daemon", "-c", str(EXAMPLE),
+                  "-c", str(no_join(tmp_path))], systemd, WATCHDOG_USEC="400000")
+    try:
+        systemd.wait_for("READY=1")
+        ready = len(systemd.messages)
+        deadline = time.monotonic() + 10
+        while systemd.messages[ready:].count("WATCHDOG=1") < 3:  # still alive, serving
+            assert time.monotonic() < deadline, systemd.messages
+            systemd.sock.settimeout(deadline - time.monotonic())
+            systemd.messages.extend(systemd.sock.recv(65536).decode().split("\n"))
+    finally:
+        code, out = stop(proc)
+    assert code == 0, out
+    assert "WATCHDOG=1" in systemd.messages[:ready]  # from the start, not only once idle
