@@ -21,10 +21,11 @@ What the events lead to:
   runs again with it.
 
 An invalid configuration: when the mistake is in the Machine's ConfigMap or Secret, the
-Machine and the client are known, so it is reported there (NodeBootstrapped False
-ConfigInvalid, every error with its path) and the daemon stays, watching the object for
-the fix. A mistake in the node's own files exits with status 2: only someone at the node
-can fix it, and then restarts the unit (RestartPreventExitStatus=2).
+Machine and the client are known, so it is reported there (AgentConfigApplied False
+ConfigInvalid, every error with its path; NodeBootstrapped too, unless the node has
+already joined) and the daemon stays, watching the object for the fix. A mistake in the
+node's own files exits with status 2: only someone at the node can fix it, and then
+restarts the unit (RestartPreventExitStatus=2).
 
 SIGTERM while the main thread works (the bootstrap, a reconfiguration, the delete policy)
 unwinds that work at once, like KeyboardInterrupt: every journal write is atomic (temp
@@ -180,10 +181,14 @@ class Daemon:
                       "fixed: %s", err)
             self.session = err.session
             orchestrator = self._orchestrator(err.session)
-            orchestrator.conditions.set(SUMMARY, "False", Reason.ConfigInvalid, str(err))
-            if changed is not None:
-                orchestrator.conditions.set(CONDITION, "False", Reason.ConfigInvalid,
-                                            f"{changed}: {err}")
+            machine = err.session.machine
+            name = changed or source_name(machine.config if machine else None)
+            orchestrator.conditions.set(CONDITION, "False", Reason.ConfigInvalid,
+                                        f"{name}: {err}")
+            if not bootstrapped(orchestrator):
+                orchestrator.conditions.set(SUMMARY, "False", Reason.ConfigInvalid, str(err))
+            # else: a joined node keeps working as it is, and its readiness gate stays
+            # (as when a change is refused while running).
             _publisher(orchestrator)(True)
             self._start_watching()
             return EXIT_OK

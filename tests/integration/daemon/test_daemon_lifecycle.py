@@ -322,3 +322,27 @@ def test_a_join_refused_by_preflight_joins_once_the_configmap_ignores_the_check(
     assert "join applied" in applied["message"], applied
     assert is_true(admin, "NodeJoined")
     daemon.stop()
+
+
+def test_a_configmap_broken_while_the_daemon_was_stopped_leaves_a_joined_node_ready(
+        daemon: Daemon, admin: Admin, node: Node) -> None:
+    daemon.start()
+    ready = wait_until(lambda: is_true(admin, "NodeBootstrapped") and condition(
+        admin, "NodeBootstrapped"), "the bootstrap on the Machine")
+    daemon.stop()
+    set_config(admin, agent_config("  tme: {}\n"))
+
+    daemon.start()
+    refused = wait_until(lambda: false_condition(admin, "AgentConfigApplied"),
+                         "the refusal on the Machine")
+    assert refused["reason"] == "ConfigInvalid" and "spec.tme" in refused["message"]
+    assert condition(admin, "NodeBootstrapped") == ready  # the readiness gate never moved
+
+    set_config(admin, agent_config("  time:\n    maxOffset: 300ms\n"))
+    applied = wait_until(lambda: is_true(admin, "AgentConfigApplied") and condition(
+        admin, "AgentConfigApplied"), "the fix applied")
+    assert (applied["reason"], applied["message"]) == (
+        "Reconfigured", f"configmap {admin.ns}/{CONFIGMAP} applied to network, time")
+    assert condition(admin, "NodeBootstrapped") == ready
+    assert daemon.output().count("kubeadm join, attempt") == 1
+    daemon.stop()
