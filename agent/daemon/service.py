@@ -113,6 +113,8 @@ class Daemon:
         self.orchestrator: Orchestrator | None = None
         self.watches: Watches | None = None
         self._start_failures = 0
+        self._changed: str | None = None
+        """The configuration change a bootstrap tried again later is for."""
 
     def run(self) -> int:
         """Bootstrap, then serve until SIGTERM/SIGINT. 0 on a requested stop (the
@@ -164,6 +166,7 @@ class Daemon:
         object whose change asked for this run (a node that had not bootstrapped)."""
         from agent.session import MachineConfigInvalid, open_session
 
+        changed, self._changed = changed or self._changed, None
         # A run starts: the outcome in the status file (perhaps from the boot before) is
         # no longer the one `status --wait` waits for, though opening the session can
         # take minutes (cloud-init, the bootstrap data).
@@ -202,6 +205,7 @@ class Daemon:
             log.error("cannot start the bootstrap: %s", err)
             self._report_summary(err.reason, str(err))
             if err.temporary:
+                self._changed = changed
                 self._start_again_later()
             return EXIT_OK
         self.session = session
@@ -227,7 +231,9 @@ class Daemon:
             elif result.temporary:
                 # The phase's own retries ran out on something that may pass (an IPAM
                 # backend or the API down for a while): a node left there would never
-                # join without a restart, so the whole bootstrap is tried again later.
+                # join without a restart, so the whole bootstrap is tried again later
+                # (and says again how the change it runs for went).
+                self._changed = changed
                 self._start_again_later()
         self._start_watching()
         return EXIT_OK
