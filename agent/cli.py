@@ -105,7 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the phases like `run`, tell systemd (Type=notify: STATUS= per "
                     "phase, READY=1 once the outcome is known, WATCHDOG=1 when the unit "
                     "sets WatchdogSec=), then stay until SIGTERM. Exits 0 on SIGTERM, 2 "
-                    "when the configuration is invalid.")
+                    "when the node's own configuration is invalid (a mistake in the "
+                    "Machine's ConfigMap or Secret is reported on the Machine, and the "
+                    "daemon waits for it to be fixed).")
     with_config(daemon)
 
     config = sub.add_parser("config", help="show or validate the configuration")
