@@ -105,7 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the phases like `run`, tell systemd (Type=notify: STATUS= per "
                     "phase, READY=1 once the outcome is known, WATCHDOG=1 when the unit "
                     "sets WatchdogSec=), then stay until SIGTERM. Exits 0 on SIGTERM, 2 "
-                    "when the configuration is invalid.")
+                    "when the node's own configuration is invalid (a mistake in the "
+                    "Machine's ConfigMap or Secret is reported on the Machine, and the "
+                    "daemon waits for it to be fixed).")
     with_config(daemon)
 
     config = sub.add_parser("config", help="show or validate the configuration")
@@ -186,7 +188,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "status":
         return _status(host, as_json=args.json)
     if args.command == "daemon":
-        return _daemon(host, args.config)
+        return _daemon(host, args.config, _duration(args.cloud_init_wait))
     if args.command == "config":
         return _config(host, args)
     from agent.session import open_session
@@ -302,28 +304,39 @@ def _print_outcomes(result: object) -> None:
         print("nothing to do: every phase is up to date")
 
 
-def _status(host: Host, *, as_json: bool) -> int:
+def _status_document(host: Host) -> dict[str, object]:
+    """`status --json`: the conditions as last published, and the journal's phases."""
     from dataclasses import asdict
 
-    from agent.report import read_status
+    from agent.report import from_previous_boot, read_status
     from agent.state import Journal
 
     journal = Journal.load(host)
     status = read_status(host)
+    return {
+        "final": status[1] if status else False,
+        "previous_boot": from_previous_boot(host),
+        "conditions": [asdict(c) for c in status[0]] if status else [],
+        "phases": {n: asdict(r) for n, r in journal.phases.items()},
+    }
+
+
+def _status(host: Host, *, as_json: bool) -> int:
+    from agent.report import from_previous_boot, read_status
+
     if as_json:
-        print(json.dumps({
-            "final": status[1] if status else False,
-            "conditions": [asdict(c) for c in status[0]] if status else [],
-            "phases": {n: asdict(r) for n, r in journal.phases.items()},
-        }, indent=2))
+        print(json.dumps(_status_document(host), indent=2))
         return 0
+    status = read_status(host)
     if status is None:
         print("no run recorded yet (nothing under /var/lib/machine-agent)")
         return 0
     conditions, final = status
     for c in conditions:
         print(f"{c.type:<18} {c.status:<8} {c.reason:<20} {c.message}")
-    if not final:
+    if from_previous_boot(host):
+        print("(from a previous boot: this boot's run has not reported yet)")
+    elif not final:
         print("(a run is in progress or was interrupted)")
     return 0
 
@@ -333,13 +346,16 @@ WAIT_POLL = 0.5
 
 
 def _status_wait(host: Host, *, as_json: bool, timeout: float) -> int:
-    from agent.report import SUMMARY, read_status
+    """Follow this boot's run to its outcome. The status file outlives a reboot, so one
+    written in an earlier boot (agent.report.BOOT_ID) counts as no run yet; the daemon
+    also marks it not final as it starts."""
+    from agent.report import SUMMARY, from_previous_boot, read_status
 
     deadline = host.clock.monotonic() + timeout
     shown: dict[str, tuple[str, str, str]] = {}
     said_waiting = False
     while True:
-        status = read_status(host)
+        status = None if from_previous_boot(host) else read_status(host)
         if status is not None:
             conditions, final = status
             for c in conditions:
@@ -355,23 +371,27 @@ def _status_wait(host: Host, *, as_json: bool, timeout: float) -> int:
         if host.clock.monotonic() >= deadline:
             print(f"machine-agent: no outcome within {timeout:g}s; the run goes on "
                   "(`machine-agent status` shows where it is)", file=sys.stderr)
+            if as_json:
+                print(json.dumps({**_status_document(host), "outcome": "timeout"}, indent=2))
             return 1
         host.clock.sleep(WAIT_POLL)
     summary = next((c for c in conditions if c.type == SUMMARY), None)
+    ok = summary is not None and summary.status == "True"
     if as_json:
-        _status(host, as_json=True)
+        print(json.dumps({**_status_document(host),
+                          "outcome": "bootstrapped" if ok else "failed"}, indent=2))
     elif summary is not None:
         print(f"{SUMMARY:<18} {summary.status:<8} {summary.reason:<20} {summary.message}")
-    return 0 if summary is not None and summary.status == "True" else 1
+    return 0 if ok else 1
 
 
-def _daemon(host: Host, files: list[str]) -> int:
+def _daemon(host: Host, files: list[str], cloud_init_wait: float) -> int:
     from agent.daemon import Daemon
     from agent.systemd import take_manager_env
 
     notifier, watchdog = take_manager_env(os.environ)
     return Daemon(host, [os.path.abspath(f) for f in files], notifier=notifier,
-                  watchdog=watchdog).run()
+                  watchdog=watchdog, cloud_init_wait=cloud_init_wait).run()
 
 
 def _config(host: Host, args: argparse.Namespace) -> int:

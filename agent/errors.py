@@ -222,7 +222,8 @@ REASONS: dict[Reason, ReasonInfo] = {
         "was removed.", "Nothing to do."),
     Reason.Reconfigured: ReasonInfo(
         "A changed AgentConfig (the Machine's ConfigMap or Secret) was planned and applied "
-        "to the phases in spec.lifecycle.reconfigure.", "Nothing to do."),
+        "to the phases in spec.lifecycle.reconfigure; on a node that had not bootstrapped "
+        "yet, the whole bootstrap ran again with it and completed.", "Nothing to do."),
     Reason.CleanedUp: ReasonInfo(
         "Every step of spec.lifecycle.onDelete ran; the node no longer acts as this "
         "Machine.", "Nothing to do; reimage or reuse the host."),

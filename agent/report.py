@@ -23,6 +23,9 @@ SENTINEL = "/run/cluster-api/bootstrap-success.complete"
 providers/contracts/bootstrap-config.md, "Sentinel file"; CABPK's cloud-init runs
 `echo success > ...` after a successful join). Written here, by `Sentinel`, and nowhere
 else in the agent."""
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+"""The kernel's id of this boot: the status file names the boot it was written in, since
+it outlives a reboot (`status --wait` must wait for this boot's outcome)."""
 MAX_MESSAGE = 10240
 """Kept within v1beta1's limit so the message fits either API version."""
 
@@ -77,9 +80,11 @@ class LocalStatus:
 
     def __init__(self, host: Host) -> None:
         self.host = host
+        self.boot = boot_id(host)
 
     def publish(self, conditions: list[Condition], final: bool) -> None:
-        doc = {"final": final, "conditions": [asdict(c) for c in conditions]}
+        doc = {"final": final, "boot": self.boot,
+               "conditions": [asdict(c) for c in conditions]}
         self.host.write_file(STATUS_FILE, json.dumps(doc, indent=1) + "\n",
                              mode=0o644, dir_mode=0o700)
 
@@ -95,6 +100,21 @@ class Sentinel:
         done = any(c.type == SUMMARY and c.status == "True" for c in conditions)
         if final and done and not self.host.exists(SENTINEL):
             self.host.write_file(SENTINEL, "success\n", mode=0o644)
+
+
+def boot_id(host: Host) -> str | None:
+    """This boot's id; None where the kernel does not say (a test root)."""
+    text = host.read_text(BOOT_ID)
+    return text.strip() or None if text is not None else None
+
+
+def from_previous_boot(host: Host) -> bool:
+    """Whether the status file was written in an earlier boot than this one."""
+    text = host.read_text(STATUS_FILE)
+    if text is None:
+        return False
+    written, now = json.loads(text).get("boot"), boot_id(host)
+    return written is not None and now is not None and written != now
 
 
 def read_status(host: Host) -> tuple[list[Condition], bool] | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from agent.config import LoadedConfig, default_sources, load_config
 from agent.config.sources import Source
+from agent.errors import ConfigError
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.credentials import store_credentials
@@ -81,13 +82,22 @@ class Session:
                 keep_trying=background_delivery))
         return orchestrator
 
-
     def read_machine_again(self, host: Host) -> MachineFacts:
         """The Machine and its bootstrap data as they are now (e.g. a rotated bootstrap
         token); no wait: the Secret was there when the session began."""
         assert self.client is not None
         reader = MachineReader(self.client, host, wait=0.0, monotonic=host.clock.monotonic)
         return reader.read(self.loaded.config.spec.identity).facts
+
+
+class MachineConfigInvalid(ConfigError):
+    """The node's own sources are valid; the Machine's ConfigMap or Secret makes the
+    configuration invalid. `session` is the one without it (its Machine and client), so
+    the daemon can report on the Machine and wait for the object to be fixed."""
+
+    def __init__(self, err: ConfigError, session: Session) -> None:
+        super().__init__(err.errors)
+        self.session = session
 
 
 def open_session(host: Host, files: Iterable[str] = (), *,
@@ -122,5 +132,10 @@ def open_session(host: Host, files: Iterable[str] = (), *,
     if isinstance(outcome, BootstrapDataMissing):
         raise outcome
     machine = outcome
-    full = [*sources, machine.config] if machine.config is not None else sources
-    return Session(load_config(host, full), machine, client, sources)
+    if machine.config is None:
+        return Session(local, machine, client, sources)
+    try:
+        loaded = load_config(host, [*sources, machine.config])
+    except ConfigError as err:
+        raise MachineConfigInvalid(err, Session(local, machine, client, sources)) from err
+    return Session(loaded, machine, client, sources)

@@ -1,6 +1,11 @@
 """A changed AgentConfig on a running node: the Machine's ConfigMap or Secret was edited
 (or its annotation names another one).
 
+On a node that has not bootstrapped (`bootstrapped` is False: join failed for good, or
+the configuration was refused at start), the daemon runs the whole bootstrap again with
+the new configuration instead (agent.daemon.service), and `applied` says how it went.
+What follows is for a bootstrapped node.
+
 The new configuration is loaded like at boot (local sources, the object on top) and
 validated; an invalid one is refused whole and the running one stays. A valid one is
 planned and applied by the orchestrator for the phases in spec.lifecycle.reconfigure
@@ -23,12 +28,40 @@ from dataclasses import replace
 from agent.errors import ConfigError, Reason
 from agent.host import Host
 from agent.kube.machine import ManagementSource
-from agent.orchestrator import Orchestrator
+from agent.orchestrator import Orchestrator, RunResult
+from agent.report import SUMMARY
 from agent.session import Session
 
 log = logging.getLogger(__name__)
 
 CONDITION = "AgentConfigApplied"
+
+
+def source_name(source: ManagementSource | None) -> str:
+    return source.origin if source is not None else "the Machine (annotation removed)"
+
+
+def bootstrapped(orchestrator: Orchestrator) -> bool:
+    """Whether the node has joined (join is never redone then), or finished its
+    bootstrap without a join (spec.skipPhases)."""
+    join = orchestrator.journal.record("join")
+    return (join is not None and join.state == "completed") or \
+        orchestrator.conditions.get(SUMMARY).status == "True"
+
+
+def applied(orchestrator: Orchestrator, changed: str, result: RunResult) -> None:
+    """Set AgentConfigApplied after the whole bootstrap ran again for a change from
+    `changed`: True only when it completed with it."""
+    done = ", ".join(f"{o.phase} {o.outcome}" for o in result.outcomes)
+    failed = next((o for o in result.outcomes if o.outcome == "failed"), None)
+    if failed is None:
+        orchestrator.conditions.set(CONDITION, "True", Reason.Reconfigured,
+                                    f"{changed}: the bootstrap ran again with it and "
+                                    f"completed ({done})")
+    else:
+        orchestrator.conditions.set(CONDITION, "False", Reason(failed.reason),
+                                    f"{changed}: the bootstrap ran again with it and "
+                                    f"failed in {failed.phase}: {failed.message}")
 
 
 def reconfigure(host: Host, session: Session, source: ManagementSource | None,
@@ -39,7 +72,7 @@ def reconfigure(host: Host, session: Session, source: ManagementSource | None,
     machine = session.machine
     if machine is None or source == machine.config:
         return session, current
-    origin = source.origin if source is not None else "the Machine (annotation removed)"
+    origin = source_name(source)
     try:
         new = session.with_machine_config(host, source)
     except ConfigError as err:

@@ -16,8 +16,17 @@ What the events lead to:
   on the agent's pre-terminate hook: the delete policy (agent.daemon.deletion), tried
   again like the bootstrap after a temporary failure, then the hook taken off;
 - the AgentConfig changed (the object's content, or the annotation naming another):
-  the phases of spec.lifecycle.reconfigure are planned and applied again
-  (agent.daemon.reconfigure); join never is.
+  on a bootstrapped node, the phases of spec.lifecycle.reconfigure are planned and
+  applied again (agent.daemon.reconfigure), join never is; on a node that has not
+  bootstrapped (a phase failed for good, or the object was invalid), the whole bootstrap
+  runs again with it.
+
+An invalid configuration: when the mistake is in the Machine's ConfigMap or Secret, the
+Machine and the client are known, so it is reported there (AgentConfigApplied False
+ConfigInvalid, every error with its path; NodeBootstrapped too, unless the node has
+already joined) and the daemon stays, watching the object for the fix. A mistake in the
+node's own files exits with status 2: only someone at the node can fix it, and then
+restarts the unit (RestartPreventExitStatus=2).
 
 SIGTERM while the main thread works (the bootstrap, a reconfiguration, the delete policy)
 unwinds that work at once, like KeyboardInterrupt: every journal write is atomic (temp
@@ -47,7 +56,7 @@ from agent.daemon.deletion import (
     hooked,
     waiting_for_hook,
 )
-from agent.daemon.reconfigure import reconfigure
+from agent.daemon.reconfigure import CONDITION, applied, bootstrapped, reconfigure, source_name
 from agent.daemon.watching import CONFIG, MACHINE, Watches
 from agent.errors import AgentError, ConfigError, Reason
 from agent.host import Host
@@ -106,9 +115,11 @@ class Daemon:
         notifier: Notifier | None = None,
         watchdog: Watchdog | None = None,
         phases: list[Phase] | None = None,
+        cloud_init_wait: float | None = None,
     ) -> None:
         self.host = host
         self.config_files = list(config_files)
+        self.cloud_init_wait = cloud_init_wait
         self.notifier = notifier
         self.watchdog = watchdog
         self.phases = phases
@@ -127,6 +138,8 @@ class Daemon:
         "drain" (CAPI drains), "running", "retry" (its DeleteAgain is due), "person"
         (a permanent failure: a restart runs it again), "release" (done; taking the
         hook off is due again), "done"."""
+        self._changed: str | None = None
+        """The configuration change a bootstrap tried again later is for."""
 
     def run(self) -> int:
         """Bootstrap, then serve until SIGTERM/SIGINT. 0 on a requested stop (the
@@ -173,12 +186,43 @@ class Daemon:
 
     # -- the bootstrap ------------------------------------------------------------------
 
-    def _bootstrap(self) -> int:
-        from agent.session import open_session
+    def _bootstrap(self, changed: str | None = None) -> int:
+        """Open the session and run the phases; `changed` names the configuration
+        object whose change asked for this run (a node that had not bootstrapped)."""
+        from agent.session import MachineConfigInvalid, open_session
 
+        changed, self._changed = changed or self._changed, None
+        # A run starts: the outcome in the status file (perhaps from the boot before) is
+        # no longer the one `status --wait` waits for, though opening the session can
+        # take minutes (cloud-init, the bootstrap data).
+        last = read_status(self.host)
+        if last is not None and last[1]:
+            LocalStatus(self.host).publish(last[0], final=False)
         try:
-            session = open_session(self.host, self.config_files)
+            session = open_session(self.host, self.config_files,
+                                   cloud_init_wait=self.cloud_init_wait)
+        except MachineConfigInvalid as err:
+            # The node's own configuration is valid, so the Machine and the client are
+            # known: the mistake goes onto the Machine, and the daemon stays to watch
+            # the ConfigMap or Secret for the fix (agent.daemon.reconfigure).
+            log.error("the Machine's configuration is refused; waiting for it to be "
+                      "fixed: %s", err)
+            self.session = err.session
+            orchestrator = self._orchestrator(err.session)
+            machine = err.session.machine
+            name = changed or source_name(machine.config if machine else None)
+            orchestrator.conditions.set(CONDITION, "False", Reason.ConfigInvalid,
+                                        f"{name}: {err}")
+            if not bootstrapped(orchestrator):
+                orchestrator.conditions.set(SUMMARY, "False", Reason.ConfigInvalid, str(err))
+            # else: a joined node keeps working as it is, and its readiness gate stays
+            # (as when a change is refused while running).
+            _publisher(orchestrator)(True)
+            self._start_watching()
+            return EXIT_OK
         except ConfigError as err:
+            # A local source: only someone at the node can fix it (then restarts the
+            # unit, which does not restart on its own after exit status 2).
             log.error("%s", err)
             self._report_summary(Reason.ConfigInvalid, str(err))
             return EXIT_USAGE
@@ -186,6 +230,7 @@ class Daemon:
             log.error("cannot start the bootstrap: %s", err)
             self._report_summary(err.reason, str(err))
             if err.temporary:
+                self._changed = changed
                 self._start_again_later()
             return EXIT_OK
         self.session = session
@@ -200,7 +245,11 @@ class Daemon:
                      machine.facts.namespace, machine.facts.name, machine.deletion_timestamp)
             _publisher(orchestrator)(True)
         else:
-            result = orchestrator.run()
+            # After a change, AgentConfigApplied goes out with the final report.
+            result = orchestrator.run(summarize=changed is None)
+            if changed is not None:
+                applied(orchestrator, changed, result)
+                orchestrator.summarize()
             summary = orchestrator.conditions.get(SUMMARY)
             log.info("bootstrap finished: %s (%s); serving until stopped",
                      "ok" if result.ok else "not complete", summary.message)
@@ -209,7 +258,9 @@ class Daemon:
             elif result.temporary:
                 # The phase's own retries ran out on something that may pass (an IPAM
                 # backend or the API down for a while): a node left there would never
-                # join without a restart, so the whole bootstrap is tried again later.
+                # join without a restart, so the whole bootstrap is tried again later
+                # (and says again how the change it runs for went).
+                self._changed = changed
                 self._start_again_later()
         self._start_watching()
         return EXIT_OK
@@ -427,6 +478,14 @@ class Daemon:
 
     def _reconfigure(self, source: ManagementSource | None) -> None:
         assert self.session is not None and self.orchestrator is not None
+        machine = self.session.machine
+        if machine is not None and source != machine.config and \
+                not bootstrapped(self.orchestrator):
+            changed = source_name(source)
+            log.info("the configuration from %s changed on a node that has not "
+                     "bootstrapped: running the whole bootstrap again with it", changed)
+            self._bootstrap(changed)
+            return
         self.session, self.orchestrator = reconfigure(
             self.host, self.session, source, self._orchestrator, self.orchestrator)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import _status_wait
+from agent.cli import _status, _status_wait
 from agent.host import Clock, Host
 from agent.report import SUMMARY, Conditions, LocalStatus
 
@@ -93,7 +93,7 @@ def test_json_prints_only_the_final_document(
     host.clock = ScriptedClock(agent_run(host, "ok"))
     assert _status_wait(host, as_json=True, timeout=60) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["final"] is True
+    assert doc["final"] is True and doc["outcome"] == "bootstrapped"
     assert {c["type"]: c["status"] for c in doc["conditions"]} == {
         "NetworkReady": "True", "TimeSynchronized": "True", SUMMARY: "True"}
 
@@ -126,3 +126,43 @@ def test_the_command_line_wires_wait_and_timeout(
 
     assert main(["--root", str(tmp_path), "status", "--wait", "--timeout", "0"]) == 1
     assert "no outcome within 0s" in capsys.readouterr().err
+
+
+def test_json_says_timeout_when_the_outcome_did_not_come(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    host = Host(tmp_path)
+    host.clock = ScriptedClock(agent_run(host, "ok")[:2])  # the run never finishes
+    assert _status_wait(host, as_json=True, timeout=5) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["outcome"], doc["final"]) == ("timeout", False)
+    assert {c["type"]: c["status"] for c in doc["conditions"]}["NetworkReady"] == "Unknown"
+
+
+def booted(root: Path, boot_id: str) -> None:
+    """The kernel's id of the boot the machine is in (agent.report.BOOT_ID)."""
+    path = root / "proc/sys/kernel/random/boot_id"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{boot_id}\n")
+
+
+def test_an_outcome_from_a_previous_boot_is_not_this_boots(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    host = Host(tmp_path)
+    booted(tmp_path, "0b7c1e0a-boot-1")
+    for step in agent_run(host, "failed"):  # the boot before ended failed ...
+        step()
+    booted(tmp_path, "5d2f9c3e-boot-2")  # ... and the machine rebooted
+    assert _status(host, as_json=False) == 0
+    assert "(from a previous boot: this boot's run has not reported yet)" in \
+        capsys.readouterr().out
+
+    # This boot's run starts a few polls later; --wait waits for its outcome.
+    clock = ScriptedClock([lambda: None, lambda: None, *agent_run(host, "ok")])
+    host.clock = clock
+    assert _status_wait(host, as_json=False, timeout=60) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "waiting for the agent to start a run"
+    assert "TimeNotSynchronized" not in out
+    assert " ".join(out.splitlines()[-1].split()) == \
+        "NodeBootstrapped True Bootstrapped all phases completed"
+    assert clock.t > 0

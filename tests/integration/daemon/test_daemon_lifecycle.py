@@ -4,7 +4,9 @@ SIGTERM while blocked in a read, runs the delete policy when its Machine is dele
 CAPI (played by tests/integration/daemon/capi.py) has drained it and waits on the agent's
 pre-terminate hook, tries a failed step again or holds the Machine for a person, loses
 no report through an outage and a restart, and applies a changed AgentConfig
-(network/time) without joining again."""
+(network/time) without joining again; on a node that has not bootstrapped (a mistake in
+the ConfigMap, a join refused by preflight), the fixed ConfigMap runs the whole bootstrap
+again, without a restart."""
 
 from __future__ import annotations
 
@@ -419,3 +421,75 @@ def test_a_changed_time_server_is_applied_to_chronyd_and_the_node_never_joins_ag
         assert (node.root / KUBELET_CONF).stat().st_mtime_ns == kubelet_conf
         assert daemon.output().count("kubeadm join, attempt") == 1
         daemon.stop()
+
+
+def false_condition(admin: Admin, kind: str) -> dict[str, Any] | None:
+    found = condition(admin, kind)
+    return found if found is not None and found["status"] == "False" else None
+
+
+def test_a_mistake_in_the_configmap_is_reported_on_the_machine_and_its_fix_bootstraps_the_node(
+        daemon: Daemon, admin: Admin, node: Node) -> None:
+    set_config(admin, agent_config("  tme: {}\n"))
+    daemon.start()  # READY=1: the outcome (refused) is known
+    refused = wait_until(lambda: false_condition(admin, "NodeBootstrapped"),
+                         "the refusal on the Machine")
+    assert refused["reason"] == "ConfigInvalid"
+    assert f"configmap {admin.ns}/{CONFIGMAP}" in refused["message"]
+    assert "spec.tme" in refused["message"]
+    wait_until(lambda: "ConfigInvalid" in {e["reason"] for e in admin.events()},
+               "an Event saying why")
+    assert daemon.proc is not None and daemon.proc.poll() is None  # it stays, watching
+
+    set_config(admin, agent_config("  time:\n    maxOffset: 250ms\n"))
+    wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap after the fix")
+    applied = condition(admin, "AgentConfigApplied")
+    assert applied is not None and (applied["status"], applied["reason"]) == (
+        "True", "Reconfigured"), applied
+    assert applied["message"].startswith(
+        f"configmap {admin.ns}/{CONFIGMAP}: the bootstrap ran again with it and completed")
+    assert daemon.output().count("kubeadm join, attempt") == 1
+    daemon.stop()
+
+
+def test_a_join_refused_by_preflight_joins_once_the_configmap_ignores_the_check(
+        daemon: Daemon, admin: Admin, node: Node) -> None:
+    (node.root / "proc/swaps").write_text("Filename\tType\tSize\tUsed\tPriority\n"
+                                          "/swapfile\tfile\t1048572\t0\t-2\n")
+    daemon.start()
+    refused = wait_until(lambda: false_condition(admin, "NodeJoined"), "the join's failure")
+    assert refused["reason"] == "PreflightFailed", refused
+
+    set_config(admin, agent_config("  time:\n    maxOffset: 250ms\n  join:\n"
+                                   "    nodeRegistration: {ignorePreflightErrors: [Swap]}\n"))
+    wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap after the fix")
+    applied = condition(admin, "AgentConfigApplied")
+    assert applied is not None and (applied["status"], applied["reason"]) == (
+        "True", "Reconfigured"), applied
+    assert "join applied" in applied["message"], applied
+    assert is_true(admin, "NodeJoined")
+    daemon.stop()
+
+
+def test_a_configmap_broken_while_the_daemon_was_stopped_leaves_a_joined_node_ready(
+        daemon: Daemon, admin: Admin, node: Node) -> None:
+    daemon.start()
+    ready = wait_until(lambda: is_true(admin, "NodeBootstrapped") and condition(
+        admin, "NodeBootstrapped"), "the bootstrap on the Machine")
+    daemon.stop()
+    set_config(admin, agent_config("  tme: {}\n"))
+
+    daemon.start()
+    refused = wait_until(lambda: false_condition(admin, "AgentConfigApplied"),
+                         "the refusal on the Machine")
+    assert refused["reason"] == "ConfigInvalid" and "spec.tme" in refused["message"]
+    assert condition(admin, "NodeBootstrapped") == ready  # the readiness gate never moved
+
+    set_config(admin, agent_config("  time:\n    maxOffset: 300ms\n"))
+    applied = wait_until(lambda: is_true(admin, "AgentConfigApplied") and condition(
+        admin, "AgentConfigApplied"), "the fix applied")
+    assert (applied["reason"], applied["message"]) == (
+        "Reconfigured", f"configmap {admin.ns}/{CONFIGMAP} applied to network, time")
+    assert condition(admin, "NodeBootstrapped") == ready
+    assert daemon.output().count("kubeadm join, attempt") == 1
+    daemon.stop()

@@ -1,8 +1,9 @@
 """`machine-agent daemon` as systemd runs it, without a management cluster: a child
 process with $NOTIFY_SOCKET, READY=1 once bootstrapped, no wake-ups while idle, and a
 clean stop on SIGTERM — also in the middle of the bootstrap, after which the next start
-resumes from the journal; an invalid configuration said to systemd. (With a management
-cluster and its watches: test_daemon_lifecycle.py.)"""
+resumes from the journal; an invalid configuration said to systemd; --cloud-init-wait
+bounding the wait for cloud-init; WATCHDOG=1 keepalives when the unit sets a watchdog.
+(With a management cluster and its watches: test_daemon_lifecycle.py.)"""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from agent.host import Host
 from agent.report import read_status
 from agent.state import Journal
 from tests.integration.daemon.service import REPO, Systemd, start, stop, wakeups
+from tests.integration.identity.nocloud import agent_user_data, render_nocloud, seed_nocloud
 
 pytestmark = pytest.mark.allow_processes
 EXAMPLE = REPO / "examples" / "local-only.yaml"
@@ -98,3 +100,58 @@ def test_an_invalid_configuration_is_reported_and_exits_2(
                for m in systemd.wait_for("READY=1"))
     conditions, final = read_status(Host(root)) or ([], False)
     assert final and conditions[-1].reason == "ConfigInvalid"
+
+
+def test_cloud_init_wait_bounds_the_wait_for_an_unfinished_cloud_init(
+        tmp_path: Path, systemd: Systemd) -> None:
+    root = tmp_path / "root"
+    seed_nocloud(root, "instance-id: iid-node-7\n", agent_user_data(
+        "apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\nspec: {}\n"))
+    render_nocloud(root, stages=1)  # init-local done; the init stage never comes
+    started = time.monotonic()
+    proc = start(["-m", "agent.cli", "--root", str(root), "daemon", "-c", str(EXAMPLE),
+                  "-c", str(no_join(tmp_path)), "--cloud-init-wait", "1s"], systemd)
+    try:
+        said = systemd.wait_for("READY=1", timeout=20)  # not the default 5 minutes
+    finally:
+        code, out = stop(proc)
+    assert time.monotonic() - started < 20
+    status = next(m for m in said if m.startswith("STATUS=failed:"))
+    assert status.startswith("STATUS=failed: CloudInitNotFinished:"), status
+    assert "after 1s" in status, status
+    assert code == 0, out
+
+
+def test_a_malformed_cloud_init_wait_is_refused(tmp_path: Path, systemd: Systemd) -> None:
+    root = tmp_path / "root"
+    proc = start(["-m", "agent.cli", "--root", str(root), "daemon", "-c", str(EXAMPLE),
+                  "--cloud-init-wait", "soon"], systemd)
+    try:
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, out
+    assert "--cloud-init-wait" in out and "soon" in out, out
+    assert not (root / "var/lib/machine-agent").exists()  # refused before any run
+
+
+def test_with_a_watchdog_set_the_daemon_keeps_telling_systemd_it_is_alive(
+        tmp_path: Path, systemd: Systemd) -> None:
+    root = tmp_path / "root"
+    # WatchdogSec=400ms, as a site's drop-in would set it: a keepalive every 200 ms.
+    proc = start(["-m", "agent.cli", "--root", str(root), "daemon", "-c", str(EXAMPLE),
+                  "-c", str(no_join(tmp_path))], systemd, WATCHDOG_USEC="400000")
+    try:
+        systemd.wait_for("READY=1")
+        ready = len(systemd.messages)
+        deadline = time.monotonic() + 10
+        while systemd.messages[ready:].count("WATCHDOG=1") < 3:  # still alive, serving
+            assert time.monotonic() < deadline, systemd.messages
+            systemd.sock.settimeout(deadline - time.monotonic())
+            systemd.messages.extend(systemd.sock.recv(65536).decode().split("\n"))
+    finally:
+        code, out = stop(proc)
+    assert code == 0, out
+    assert "WATCHDOG=1" in systemd.messages[:ready]  # from the start, not only once idle

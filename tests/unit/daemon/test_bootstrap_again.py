@@ -65,3 +65,21 @@ def test_a_temporary_failure_is_tried_again_until_the_bootstrap_succeeds(
     assert "False IPAMUnavailable" in seen, seen
     # Resumed, not repeated: the non-idempotent step ran once over both runs.
     assert host.read_text("/var/log/steps.log") == "appended once\n"
+
+
+def test_a_change_whose_bootstrap_failed_for_now_is_reported_applied_once_it_completes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    host = Host(tmp_path / "root")
+    host.write_file("/etc/machine-agent/config.yaml", CONFIG)
+    monkeypatch.setattr(service, "START_BACKOFF", Backoff(base=60, cap=60, attempts=0))
+    daemon = Daemon(host, phases=[FilesPhase(fail_times=2)])  # the first run fails
+    daemon._bootstrap("configmap fleet/worker-0-agent")  # a change on an unjoined node
+    assert daemon.orchestrator is not None
+    applied = daemon.orchestrator.conditions.get("AgentConfigApplied")
+    assert (applied.status, applied.reason) == ("False", "IPAMUnavailable")
+
+    daemon._bootstrap()  # as StartAgain runs it
+    applied = daemon.orchestrator.conditions.get("AgentConfigApplied")
+    assert (applied.status, applied.reason) == ("True", "Reconfigured")
+    assert applied.message.startswith(
+        "configmap fleet/worker-0-agent: the bootstrap ran again with it and completed")
