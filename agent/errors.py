@@ -104,8 +104,10 @@ REASONS: dict[Reason, ReasonInfo] = {
         "its instance data (a configuration source) was not read.",
         "Check `cloud-init status --long`; raise --cloud-init-wait if it is only slow."),
     Reason.StateUnwritable: ReasonInfo(
-        "The state directory cannot be written (read-only or full).",
-        "Free space or remount /var/lib/machine-agent read-write; the journal is intact."),
+        "A file cannot be written (read-only or full): the state directory "
+        "/var/lib/machine-agent or a file a phase writes, as the message names.",
+        "Free space, or remount read-write the file system holding the path the message "
+        "names; the journal is intact."),
     Reason.CommandFailed: ReasonInfo(
         "A command the phase runs exited non-zero.",
         "Read the command's output tail in the message or `machine-agent status`."),
