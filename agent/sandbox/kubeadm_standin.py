@@ -150,8 +150,12 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
         world["failNext"] = world["failNext"][1:]
 
     print("[preflight] Running pre-flight checks")
-    errors = []  # app/preflight/checks.go: FileAvailableCheck for each file join writes
-    for rel in (KUBELET_CONF, BOOTSTRAP_CONF, CA_CERT):
+    # app/preflight/checks.go, RunJoinNodeChecks: FileAvailableCheck for the kubeconfigs
+    # join writes, and for the CA certificate only on a worker join (a control-plane
+    # join's bootstrap data brings the CA files with it).
+    errors = []
+    files = (KUBELET_CONF, BOOTSTRAP_CONF) + (() if cfg.get("controlPlane") else (CA_CERT,))
+    for rel in files:
         if (root / rel).exists():
             errors.append((f"FileAvailable--{rel.replace('/', '-')}",
                            f"/{rel} already exists"))

@@ -655,3 +655,27 @@ def test_kubeadm_refuses_a_second_join_with_its_preflight_message(node: Node) ->
     assert ("[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: /etc/kubernetes/kubelet.conf "
             "already exists") in again.stderr
     assert node.host.run(["kubeadm", "reset", "-f"]).ok and node.clean()
+
+
+def test_kubeadm_refuses_a_ca_certificate_present_only_on_a_worker_join(node: Node) -> None:
+    """As RunJoinNodeChecks: a control-plane join's bootstrap data writes the cluster's CA
+    files before kubeadm runs, so only a worker join finds pki/ca.crt in its way."""
+    import yaml
+
+    def join_file(certificate_key: str | None) -> list[str]:
+        data = yaml.safe_load(cloud_config(node.endpoint, certificate_key=certificate_key)
+                              .split("\n", 1)[1])
+        text = data["write_files"][0]["content"].replace(
+            "{{ ds.meta_data.local_hostname }}", "worker-0")
+        node.host.write_file("/run/kubeadm/join.yaml", text)
+        return ["kubeadm", "join", "--config", "/run/kubeadm/join.yaml"]
+
+    node.host.write_file("/etc/kubernetes/pki/ca.crt", "from the bootstrap data\n")
+    worker = node.host.run(join_file(None), check=False)
+    assert not worker.ok
+    assert ("[ERROR FileAvailable--etc-kubernetes-pki-ca.crt]: /etc/kubernetes/pki/ca.crt "
+            "already exists") in worker.stderr
+    control_plane = node.host.run(join_file("8f" * 32), check=False)
+    assert "FileAvailable" not in control_plane.stderr, control_plane.stderr
+    assert control_plane.ok, control_plane.stderr
+    assert node.host.run(["kubeadm", "reset", "-f"]).ok
