@@ -425,21 +425,23 @@ class Host:
         unit's sandbox when the command asks to leave it and the unit allows it."""
         if sandboxed or os.environ.get(OUTSIDE_SANDBOX_ENV) != "systemd-run":
             return args
-        passed = {k: v for k, v in os.environ.items() if k in PASSED_OUTSIDE}
-        return self._outside_sandbox(args, {**passed, **self.env, **(env or {})}, timeout)
+        passed = {k for k in os.environ if k in PASSED_OUTSIDE}
+        return self._outside_sandbox(args, passed | set(self.env) | set(env or {}), timeout)
 
-    def _outside_sandbox(self, args: tuple[str, ...], env: Mapping[str, str],
+    def _outside_sandbox(self, args: tuple[str, ...], names: set[str],
                          timeout: float) -> tuple[str, ...]:
         """`args` as a transient service of systemd's: same output (--pipe), exit status
-        (--wait) and environment `env`; systemd stops it at the time-out even when
-        systemd-run is killed first. A missing program is refused here, as the child
-        would be (the transient service would only exit 203)."""
+        (--wait) and the variables `names` from systemd-run's own environment (by name
+        only: a value such as a proxy's password stays off the command line, which any
+        local user can read); systemd stops it at the time-out even when systemd-run is
+        killed first. A missing program is refused here, as the child would be (the
+        transient service would only exit 203)."""
         found = args[0] if "/" in args[0] else self.which(args[0])
         if found is None or not os.access(found, os.X_OK):
             raise FileNotFoundError(args[0])
         return ("systemd-run", "--wait", "--pipe", "--collect", "--quiet",
                 f"--property=RuntimeMaxSec={max(1, math.ceil(timeout))}",
-                *(f"--setenv={k}={v}" for k, v in sorted(env.items())), "--", found,
+                *(f"--setenv={name}" for name in sorted(names)), "--", found,
                 *args[1:])
 
     def systemctl(self, action: str, unit: str) -> CommandResult:

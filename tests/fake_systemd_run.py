@@ -8,16 +8,21 @@ import sys
 from pathlib import Path
 
 SCRIPT = """#!{python}
-# Records its argument list, then runs the command after `--` with the --setenv=
-# variables, passing stdin/stdout/stderr and the exit status through as
-# `systemd-run --wait --pipe` does.
+# Records its argument list, then runs the command after `--` with only the --setenv=
+# variables (a transient service starts from the manager's environment, not the
+# caller's; NAME alone takes the caller's value of NAME), passing stdin/stdout/stderr
+# and the exit status through as `systemd-run --wait --pipe` does.
 import json, os, sys
 args = sys.argv[1:]
 with open({log!r}, "a") as log:
     log.write(json.dumps(args) + "\\n")
 cut = args.index("--")
-env = dict(os.environ)
-env.update(a.split("=", 1)[1].split("=", 1) for a in args[:cut] if a.startswith("--setenv="))
+env = {{}}
+for arg in args[:cut]:
+    if arg.startswith("--setenv="):
+        name, sep, value = arg[len("--setenv="):].partition("=")
+        if sep or name in os.environ:
+            env[name] = value if sep else os.environ[name]
 os.execve(args[cut + 1], args[cut + 1:], env)
 """
 

@@ -131,18 +131,24 @@ def test_unsandboxed_commands_run_as_transient_services_under_the_unit(
     assert (result.returncode, result.stdout, result.stderr) == (
         3, "from-host a b\npiped\n", "oops\n")
     assert result.argv == ("site-tool", "a b")
+    # Variables go by name (systemd-run passes on its own values): a proxy's password
+    # never stands on a command line, which every local user can read.
     assert calls(systemd_run) == [[
         "--wait", "--pipe", "--collect", "--quiet", "--property=RuntimeMaxSec=30",
-        f"--setenv=PATH={os.environ['PATH']}", "--setenv=SITE_SETTING=from-host",
-        "--setenv=https_proxy=http://proxy.example:3128", "--",
+        "--setenv=PATH", "--setenv=SITE_SETTING", "--setenv=https_proxy", "--",
         str(tmp_path / "bin/site-tool"), "a b"]]
+    seen = dict(line.split("=", 1) for line in host.run(
+        ["env"], sandboxed=False).stdout.splitlines())
+    assert (seen["https_proxy"], seen["SITE_SETTING"]) == (
+        "http://proxy.example:3128", "from-host")
+    assert "AGENT_ONLY" not in seen
     # The agent's own commands stay in its sandbox.
     assert host.run(["site-tool"], check=False).stdout == "from-host \n"
-    assert len(calls(systemd_run)) == 1
+    assert len(calls(systemd_run)) == 2
     # A missing program fails as it does for a child, not as systemd's exit 203.
     with pytest.raises(CommandError, match="command not found: no-such-tool"):
         host.run(["no-such-tool"], sandboxed=False)
-    assert len(calls(systemd_run)) == 1
+    assert len(calls(systemd_run)) == 2
 
 
 def test_unsandboxed_commands_are_children_outside_the_unit(
