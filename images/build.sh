@@ -120,7 +120,7 @@ install_units() {  # $1: tree
     "$tree/etc/modules-load.d/kubernetes.conf"
   install -D -m 0644 "$HERE/files/kubernetes-sysctl.conf" "$tree/etc/sysctl.d/99-kubernetes.conf"
   # Pod veths and bridges keep the MAC their CNI plugin set (udev would change it).
-  install -D -m 0644 "$HERE/files/cni-links.link" "$tree/etc/systemd/network/50-cni-links.link"
+  install -D -m 0644 "$HERE/files/cni-links.link" "$tree/usr/lib/systemd/network/50-cni-links.link"
   mkdir -p "$tree/etc/machine-agent/config.d"
   # networkd applies what the network phase renders (its default renderer).
   systemctl --root="$tree" enable machine-agent.service systemd-networkd.service >&2

@@ -170,6 +170,12 @@ def test_the_cni_list_was_proved_under_the_unit_and_the_node_turned_ready(
     assert "workload Node: node-0 Ready=True KubeletReady" in said, said
 
 
+def test_pod_veths_keep_the_mac_their_cni_plugin_set(console: list[str]) -> None:
+    # udev's default persistent MAC would replace it after the bridge plugin recorded it,
+    # and its CHECK would fail ("Mac doesn't match") whenever udev is slower.
+    assert "ID_NET_LINK_FILE=/usr/lib/systemd/network/50-cni-links.link" in report(console)
+
+
 def test_the_agent_stopped_cleanly_at_power_off(console: list[str]) -> None:
     messages = [msg for _, msg in agent_lines(console)]
     assert "INFO daemon: stopping on SIGTERM" in [" ".join(m.split()) for m in messages]

@@ -69,7 +69,7 @@ def test_role_installs_and_enables_the_agent_and_is_idempotent(tmp_path: Path) -
     assert "br_netfilter" in (tree / "etc/modules-load.d/kubernetes.conf").read_text()
     assert "net.ipv4.ip_forward" in (tree / "etc/sysctl.d/99-kubernetes.conf").read_text()
     assert "MACAddressPolicy=none" in (
-        tree / "etc/systemd/network/50-cni-links.link").read_text()
+        tree / "usr/lib/systemd/network/50-cni-links.link").read_text()
     venv_dropin = system / "machine-agent.service.d/10-venv.conf"
     assert not venv_dropin.exists()
 
