@@ -330,24 +330,17 @@ class Host:
         """
         import subprocess  # only commands need it; keeps start-up light
 
-        args = tuple(argv)
-        if not args or any(not isinstance(a, str) or "\0" in a for a in args):
-            raise PermanentError(f"invalid command line {args!r}")
-        shown = self.redact(" ".join(args))
-        if mutates:
-            self.check_writable(f"run {shown}")
-        log.debug("run: %s", shown)
-        full_env = {**os.environ, **self.env, **(env or {})}
+        args, shown = self._command_line(argv, mutates)
         start = time.monotonic()
         try:
             proc = subprocess.run(
                 self._launched(args, env, timeout, sandboxed), input=input,
-                capture_output=True, text=True, timeout=timeout, env=full_env, check=False,
+                capture_output=True, text=True, timeout=timeout,
+                env={**os.environ, **self.env, **(env or {})}, check=False,
                 stdin=None if input is not None else subprocess.DEVNULL,
             )
         except FileNotFoundError as err:
-            raise CommandError(f"command not found: {args[0]}",
-                               hint=f"install {args[0]} or put it on PATH") from err
+            raise _not_found(args[0]) from err
         except subprocess.TimeoutExpired as err:
             raise CommandTimeoutError(f"{shown} did not finish within {timeout:g}s") from err
         result = CommandResult(args, proc.returncode, proc.stdout, proc.stderr,
@@ -375,12 +368,7 @@ class Host:
         import selectors
         import subprocess
 
-        args = tuple(argv)
-        if not args or any(not isinstance(a, str) or "\0" in a for a in args):
-            raise PermanentError(f"invalid command line {args!r}")
-        shown = self.redact(" ".join(args))
-        self.check_writable(f"run {shown}")
-        log.debug("run: %s", shown)
+        args, shown = self._command_line(argv, mutates=True)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(self._launched(args, env, timeout, sandboxed),
@@ -388,8 +376,7 @@ class Host:
                                     stderr=subprocess.STDOUT, start_new_session=True,
                                     env={**os.environ, **self.env, **(env or {})})
         except FileNotFoundError as err:
-            raise CommandError(f"command not found: {args[0]}",
-                               hint=f"install {args[0]} or put it on PATH") from err
+            raise _not_found(args[0]) from err
         assert proc.stdout is not None
         output, pending, timed_out = bytearray(), b"", False
         with proc.stdout, selectors.DefaultSelector() as selector:
@@ -418,6 +405,18 @@ class Host:
         self.effects.record(f"run {shown}")
         return CommandResult(args, proc.returncode, output.decode(errors="replace"), "",
                              time.monotonic() - start, timed_out)
+
+    def _command_line(self, argv: Sequence[str], mutates: bool) -> tuple[tuple[str, ...], str]:
+        """The checked argument list and how it is shown (redacted); a command that
+        changes the system is refused on a read-only Host."""
+        args = tuple(argv)
+        if not args or any(not isinstance(a, str) or "\0" in a for a in args):
+            raise PermanentError(f"invalid command line {args!r}")
+        shown = self.redact(" ".join(args))
+        if mutates:
+            self.check_writable(f"run {shown}")
+        log.debug("run: %s", shown)
+        return args, shown
 
     def _launched(self, args: tuple[str, ...], env: Mapping[str, str] | None,
                   timeout: float, sandboxed: bool) -> tuple[str, ...]:
@@ -484,6 +483,11 @@ class Host:
         """Count a side effect made through a handle the Host gave out (netlink)."""
         self.check_writable(what)
         self.effects.record(what)
+
+
+def _not_found(program: str) -> CommandError:
+    return CommandError(f"command not found: {program}",
+                        hint=f"install {program} or put it on PATH")
 
 
 def _wait(proc: subprocess.Popen[bytes], seconds: float) -> int | None:
