@@ -287,11 +287,18 @@ class Daemon:
 
     def _start_again_later(self) -> None:
         self._start_failures += 1
-        pause = START_BACKOFF.delay(min(self._start_failures, 10))
+        pause = self._put_later(StartAgain(), START_BACKOFF, self._start_failures)
         log.info("trying the bootstrap again in %.0fs", pause)
-        timer = threading.Timer(pause, self.events.put, (StartAgain(),))
+
+    def _put_later(self, event: StartAgain | DeleteAgain, backoff: Backoff,
+                   failures: int) -> float:
+        """Put `event` on the queue after the backoff's pause for that many failures (a
+        daemon timer: a stop does not wait for it); returns the pause."""
+        pause = backoff.delay(min(failures, 10))
+        timer = threading.Timer(pause, self.events.put, (event,))
         timer.daemon = True
         timer.start()
+        return pause
 
     def _report_summary(self, reason: Reason, message: str) -> None:
         """Say why the bootstrap could not start, where `status` and systemd look."""
@@ -454,11 +461,7 @@ class Daemon:
 
     def _delete_again_later(self) -> float:
         self._delete_failures += 1
-        pause = DELETE_BACKOFF.delay(min(self._delete_failures, 10))
-        timer = threading.Timer(pause, self.events.put, (DeleteAgain(),))
-        timer.daemon = True
-        timer.start()
-        return pause
+        return self._put_later(DeleteAgain(), DELETE_BACKOFF, self._delete_failures)
 
     def _hold_deletion(self, held: bool) -> bool:
         """Put the agent's pre-terminate hook on its Machine or take it off; whether
