@@ -112,15 +112,20 @@ def bridge_config(subnet: str) -> dict[str, Any]:
     return {"conflist": {"template": "bridge", "values": {"subnet": subnet}}}
 
 
+def plugins_in(root: Path, names: set[str] = ALL) -> None:
+    """Executables standing for the plugins in the default binDir under `root`."""
+    bin_dir = root / "opt/cni/bin"
+    bin_dir.mkdir(parents=True)
+    for name in names:
+        (bin_dir / name).write_bytes(b"\x7fELF")
+        (bin_dir / name).chmod(0o755)
+
+
 @pytest.mark.parametrize("case", ["static address", "network phase result",
                                   "missing plugin"])
 def test_refused_list_fails_the_phase_and_writes_nothing(tmp_path: Path, case: str) -> None:
     root = tmp_path / "root"
-    bin_dir = root / "opt/cni/bin"
-    bin_dir.mkdir(parents=True)
-    for name in ALL - ({"portmap"} if case == "missing plugin" else set()):
-        (bin_dir / name).write_bytes(b"\x7fELF")
-        (bin_dir / name).chmod(0o755)
+    plugins_in(root, ALL - ({"portmap"} if case == "missing plugin" else set()))
     network = {"interfaces": [{"name": "eth0", "addresses": [
         {"static": "2001:db8:1::10/64"}]}]}
     subnet = {"static address": "2001:db8:1::/64", "network phase result": "192.0.2.0/24",
@@ -154,11 +159,7 @@ def test_refused_list_fails_the_phase_and_writes_nothing(tmp_path: Path, case: s
 
 def test_plan_shows_the_conflist_as_a_diff_and_changes_nothing(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    bin_dir = root / "opt/cni/bin"
-    bin_dir.mkdir(parents=True)
-    for name in ALL:
-        (bin_dir / name).write_bytes(b"\x7fELF")
-        (bin_dir / name).chmod(0o755)
+    plugins_in(root)
     loaded = load(tmp_path, bridge_config("198.51.100.0/24"))
     before = snapshot(root)
     (plan,) = Orchestrator(loaded, Host(root), phases=[CNIPhase()]).plan()
@@ -235,11 +236,7 @@ def test_a_flannel_list_with_the_check_on_is_refused_naming_the_switch(
 
 def test_an_unreadable_node_namespace_fails_the_phase_by_name(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    bin_dir = root / "opt/cni/bin"
-    bin_dir.mkdir(parents=True)
-    for name in ALL:
-        (bin_dir / name).write_bytes(b"\x7fELF")
-        (bin_dir / name).chmod(0o755)
+    plugins_in(root)
     loaded = load(tmp_path, bridge_config("198.51.100.0/24"))
     missing = f"ma-missing-{tmp_path.name[-6:]}"
     result = Orchestrator(loaded, Host(root, netns=missing), phases=[CNIPhase()]).run()
