@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent import __version__
 
@@ -144,15 +144,21 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("version", help="print the version")
 
-    demo = sub.add_parser("demo", help="show a whole bootstrap in a throwaway local sandbox")
-    demo.add_argument("--keep", action="store_true",
-                      help="leave the sandbox in place and print how to inspect and remove it")
-    demo.add_argument("--fault", metavar="FAULT",
-                      help="show a failure as a user meets it; `--fault list` lists them")
-    demo.add_argument("--cleanup", action="store_true",
-                      help="remove sandboxes left by `demo --keep` (or by a demo that was "
-                           "killed) and exit")
+    for command in _plugin_commands():
+        command.add_parser(sub)
     return parser
+
+
+COMMANDS_GROUP = "machine_agent.commands"
+"""Entry points that add a command: the sandbox distribution adds `demo`. Each names an
+object with `add_parser(subparsers)`, which sets `plugin_run` as the parser's default."""
+
+
+def _plugin_commands() -> list[Any]:
+    from importlib.metadata import entry_points
+
+    return [ep.load() for ep in sorted(entry_points(group=COMMANDS_GROUP),
+                                       key=lambda ep: ep.name)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -176,10 +182,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "version":
         print(f"machine-agent {__version__}")
         return 0
-    if args.command == "demo":
-        from agent.sandbox.demo import run_demo
-
-        return run_demo(keep=args.keep, fault=args.fault, cleanup=args.cleanup)
+    if hasattr(args, "plugin_run"):
+        code: int = args.plugin_run(args)
+        return code
     if args.command == "doctor":
         return _doctor(args)
     host = _host(args.root, args.netns)

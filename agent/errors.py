@@ -125,7 +125,7 @@ REASONS: dict[Reason, ReasonInfo] = {
         "Give the node a valid token or kubeconfig; expired credentials are not retried."),
     Reason.ManagementForbidden: ReasonInfo(
         "The agent's identity lacks a permission (403).",
-        "Apply agent/templates/rbac/node-rbac.yaml (rendered for this node) to its identity."),
+        "Apply templates/rbac/node-rbac.yaml (rendered for this node) to its identity."),
     Reason.MachineNotFound: ReasonInfo(
         "No Machine (or more than one) matches this node's identity.",
         "Set spec.identity.machine or label the Machine with this host's UUID."),

@@ -17,7 +17,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from agent.sandbox.apiserver import ApiServer
+from machine_agent_sandbox.apiserver import ApiServer
+
 from bench.startup import run_once
 from bench.table import Row, sample
 from tests.integration.kube.conftest import Admin, World, make_node, node_token, seed

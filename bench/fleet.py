@@ -12,7 +12,7 @@ pool controller binds an IPAddress, which is read — retried as the orchestrato
 a phase (spec.retry's defaults). A claim that still fails ends that bootstrap as the
 agent would: NetworkReady False, the summary False, a final publish. Agents are threads,
 a few hundred per worker process (`python -m bench.fleet` reads its share as JSON on
-stdin); the API stand-in (`python -m agent.sandbox.apiserver`) is its own process, so
+stdin); the API stand-in (`python -m machine_agent_sandbox.apiserver`) is its own process, so
 its CPU does not share a GIL with the agents. After a warm-up (one bootstrap's length)
 and a steady window, the stand-in drops every API request for the outage (its fault API,
 path `^/apis?/`), then serves again; the rate in the window after it is compared with
@@ -127,7 +127,7 @@ def standin(state: Path) -> Iterator[Api]:
     import requests
     import yaml
 
-    proc = subprocess.Popen([sys.executable, "-m", "agent.sandbox.apiserver", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "machine_agent_sandbox.apiserver", "--port", "0",
                              "--state-dir", str(state)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             cwd=ROOT)
@@ -167,7 +167,7 @@ def seed(api: Api, agents: int) -> list[dict[str, str]]:
         "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
         "metadata": {"name": POOL},
         "spec": {"addresses": [POOL_ADDRESSES], "prefix": 64, "gateway": "2001:db8:f1ee::1"}})
-    # The reporting and IPAM rules of agent/templates/rbac/node-rbac.yaml, without
+    # The reporting and IPAM rules of templates/rbac/node-rbac.yaml, without
     # resourceNames.
     api.call("POST", f"{rbac}/roles", {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",

@@ -5,13 +5,14 @@
 #       make sure the cached debootstrap tree exists; print its path
 #   images/build.sh wheels DIR
 #       the agent's wheel and its dependencies' wheels (for images/ansible)
-#   images/build.sh image --out DIR [--site-bin DIR] [--overlay DIR] [--enable UNIT]...
+#   images/build.sh image --out DIR [--site-bin DIR] [--overlay DIR]... [--enable UNIT]...
 #       build DIR/rootfs.raw (ext4, no partition table), DIR/vmlinuz, DIR/initrd.img and
 #       DIR/cmdline; boot it with images/boot.sh DIR (qemu, -kernel/-initrd: no boot loader)
 #
 #   --site-bin DIR  site-provided binaries (kubeadm, kubelet, containerd, crictl, ...):
 #                   copied into /usr/local/bin of the image
-#   --overlay DIR   a tree copied over / of the image (e.g. etc/machine-agent/config.yaml)
+#   --overlay DIR   a tree copied over / of the image (e.g. etc/machine-agent/config.yaml);
+#                   repeatable, copied in the order given
 #   --enable UNIT   also enable this unit (one from the overlay); repeatable
 #
 # Environment: MIRROR (Debian mirror; default: debootstrap's own), CACHE_DIR (default
@@ -127,12 +128,12 @@ install_units() {  # $1: tree
 }
 
 build_image() {
-  local out="" site_bin="" overlay="" enable=()
+  local out="" site_bin="" overlays=() enable=()
   while (($#)); do
     case $1 in
       --out) out=$2; shift 2 ;;
       --site-bin) site_bin=$2; shift 2 ;;
-      --overlay) overlay=$2; shift 2 ;;
+      --overlay) overlays+=("$2"); shift 2 ;;
       --enable) enable+=("$2"); shift 2 ;;
       *) echo "unknown option: $1" >&2; exit 2 ;;
     esac
@@ -154,10 +155,11 @@ build_image() {
     say "site binaries from $site_bin"
     install -m 0755 -t "$tree/usr/local/bin" "$site_bin"/*
   fi
-  if [ -n "$overlay" ]; then
+  local overlay
+  for overlay in ${overlays[@]+"${overlays[@]}"}; do
     say "overlay from $overlay"
     cp -a "$overlay"/. "$tree"/
-  fi
+  done
   if ((${#enable[@]})); then
     systemctl --root="$tree" enable "${enable[@]}" >&2
   fi

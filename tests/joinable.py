@@ -4,7 +4,7 @@ The root shows what a healthy node shows: /proc files, a container runtime socke
 answers, `kubeadm` and `kubelet` on PATH. The cluster is an API stand-in listening on
 127.0.0.1 (where the kubelet registers its Node after the join) and the world file of the
 kubeadm on PATH (which tokens it knows, its CA pin, which Nodes are Ready). Tests only put
-kubeadm on PATH; what answers is the stand-in (agent/sandbox/kubeadm_standin.py)."""
+kubeadm on PATH; what answers is the stand-in (sandbox/machine_agent_sandbox/kubeadm_standin.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
-from agent.sandbox.apiserver import ApiServer
-from agent.sandbox.kubeadm_standin import install, kubelet_sync
+from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.kubeadm_standin import install, kubelet_sync
 
 TOKEN = "abcdef.0123456789abcdef"
 FRESH_TOKEN = "ghijkl.0123456789ghijkl"

@@ -27,7 +27,7 @@ fi
 
 step "python environment"
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/pip install -q -e '.[dev]'
+.venv/bin/pip install -q -e '.[dev]' -e ./sandbox
 
 for service in .ci/services.d/*.sh; do
   [ -e "$service" ] || continue

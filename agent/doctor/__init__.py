@@ -5,7 +5,7 @@ agent needs), run against `Host.read_only_view()` and a management client that c
 read: a check that tried to change something would fail loudly instead.
 """
 
-from agent.doctor.check import Check, Status
 from agent.doctor.registry import AREAS, Diagnosis, diagnose
+from agent.phases.checks import Check, Status
 
 __all__ = ["AREAS", "Check", "Diagnosis", "Status", "diagnose"]

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 from agent.config import load_config
 from agent.config.sources import BAKED_FILE, DROP_IN_DIR, default_sources
-from agent.doctor.check import Check, Doctor
 from agent.errors import AgentError, ConfigError
+from agent.phases.checks import Check, Doctor
 from agent.state import Journal
 
 PHASE = "config"

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from agent.doctor.check import Check, Doctor, from_last_run
 from agent.errors import AgentError, Reason
 from agent.ipam.base import Allocation
+from agent.phases.checks import Check, Doctor, from_last_run
 from agent.phases.network.claims import claim_requests
 from agent.phases.network.claims import plugin as open_plugin
 

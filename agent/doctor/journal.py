@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from agent.config import PHASES
-from agent.doctor.check import Check, Doctor
 from agent.errors import AgentError
 from agent.kube.client import resource_path
 from agent.kube.machine import GROUP
 from agent.kube.reporter import JOURNAL_KEY
+from agent.phases.checks import Check, Doctor
 from agent.report import SUMMARY, read_status
 from agent.state import JOURNAL, Journal
 

@@ -12,9 +12,6 @@ from urllib.parse import urlsplit
 
 from agent.config import load_config
 from agent.config.sources import default_sources
-from agent.doctor.check import Check, Doctor, not_checked
-from agent.doctor.readonly_client import read_only_client
-from agent.doctor.token import token_checks
 from agent.errors import AgentError, ConfigError
 from agent.kube.claims import claim_key, claim_name
 from agent.kube.client import Client, resource_path
@@ -23,10 +20,13 @@ from agent.kube.facts import CONTROL_PLANE_LABEL
 from agent.kube.kubeconfig import load_credentials
 from agent.kube.machine import GROUP, MachineReader
 from agent.kube.rbac import capi_claims
+from agent.kube.readonly import read_only_client
+from agent.phases.checks import Check, Doctor, not_checked
+from agent.phases.join.token import token_checks
 
 PHASE = "management"
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
-RBAC_FIX = ("apply agent/templates/rbac/node-rbac.yaml rendered for this node "
+RBAC_FIX = ("apply templates/rbac/node-rbac.yaml rendered for this node "
             "(agent.kube.rbac.render_node_rbac) to its identity")
 LATER = ("tls", "credentials", "machine", "bootstrap-secret", "bootstrap-token")
 
@@ -176,7 +176,7 @@ def _machine_config(doctor: Doctor) -> Iterator[Check]:
 
 def permissions(doctor: Doctor, namespace: str, machine: str,
                 raw: dict[str, Any]) -> list[Permission]:
-    """Every request the agent makes, as RBAC sees it (agent/templates/rbac/node-rbac.yaml)."""
+    """Every request the agent makes, as RBAC sees it (templates/rbac/node-rbac.yaml)."""
     assert doctor.config is not None
     spec = doctor.config.spec
     perms: list[Permission] = []

@@ -9,9 +9,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.doctor import cni, config, ipam, join, journal, management, network, time
-from agent.doctor.check import Check, Doctor, log
+from agent.doctor import config, ipam, journal, management
 from agent.host import Host, ReadOnlyHostError
+from agent.phases.checks import Check, Doctor, log
+from agent.phases.cni import doctor as cni
+from agent.phases.join import doctor as join
+from agent.phases.network import doctor as network
+from agent.phases.time import doctor as time
 
 EXIT_PASS, EXIT_FAIL, EXIT_NOT_RUN = 0, 1, 2
 FORMAT = 1

@@ -107,7 +107,7 @@ _HINTS: dict[type[APIError], str] = {
     Unauthorized: "the credentials were refused: expired, revoked or never valid; give the "
                   "node a valid token or kubeconfig (spec.management, docs/identity.md); "
                   "a 401 is not retried",
-    Forbidden: "apply agent/templates/rbac/node-rbac.yaml for this node's identity",
+    Forbidden: "apply templates/rbac/node-rbac.yaml for this node's identity",
 }
 
 

@@ -1,5 +1,5 @@
 """The least-privilege RBAC of one node's identity, rendered from
-agent/templates/rbac/node-rbac.yaml (shipped for operators; the tests apply exactly it)."""
+templates/rbac/node-rbac.yaml (shipped for operators; the tests apply exactly it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Literal
 from agent.config import checks
 from agent.config.network import NetworkSpec
 from agent.kube.claims import UID, claim_key, claim_name
-from agent.templates import render
+from agent.templating import render
 
 TEMPLATE = "rbac/node-rbac.yaml"
 

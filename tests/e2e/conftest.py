@@ -1,10 +1,10 @@
-"""The e2e suite drives the demo's sandbox (agent/sandbox) from pytest: real namespaces,
+"""The e2e suite drives the demo's sandbox (machine_agent_sandbox) from pytest: real namespaces,
 chronyd, the management API stand-in as a process, the kubeadm stand-in, and the real
 agent as a separate process per node with that node's view.
 
 With MACHINE_AGENT_TEST_KUBECONFIG (an admin kubeconfig; the CAPI and IPAM CRDs
 installed) the sandboxes use that API server in place of the stand-in (see
-agent/sandbox/external.py); a test needing a stand-in-only hook is then skipped, naming it.
+machine_agent_sandbox/external.py); a test needing a stand-in-only hook is then skipped, naming it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from agent.sandbox.netns import DATA_LINK
-from agent.sandbox.node import Node
-from agent.sandbox.sandbox import Sandbox
+from machine_agent_sandbox.netns import DATA_LINK
+from machine_agent_sandbox.node import Node
+from machine_agent_sandbox.sandbox import Sandbox
 
 PHASE_CONDITIONS = ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady")
 _EFFECT = re.compile(r" effect \d+: (.*)$")

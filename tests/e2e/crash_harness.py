@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from machine_agent_sandbox.cluster import CAPI, CLUSTER, IPAM, seed_machine
+from machine_agent_sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT
+from machine_agent_sandbox.node import Addressing, Node
+from machine_agent_sandbox.sandbox import IPAM_PLUGIN, Sandbox
 
 from agent.kube.rbac import NodeIdentity, render_node_rbac
-from agent.sandbox.cluster import CAPI, CLUSTER, IPAM, seed_machine
-from agent.sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT
-from agent.sandbox.node import Addressing, Node
-from agent.sandbox.sandbox import IPAM_PLUGIN, Sandbox
 
 BOOKKEEPING = ("var/lib/machine-agent/journal.json", "var/lib/machine-agent/status.json",
                "run/machine-agent/kube/ca.crt")

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from machine_agent_sandbox.sandbox import Sandbox
 
-from agent.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import assert_bootstrapped, data_addresses, effects
 
 pytestmark = pytest.mark.allow_processes

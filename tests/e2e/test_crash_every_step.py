@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 
 import pytest
+from machine_agent_sandbox.sandbox import Sandbox
 
-from agent.sandbox.sandbox import Sandbox
 from tests.e2e.crash_harness import Outcome, Slot, pool_problems
 
 pytestmark = pytest.mark.allow_processes

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 
 import pytest
+from machine_agent_sandbox.sandbox import Sandbox
 
-from agent.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import assert_bootstrapped, data_addresses, effects, standin_only
 
 pytestmark = pytest.mark.allow_processes

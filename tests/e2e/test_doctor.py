@@ -12,13 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from machine_agent_sandbox.cluster import IPAM
+from machine_agent_sandbox.faults import CATALOGUE
+from machine_agent_sandbox.netns import GATEWAY
+from machine_agent_sandbox.node import Node
+from machine_agent_sandbox.sandbox import Features, Sandbox
 
 from agent.errors import Reason
-from agent.sandbox.cluster import IPAM
-from agent.sandbox.faults import CATALOGUE
-from agent.sandbox.netns import GATEWAY
-from agent.sandbox.node import Node
-from agent.sandbox.sandbox import Features, Sandbox
 from tests.integration.doctor.conftest import tree
 
 pytestmark = pytest.mark.allow_processes

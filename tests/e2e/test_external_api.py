@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
+from machine_agent_sandbox.cluster import Admin
+from machine_agent_sandbox.external import admin_from_kubeconfig, missing_resources
+from machine_agent_sandbox.sandbox import Sandbox
 
-from agent.sandbox.cluster import Admin
-from agent.sandbox.external import admin_from_kubeconfig, missing_resources
-from agent.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import assert_bootstrapped, data_addresses
 
 pytestmark = pytest.mark.allow_processes
@@ -35,7 +35,7 @@ def external(tmp_path: Path) -> Iterator[Path]:
     log = tmp_path / "apiserver.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "agent.sandbox.apiserver", "--host", "127.0.0.1",
+            [sys.executable, "-m", "machine_agent_sandbox.apiserver", "--host", "127.0.0.1",
              "--port", "0", "--state-dir", str(state), "--no-ipam"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:

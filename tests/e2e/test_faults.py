@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from machine_agent_sandbox.faults import CATALOGUE
+from machine_agent_sandbox.sandbox import Features, Sandbox
 
-from agent.sandbox.faults import CATALOGUE
-from agent.sandbox.sandbox import Features, Sandbox
 from tests.e2e.conftest import data_addresses
 
 pytestmark = pytest.mark.allow_processes

@@ -11,7 +11,7 @@ the join (kubelet-standin.service: posts the Node Ready once a CNI list is in pl
 and a unit that prints
 `machine-agent status --wait`, `systemctl show` and what the join left on the console,
 then powers off) and, as the site binaries kubeadm and kubelet, the kubeadm stand-in
-(agent/sandbox/kubeadm_standin.py), built by this test: the recipe itself bakes in no
+(machine_agent_sandbox/kubeadm_standin.py), built by this test: the recipe itself bakes in no
 kubeadm, real or not. Its join registers the Node with the kubelet's credential, as the
 kubelet does, and the join phase reads it back. The bootstrap data has a pre-command
 that turns swap on and off, loads a kernel module and is itself a file write_files put
@@ -24,6 +24,7 @@ minute; a cold one adds the debootstrap, a few minutes. Nothing leaves the VM.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -34,7 +35,7 @@ from agent.config import PHASES
 
 REPO = Path(__file__).parents[2]
 GUEST = Path(__file__).parent / "guest"
-STANDIN = REPO / "agent/sandbox/kubeadm_standin.py"
+STANDIN = REPO / "sandbox/machine_agent_sandbox/kubeadm_standin.py"
 WORLD = "/var/lib/kubeadm-standin/world.json"  # in the guest files
 BUDGET = 600
 """Seconds for the whole test, build and boot (the issue's 10 minutes)."""
@@ -66,6 +67,16 @@ def site_binaries(bin_dir: Path) -> Path:
     return bin_dir
 
 
+def sandbox_overlay(root: Path) -> Path:
+    """The sandbox's source under /opt/machine-agent-sandbox, for the test's own units
+    (the workload API server, the kubelet stand-in): the image recipe installs the agent
+    alone, so the test brings what it plays the cluster with."""
+    shutil.copytree(REPO / "sandbox/machine_agent_sandbox",
+                    root / "opt/machine-agent-sandbox/machine_agent_sandbox",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The serial console of one boot of a freshly built image, ANSI colours removed."""
@@ -73,7 +84,8 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     started = time.monotonic()
     run_logged(["bash", "images/build.sh", "image", "--out", str(work / "image"),
                 "--site-bin", str(site_binaries(work / "site-bin")),
-                "--overlay", str(GUEST), "--enable", "ntp-test-server.service",
+                "--overlay", str(GUEST), "--overlay", str(sandbox_overlay(work / "sandbox")),
+                "--enable", "ntp-test-server.service",
                 "--enable", "cri-standin.socket", "--enable", "workload-apiserver.service",
                 "--enable", "kubelet-standin.service",
                 "--enable", "machine-agent-boot-report.service"],

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from machine_agent_sandbox.cluster import CAPI, IPAM, TOKEN, Admin
+from machine_agent_sandbox.sandbox import Sandbox
 
 from agent.daemon.deletion import HOOK
-from agent.sandbox.cluster import CAPI, IPAM, TOKEN, Admin
-from agent.sandbox.sandbox import Sandbox
 from tests.e2e.conftest import assert_bootstrapped
 
 pytestmark = pytest.mark.allow_processes

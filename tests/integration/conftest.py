@@ -8,8 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from agent.sandbox.apiserver import ApiServer
+from machine_agent_sandbox.apiserver import ApiServer
 
 REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
 

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from agent.sandbox.demo import agent_command
+from machine_agent_sandbox.demo import agent_command
 
 
 def executable(path: Path) -> Path:

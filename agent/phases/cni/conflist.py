@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent import templating
 from agent.config import AgentConfig
 from agent.config.cni import ConflistSpec, conflist_shape
 from agent.errors import PermanentError, Reason
@@ -29,13 +30,8 @@ def render(spec: ConflistSpec) -> dict[str, Any]:
     """The conflist as a document: the inline one, or the named template rendered."""
     if spec.inline is not None:
         return copy.deepcopy(spec.inline)
-    import jinja2
-
     assert spec.template is not None  # the config requires one of inline or template
-    env = jinja2.Environment(loader=jinja2.PackageLoader("agent", "templates/cni"),
-                             undefined=jinja2.StrictUndefined, autoescape=False,
-                             keep_trailing_newline=True)
-    text = env.get_template(f"{spec.template}.conflist.j2").render(v=spec.values)
+    text = templating.render(f"cni/{spec.template}.conflist.j2", v=spec.values)
     doc: dict[str, Any] = json.loads(text)
     return doc
 

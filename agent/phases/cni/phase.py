@@ -211,8 +211,8 @@ def live_addresses(host: Host) -> list[tuple[str, str]]:
     image configured counts as much as spec.network."""
     import contextlib
 
-    from agent.phases.network.observe import observe
-    from agent.phases.network.rtnl import connect
+    from agent.netlink.observe import observe
+    from agent.netlink.rtnl import connect
 
     try:
         with contextlib.closing(connect(host)) as rtnl:

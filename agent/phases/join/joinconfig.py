@@ -15,7 +15,7 @@ from agent.config import checks
 from agent.config.join import DEFAULT_CRI_SOCKET, ControlPlaneJoin, JoinSpec, Taint
 from agent.errors import PermanentError, Reason
 from agent.logs import REDACTED
-from agent.templates import render
+from agent.templating import render
 
 V1BETA3 = "kubeadm.k8s.io/v1beta3"
 V1BETA4 = "kubeadm.k8s.io/v1beta4"

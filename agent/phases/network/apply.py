@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import PermanentError, Reason
-from agent.phases.network.model import DEFAULT_METRIC, RT_TABLE_MAIN, NetworkPlan, RoutePlan
-from agent.phases.network.observe import (
+from agent.netlink.observe import (
     IFA_ADDRESS,
     IFA_LOCAL,
     IFF_UP,
@@ -31,7 +30,7 @@ from agent.phases.network.observe import (
     kernel_text,
     links,
 )
-from agent.phases.network.rtnl import (
+from agent.netlink.rtnl import (
     IFADDRMSG,
     IFINFOMSG,
     NLM_F_CREATE,
@@ -49,6 +48,7 @@ from agent.phases.network.rtnl import (
     attr,
     u32,
 )
+from agent.phases.network.model import DEFAULT_METRIC, RT_TABLE_MAIN, NetworkPlan, RoutePlan
 
 if TYPE_CHECKING:
     from agent.host import Host

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 from agent.config.network import NetworkSpec
 from agent.errors import AgentError, PermanentError, Reason, TemporaryError
 from agent.host import Host
+from agent.netlink.observe import Observed, kernel_text, observe
+from agent.netlink.probe import arp_conflicts, dad_failures
+from agent.netlink.rtnl import connect
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.network.apply import Diff, Executor, NetOp, forward, rollback
 from agent.phases.network.claims import claim_addresses, held_allocations
+from agent.phases.network.match import resolve_names
 from agent.phases.network.model import NetworkPlan, build_plan
-from agent.phases.network.observe import Observed, kernel_text, observe, resolve_names
-from agent.phases.network.probe import arp_conflicts, dad_failures
 from agent.phases.network.render import (
     NETPLAN_FILE,
     NETWORKD_DIR,
@@ -35,7 +37,6 @@ from agent.phases.network.render import (
     render_hostname,
     render_links,
 )
-from agent.phases.network.rtnl import connect
 from agent.phases.network.verify import (
     gateway_resolves,
     management_accepts,
@@ -43,7 +44,7 @@ from agent.phases.network.verify import (
 )
 
 if TYPE_CHECKING:
-    from agent.phases.network.rtnl import Rtnl
+    from agent.netlink.rtnl import Rtnl
 
 ROLLBACK_ROUNDS = 4
 """Rollback re-observes after each round: the kernel drops routes with their address."""

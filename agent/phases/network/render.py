@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.phases.network.model import NetworkPlan
-from agent.templates import render
+from agent.templating import render
 
 if TYPE_CHECKING:
     pass

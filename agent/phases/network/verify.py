@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from agent.config import AgentConfig
 from agent.errors import Reason, TemporaryError
-from agent.phases.network.rtnl import NDMSG, RTM_GETNEIGH, Rtnl, attributes, ip_text
+from agent.netlink.rtnl import NDMSG, RTM_GETNEIGH, Rtnl, attributes, ip_text
 
 if TYPE_CHECKING:
     from agent.host import Host

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent import templates
+from agent import templating
 from agent.config.timesync import MakeStep, NTPSource, TimeSpec
 
 
@@ -72,4 +72,4 @@ def render_timesyncd(spec: TimeSpec) -> str:
 
 
 def _template(name: str, **values: Any) -> str:
-    return templates.render(f"time/{name}", **values)
+    return templating.render(f"time/{name}", **values)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from machine_agent_sandbox.apiserver import ApiServer
 
-from agent.sandbox.apiserver import ApiServer
 from tests.integration.apiserver.kubeclient import Kube
 
 REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")

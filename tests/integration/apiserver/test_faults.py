@@ -6,8 +6,8 @@ import time
 
 import pytest
 import requests
+from machine_agent_sandbox.apiserver import ApiServer
 
-from agent.sandbox.apiserver import ApiServer
 from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.apiserver.ipampool import first_free, pool_spans
 
-from agent.sandbox.apiserver import ApiServer
-from agent.sandbox.apiserver.ipampool import first_free, pool_spans
 from tests.integration.apiserver.kubeclient import IPAM, POOLS, Kube, claim, pool, wait_until
 
 Obj = dict[str, Any]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from agent.sandbox.apiserver import ApiServer
+from machine_agent_sandbox.apiserver import ApiServer
+
 from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 

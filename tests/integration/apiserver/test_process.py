@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from machine_agent_sandbox.apiserver import ApiServer
 
-from agent.sandbox.apiserver import ApiServer
 from tests.integration.apiserver.kubeclient import Kube
 
 
@@ -21,7 +21,7 @@ def test_the_module_runs_as_a_process_and_writes_ca_and_kubeconfig(
         pytest.skip("starts the stand-in itself; nothing to test against a real server")
     state = tmp_path / "state"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent.sandbox.apiserver", "--port", "0", "--state-dir",
+        [sys.executable, "-m", "machine_agent_sandbox.apiserver", "--port", "0", "--state-dir",
          str(state), "--no-ipam"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -4,12 +4,12 @@ SelfSubjectAccessReview."""
 from __future__ import annotations
 
 import yaml
+from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.config.fields import Decoder
 from agent.config.network import NetworkSpec
 from agent.kube.claims import claim_key, claim_name
 from agent.kube.rbac import NodeIdentity, capi_claims, render_node_rbac
-from agent.sandbox.apiserver import ApiServer
 from tests.integration.apiserver.kubeclient import CAPI, Kube, claim, condition, machine
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

@@ -6,7 +6,8 @@ import threading
 import time
 from typing import Any
 
-from agent.sandbox.apiserver import ApiServer
+from machine_agent_sandbox.apiserver import ApiServer
+
 from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 Obj = dict[str, Any]

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.kube.rbac import NodeIdentity, render_node_rbac
-from agent.sandbox.apiserver import ApiServer
 
 NS, CLUSTER, CONFIGMAP = "site-a", "c1", "cni-manifest"
 CAPI = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NS}"

@@ -9,6 +9,7 @@ from typing import Any
 
 import requests
 import yaml
+from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.config import load_config
 from agent.config.sources import FileSource
@@ -16,7 +17,6 @@ from agent.host import Clock, Host
 from agent.orchestrator import Orchestrator
 from agent.phases.cni import CNIPhase
 from agent.report import Condition
-from agent.sandbox.apiserver import ApiServer
 from tests.cni_fixtures import sha256
 
 MANIFEST = """\

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from machine_agent_sandbox.kubeadm_standin import kubelet_ready
 
 from agent.config import default_sources, load_config
 from agent.host import Clock, Host
@@ -20,7 +21,6 @@ from agent.orchestrator import Orchestrator
 from agent.phases.cni import CNIPhase
 from agent.phases.join import JoinPhase
 from agent.report import Condition
-from agent.sandbox.kubeadm_standin import kubelet_ready
 from tests.cni_fixtures import CHAIN
 from tests.integration.join.conftest import machine_facts
 from tests.joinable import JoinWorld, cloud_config, joinable

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.daemon.deletion import HOOK
 from agent.host import Host
 from agent.report import read_status
-from agent.sandbox.apiserver import ApiServer
 from agent.state import Journal
 from tests.chronyd import chronyd, free_udp_ports, ntp_server, private_dir
 from tests.integration.daemon.capi import MachineController

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.cli import main
 from agent.errors import Reason
 from agent.host import Host
 from agent.kube.errors import Unauthorized
-from agent.sandbox.apiserver import ApiServer
 from agent.session import open_session
 from tests.integration.identity.nocloud import agent_user_data, nocloud_root
 from tests.integration.kube.conftest import (

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.pools import PoolClient
 
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.kube.kubeconfig import Credentials
 from agent.kube.rbac import NodeIdentity, render_node_rbac
 from agent.retry import Backoff
-from agent.sandbox.apiserver import ApiServer
-from agent.sandbox.pools import PoolClient
 from tests.integration.kube import conftest as kube
 from tests.integration.kube.conftest import CLUSTER, MACHINE, SECRET, Admin
 from tests.integration.netbox import nbapi

@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.pools import PoolClient
 
 from agent.host import Host
 from agent.ipam.base import ClaimRequest, IPAMPlugin, PluginEnv, PoolNotFound, open_plugin
 from agent.kube.claims import claim_name
-from agent.sandbox.apiserver import ApiServer
-from agent.sandbox.pools import PoolClient
 from tests.integration.ipam.conftest import MACHINE, Admin, Management
 
 

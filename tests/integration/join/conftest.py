@@ -4,7 +4,8 @@ The node is a temporary root with what a healthy node shows: /proc files, a cont
 runtime socket that answers, `kubeadm` and `kubelet` on PATH. The cluster is an API
 stand-in listening on 127.0.0.1, where the kubelet registers its Node, and the world file
 of the kubeadm on PATH (which tokens it knows, its CA pin, which Nodes are Ready). Tests
-only put kubeadm on PATH; what answers is the stand-in (agent/sandbox/kubeadm_standin.py)."""
+only put kubeadm on PATH; what answers is the stand-in
+(machine_agent_sandbox/kubeadm_standin.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.config import LoadedConfig, default_sources, load_config
 from agent.host import Clock, Host
@@ -23,7 +25,6 @@ from agent.kube.facts import MachineFacts
 from agent.orchestrator import Orchestrator, RunResult
 from agent.phases.join import JoinPhase
 from agent.report import Condition
-from agent.sandbox.apiserver import ApiServer
 from tests.joinable import joinable
 
 

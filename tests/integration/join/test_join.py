@@ -568,7 +568,7 @@ def test_joins_by_a_discovery_kubeconfig_file(node: Node) -> None:
 
 def test_a_discovery_file_with_another_ca_is_refused_as_kubeadm_refuses_it(
         node: Node, tmp_path_factory: pytest.TempPathFactory) -> None:
-    from agent.sandbox.apiserver.auth import generate_tls
+    from machine_agent_sandbox.apiserver.auth import generate_tls
 
     other = generate_tls(tmp_path_factory.mktemp("other-ca"), [])
     loaded = node.configure({**_file_discovery(node, other.ca_pem), "maxAttempts": 1})

@@ -1,9 +1,9 @@
 """A management cluster for the agent's integration tests: the stand-in
-(agent.sandbox.apiserver), or a real API server when MACHINE_AGENT_TEST_KUBECONFIG names
+(machine_agent_sandbox.apiserver), or a real API server when MACHINE_AGENT_TEST_KUBECONFIG names
 an admin kubeconfig (CAPI CRDs installed). Every test gets its own namespace with a
 Cluster, a Machine (CAPI's own `Ready` condition set by another field manager), the
 bootstrap data Secret, the agent's ConfigMap, and a node identity bound to exactly the
-shipped RBAC (agent/templates/rbac/node-rbac.yaml)."""
+shipped RBAC (templates/rbac/node-rbac.yaml)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.host import Clock
 from agent.kube.rbac import NodeIdentity, render_node_rbac
-from agent.sandbox.apiserver import ApiServer
 from tests.joinable import cloud_config, joinable
 
 REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.errors import Reason
 from agent.host import Host
@@ -16,7 +17,6 @@ from agent.kube.reporter import JOURNAL_KEY
 from agent.orchestrator import RunResult
 from agent.phases import all_phases
 from agent.phases.base import Phase, PhaseContext, PhasePlan
-from agent.sandbox.apiserver import ApiServer
 from agent.session import open_session
 from agent.state import Journal
 from tests.integration.kube.conftest import (

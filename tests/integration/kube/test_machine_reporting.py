@@ -4,12 +4,12 @@ Machine, reads what the Machine points at, and reports onto it — as `kubectl` 
 from __future__ import annotations
 
 import pytest
+from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.cli import main
 from agent.host import Host
 from agent.kube.reporter import MachineReporter
 from agent.report import SENTINEL, Condition
-from agent.sandbox.apiserver import ApiServer
 from agent.session import open_session
 from agent.state import Journal
 from tests.integration.kube.conftest import (

@@ -12,10 +12,10 @@ import pytest
 
 from agent.config import default_sources, load_config
 from agent.doctor import ipam
-from agent.doctor.check import Doctor
-from agent.doctor.token import _from_secret, _signed
 from agent.host import Host
 from agent.ipam.base import Allocation, ClaimRequest
+from agent.phases.checks import Doctor
+from agent.phases.join.token import _from_secret, _signed
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 

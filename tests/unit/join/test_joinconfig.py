@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from machine_agent_sandbox.kubeadm_standin import Failed, load_join_configuration
 
 from agent.config.join import (
     BootstrapTokenDiscovery,
@@ -16,7 +17,6 @@ from agent.config.join import (
     Taint,
 )
 from agent.phases.join.joinconfig import JoinParams, Version, render_join_configuration
-from agent.sandbox.kubeadm_standin import Failed, load_join_configuration
 
 GOLDEN = Path(__file__).parent / "golden"
 SPEC = JoinSpec(

@@ -3,7 +3,7 @@ stand-in and the boot report. Run by the guest's python3 (PyYAML comes with clou
 
   world  once the API server has started (it writes admin.kubeconfig last), give the
          kubeadm stand-in's world file its CA and a token allowed to issue credentials
-         (the CSR signer's part), as the sandbox does (agent/sandbox/cluster.py)
+         (the CSR signer's part), as the sandbox does (sandbox/machine_agent_sandbox/cluster.py)
   nodes  print each Node as the cluster has it: name and Ready condition
 """
 

@@ -19,10 +19,10 @@ import hmac
 import re
 from collections.abc import Iterator
 
-from agent.doctor.check import Check, Doctor, from_last_run, not_checked
-from agent.doctor.readonly_client import read_only_client
 from agent.errors import AgentError, Reason
 from agent.kube.kubeconfig import Credentials
+from agent.kube.readonly import read_only_client
+from agent.phases.checks import Check, Doctor, from_last_run, not_checked
 from agent.phases.join.source import resolve
 
 NAME = "bootstrap-token"

@@ -9,7 +9,7 @@ import json
 import os
 from collections.abc import Iterator
 
-from agent.doctor.check import Check, Doctor
+from agent.phases.checks import Check, Doctor
 
 PHASE = "cni"
 

@@ -1,9 +1,9 @@
 """`machine-agent demo`: a whole bootstrap in a throwaway sandbox on this machine.
 
-Brings the sandbox up (agent/sandbox/sandbox.py), runs the real agent as a separate
+Brings the sandbox up (sandbox/machine_agent_sandbox/sandbox.py), runs the real agent as a separate
 process with the node's view, shows its progress as it comes, then the Machine's
 conditions as the management cluster holds them. `--fault NAME` arranges a failure
-first (agent/sandbox/faults.py) and checks that it ends with the right reason and a
+first (sandbox/machine_agent_sandbox/faults.py) and checks that it ends with the right reason and a
 clean node. Everything is removed afterwards unless `--keep`.
 """
 
@@ -18,12 +18,12 @@ from typing import Any
 import yaml
 
 from agent.report import NODE_READY, SUMMARY
-from agent.sandbox.cleanup import leftovers
-from agent.sandbox.cluster import NAMESPACE
-from agent.sandbox.faults import CATALOGUE, Fault
-from agent.sandbox.netns import DATA_LINK
-from agent.sandbox.node import Node
-from agent.sandbox.sandbox import Sandbox
+from machine_agent_sandbox.cleanup import leftovers
+from machine_agent_sandbox.cluster import NAMESPACE
+from machine_agent_sandbox.faults import CATALOGUE, Fault
+from machine_agent_sandbox.netns import DATA_LINK
+from machine_agent_sandbox.node import Node
+from machine_agent_sandbox.sandbox import Sandbox
 
 PHASE_CONDITIONS = ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady")
 

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 from agent.errors import PermanentError
-from agent.sandbox.cleanup import Registry
-from agent.sandbox.netns import NTP_ADDRESS
+from machine_agent_sandbox.cleanup import Registry
+from machine_agent_sandbox.netns import NTP_ADDRESS
 
 START_WAIT = 10.0
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agent.doctor.check import Check, Doctor, Status
 from agent.errors import AgentError
+from agent.phases.checks import Check, Doctor, Status
 from agent.phases.time import TimePhase
 from agent.phases.time.gate import opens
 from agent.phases.time.ntpcheck import QUERY_TIMEOUT, check_servers, format_seconds

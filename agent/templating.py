@@ -1,5 +1,5 @@
-"""The jinja2 templates the agent renders (networkd, netplan, chrony, kubeadm, RBAC, CNI),
-and the one way to render them.
+"""The one way to render the jinja2 templates of the repository's templates/ (networkd,
+netplan, chrony, kubeadm, RBAC, CNI): one environment for every phase.
 
 Values reaching a template are validated before (agent/config/checks.py); the filter `q`
 quotes a string as JSON, which is also a YAML double-quoted scalar reading back the same.
@@ -8,8 +8,10 @@ quotes a string as JSON, which is also a YAML double-quoted scalar reading back 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,12 +32,21 @@ def quote(value: object) -> str:
                             json.dumps(value, ensure_ascii=False))
 
 
+def template_dir() -> Path:
+    """Where the templates are: the package data agent/templates of an installed wheel, or
+    the top-level templates/ of a source checkout (an editable install maps no data)."""
+    spec = importlib.util.find_spec("agent.templates")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return Path(__file__).resolve().parents[1] / "templates"
+
+
 @functools.cache
 def _environment() -> jinja2.Environment:
     import jinja2  # lazily: start-up time and memory are measured
 
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("agent", "templates"),
+        loader=jinja2.FileSystemLoader(template_dir()),
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
         trim_blocks=True, lstrip_blocks=True)
     env.filters["q"] = quote
@@ -43,7 +54,7 @@ def _environment() -> jinja2.Environment:
 
 
 def render(name: str, **values: Any) -> str:
-    """Render the template at `name` (relative to agent/templates, e.g. `time/chrony.conf.j2`).
+    """Render the template at `name` (relative to templates/, e.g. `time/chrony.conf.j2`).
 
     The environment, and with it every compiled template, is made once per process."""
     return _environment().get_template(name).render(**values)

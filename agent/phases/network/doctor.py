@@ -11,15 +11,16 @@ import contextlib
 import dataclasses
 from collections.abc import Iterator
 
-from agent.doctor.check import Check, Doctor, Status, from_last_run, not_checked
 from agent.errors import AgentError, Reason
+from agent.netlink.observe import observe
+from agent.netlink.probe import arp_conflicts
+from agent.netlink.rtnl import connect
+from agent.phases.checks import Check, Doctor, Status, from_last_run, not_checked
 from agent.phases.network import NetworkPhase
 from agent.phases.network.claims import held_allocations
+from agent.phases.network.match import resolve_names
 from agent.phases.network.model import build_plan
-from agent.phases.network.observe import observe, resolve_names
 from agent.phases.network.phase import is_live
-from agent.phases.network.probe import arp_conflicts
-from agent.phases.network.rtnl import connect
 from agent.phases.network.verify import (
     gateway_resolves,
     management_accepts,

@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from agent.config.network import ConflictDetectionSpec
-from agent.phases.network.observe import IFA_ADDRESS, addr_dump
-from agent.phases.network.rtnl import IFADDRMSG, U32, attributes, ip_text
+from agent.netlink.observe import IFA_ADDRESS, addr_dump
+from agent.netlink.rtnl import IFADDRMSG, U32, attributes, ip_text
 
 if TYPE_CHECKING:
     from agent.host import Host
-    from agent.phases.network.rtnl import Rtnl
+    from agent.netlink.rtnl import Rtnl
 
 ETH_P_ARP = 0x0806
 PACKET_OUTGOING = 4

@@ -18,11 +18,11 @@ from typing import Any
 
 import yaml
 
-from agent.sandbox.chrony import Client
-from agent.sandbox.cleanup import Registry
-from agent.sandbox.cluster import CA_HASH, POOL, Admin
-from agent.sandbox.kubeadm_standin import install
-from agent.sandbox.netns import (
+from machine_agent_sandbox.chrony import Client
+from machine_agent_sandbox.cleanup import Registry
+from machine_agent_sandbox.cluster import CA_HASH, POOL, Admin
+from machine_agent_sandbox.kubeadm_standin import install
+from machine_agent_sandbox.netns import (
     DATA_LINK,
     GATEWAY,
     MANAGEMENT_ADDRESS,

@@ -11,7 +11,7 @@ After a successful join it also does what the kubelet then does on a real node: 
 kubelet.conf carries the credential the cluster issued it (TLS bootstrap), and with it
 the kubelet registers its Node, NotReady until a CNI configuration is in /etc/cni/net.d
 (the kubelet's network readiness). Simplified: the cluster is an API stand-in
-(agent/sandbox/apiserver), which authenticates bearer tokens only, so the credential is a
+(machine_agent_sandbox/apiserver), which authenticates bearer tokens only, so the credential is a
 token for `system:node:<name>` (group `system:nodes`) issued through its sandbox hook, not
 a client certificate; kubelet.conf carries it inline.
 
@@ -29,7 +29,7 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
                       "phase-error:<phase>:<message>" (any other error of a phase),
                       "node-not-registered" (join succeeds; the kubelet never registers)
   joins               (written) the names that joined, in order
-Run as `python -m agent.sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
+Run as `python -m machine_agent_sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
 `kubeadm` and `kubelet` wrappers into a bin directory with the root and world baked in.
 """
 
@@ -566,7 +566,7 @@ def install(bin_dir: Path, root: Path, world: Path) -> None:
     for name, extra in (("kubeadm", ""), ("kubelet", " kubelet")):
         script = bin_dir / name
         script.write_text(f"#!/bin/sh\n{env} exec '{sys.executable}' -m "
-                          f"agent.sandbox.kubeadm_standin{extra} \"$@\"\n")
+                          f"machine_agent_sandbox.kubeadm_standin{extra} \"$@\"\n")
         script.chmod(0o755)
 
 

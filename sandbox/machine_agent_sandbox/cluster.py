@@ -28,8 +28,8 @@ import yaml
 from agent.errors import PermanentError
 from agent.kube.rbac import NodeIdentity, render_node_rbac
 from agent.report import SUMMARY
-from agent.sandbox.cleanup import Registry
-from agent.sandbox.netns import (
+from machine_agent_sandbox.cleanup import Registry
+from machine_agent_sandbox.netns import (
     GATEWAY,
     MANAGEMENT_ADDRESS,
     MANAGEMENT_PORT,
@@ -174,7 +174,7 @@ def _spawn(registry: Registry, router: str, name: str, address: str, port: int,
     state.mkdir()
     log = registry.base / f"{name}.log"
     registry.spawn(["ip", "netns", "exec", router, sys.executable, "-m",
-                    "agent.sandbox.apiserver", "--host", address, "--port", str(port),
+                    "machine_agent_sandbox.apiserver", "--host", address, "--port", str(port),
                     "--state-dir", str(state), *extra], log)
     kubeconfig = state / "admin.kubeconfig"
     deadline = time.monotonic() + START_WAIT

@@ -1,4 +1,4 @@
-"""`python -m agent.sandbox.endpoints --unix PATH --kubelet ROOT ...`: sockets that accept
+"""`python -m machine_agent_sandbox.endpoints --unix PATH --kubelet ROOT ...`: sockets that accept
 connections and close them, and the nodes' kubelets, until SIGTERM.
 
 The sockets stand for what the join phase's preflight connects to and the sandbox has no
@@ -19,11 +19,11 @@ import socket
 import sys
 from pathlib import Path
 
-from agent.sandbox.kubeadm_standin import kubelet_sync
+from machine_agent_sandbox.kubeadm_standin import kubelet_sync
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent.sandbox.endpoints",
+    parser = argparse.ArgumentParser(prog="python -m machine_agent_sandbox.endpoints",
                                      description=__doc__)
     parser.add_argument("--unix", action="append", default=[], metavar="PATH")
     parser.add_argument("--kubelet", action="append", default=[], metavar="ROOT")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agent.doctor.check import Check, Doctor, from_last_run, not_checked
 from agent.errors import AgentError
+from agent.phases.checks import Check, Doctor, from_last_run, not_checked
 from agent.phases.join.managed import KUBELET_CONF, node_state
 from agent.phases.join.preflight import PreflightInputs, is_ignored, preflight_results
 from agent.phases.join.source import resolve

@@ -1,4 +1,5 @@
-"""`python -m agent.sandbox.relay --netns NS --listen HOST:PORT --to HOST:PORT --ready FILE`:
+"""`python -m machine_agent_sandbox.relay --netns NS --listen HOST:PORT --to HOST:PORT
+--ready FILE`:
 a TCP relay that listens inside network namespace NS and connects out from its own, until
 SIGTERM.
 
@@ -54,7 +55,8 @@ def _serve(client: socket.socket, target: tuple[str, int]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent.sandbox.relay", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m machine_agent_sandbox.relay",
+                                     description=__doc__)
     parser.add_argument("--netns", required=True, help="namespace to listen in")
     parser.add_argument("--listen", required=True, metavar="HOST:PORT")
     parser.add_argument("--to", required=True, metavar="HOST:PORT")

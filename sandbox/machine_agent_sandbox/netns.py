@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.sandbox.cleanup import Registry
+from machine_agent_sandbox.cleanup import Registry
 
 GATEWAY = "192.0.2.1"
 DATA_PREFIX = 24

@@ -1,4 +1,4 @@
-"""`python -m agent.sandbox.apiserver --port N --state-dir D`: run the stand-in until
+"""`python -m machine_agent_sandbox.apiserver --port N --state-dir D`: run the stand-in until
 interrupted. Prints its URL; writes ca.crt and admin.kubeconfig into D."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .apiserver import ApiServer
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agent.sandbox.apiserver",
+    parser = argparse.ArgumentParser(prog="python -m machine_agent_sandbox.apiserver",
                                      description=__doc__)
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--host", default="127.0.0.1")

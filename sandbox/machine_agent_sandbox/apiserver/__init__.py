@@ -12,7 +12,7 @@ request counters and the in-cluster IPAM provider's claim controller.
         requests.get(f"{api.url}/api/v1/namespaces", verify=api.ca_path,
                      headers={"Authorization": f"Bearer {api.admin_token}"})
 
-Run as a process: `python -m agent.sandbox.apiserver --port N --state-dir D`.
+Run as a process: `python -m machine_agent_sandbox.apiserver --port N --state-dir D`.
 
 Simplified relative to kube-apiserver (details in each module's docstring): no
 conversion between served versions (apiVersion is relabelled; Machine status.conditions

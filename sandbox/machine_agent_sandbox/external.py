@@ -7,9 +7,9 @@ sandbox's objects live in a namespace of its own, `ma-sandbox-HASH` (labelled
 `machine-agent.io/sandbox=true`, annotated with the sandbox's directory), made through
 the admin credentials and deleted on the way out, also on a failure. The nodes reach
 the server through a relay at the sandbox's API endpoint in the router namespace
-(agent.sandbox.relay); their kubeconfig names the server's own host as
+(machine_agent_sandbox.relay); their kubeconfig names the server's own host as
 `tls-server-name`, so TLS stays verified end to end. The IPAM pool controller runs here
-as a client of that server (agent.sandbox.pools).
+as a client of that server (machine_agent_sandbox.pools).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from agent.config.management import ManagementSpec
 from agent.errors import AgentError, PermanentError
 from agent.host import Host
 from agent.kube.kubeconfig import load_credentials
-from agent.sandbox.cleanup import Registry
-from agent.sandbox.cluster import CAPI, IPAM, Admin
-from agent.sandbox.netns import MANAGEMENT_ADDRESS, MANAGEMENT_PORT
-from agent.sandbox.pools import PoolClient
+from machine_agent_sandbox.cleanup import Registry
+from machine_agent_sandbox.cluster import CAPI, IPAM, Admin
+from machine_agent_sandbox.netns import MANAGEMENT_ADDRESS, MANAGEMENT_PORT
+from machine_agent_sandbox.pools import PoolClient
 
 REQUIRED = {
     CAPI: ("clusters", "machines", "machines/status"),
@@ -84,7 +84,7 @@ def connect(registry: Registry, router: str, kubeconfig: Path) -> Admin:
             f"the API server of MACHINE_AGENT_TEST_KUBECONFIG does not serve "
             f"{', '.join(missing)}: the sandbox installs nothing there",
             hint="install the Cluster API and in-cluster IPAM CRDs first, e.g. "
-                 "kubectl apply --server-side -f agent/sandbox/crds/")
+                 "kubectl apply --server-side -f sandbox/machine_agent_sandbox/crds/")
     _start_relay(registry, router, admin)
     admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                         "metadata": {
@@ -101,7 +101,7 @@ def connect(registry: Registry, router: str, kubeconfig: Path) -> Admin:
 def _start_relay(registry: Registry, router: str, admin: Admin) -> None:
     ready = registry.base / "relay.ready"
     target = f"[{admin.host}]" if ":" in admin.host else admin.host
-    registry.spawn([sys.executable, "-m", "agent.sandbox.relay", "--netns", router,
+    registry.spawn([sys.executable, "-m", "machine_agent_sandbox.relay", "--netns", router,
                     "--listen", f"{MANAGEMENT_ADDRESS}:{MANAGEMENT_PORT}",
                     "--to", f"{target}:{admin.port}", "--ready", str(ready)],
                    registry.base / "relay.log")

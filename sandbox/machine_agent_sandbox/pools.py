@@ -1,7 +1,7 @@
 """The in-cluster IPAM provider's claim controller as a client of an external API server
 (MACHINE_AGENT_TEST_KUBECONFIG), for the sandbox's own namespace only: a real cluster
 with just the CRDs installed has no provider, and the stand-in's controller
-(agent.sandbox.apiserver.ipampool) runs inside the stand-in.
+(machine_agent_sandbox.apiserver.ipampool) runs inside the stand-in.
 
 Same arithmetic as the stand-in's (ipampool.pool_spans / first_free, which follow
 cluster-api-ipam-provider-in-cluster) and the same `Ready` conditions on claims; it polls
@@ -18,8 +18,8 @@ import logging
 import threading
 from typing import Any, Protocol
 
-from agent.sandbox.apiserver.ipampool import NO_ADDRESS, Exhausted, first_free, pool_spans
-from agent.sandbox.cluster import IPAM
+from machine_agent_sandbox.apiserver.ipampool import NO_ADDRESS, Exhausted, first_free, pool_spans
+from machine_agent_sandbox.cluster import IPAM
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ import yaml
 
 Obj = dict[str, Any]
 
-CRD_PACKAGE = "agent.sandbox.crds"
+CRD_PACKAGE = "machine_agent_sandbox.crds"
 
 
 @dataclass
@@ -150,7 +150,7 @@ class Registry:
         return rt
 
     def load_bundled_crds(self) -> list[ResourceType]:
-        """Serve every CRD shipped in `agent/sandbox/crds/`."""
+        """Serve every CRD shipped in `sandbox/machine_agent_sandbox/crds/`."""
         return [self.add_crd(crd) for crd in bundled_crds()]
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.errors import PermanentError, Reason
-from agent.sandbox.cluster import IPAM, POOL, take_address
-from agent.sandbox.netns import GATEWAY, static_address
+from machine_agent_sandbox.cluster import IPAM, POOL, take_address
+from machine_agent_sandbox.netns import GATEWAY, static_address
 
 if TYPE_CHECKING:
-    from agent.sandbox.sandbox import Sandbox
+    from machine_agent_sandbox.sandbox import Sandbox
 
 STALE_CLAIM = "decommissioned-worker"
 

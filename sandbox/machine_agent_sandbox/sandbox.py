@@ -1,11 +1,11 @@
 """The whole sandbox, brought up and torn down as one: namespaces and wires, the NTP
 server, the management API stand-in with its objects, a second stand-in as the workload
-cluster's API, the runtime sockets and kubelets (agent/sandbox/endpoints.py), the nodes.
+cluster's API, the runtime sockets and kubelets (machine_agent_sandbox/endpoints.py), the nodes.
 `Sandbox.up()` is a context manager: on the way out everything recorded is undone (also
 on Ctrl-C or a failure), unless the sandbox is kept for inspection.
 
 `Sandbox.up(external=KUBECONFIG)` uses an external API server in place of the stand-in
-(the e2e suite's MACHINE_AGENT_TEST_KUBECONFIG; see agent.sandbox.external).
+(the e2e suite's MACHINE_AGENT_TEST_KUBECONFIG; see machine_agent_sandbox.external).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from pathlib import Path
 from agent.config.cni import CNISpec
 from agent.config.ipam import ENTRY_POINT_GROUP
 from agent.errors import PermanentError
-from agent.sandbox.chrony import start_server
-from agent.sandbox.cleanup import Registry, leftovers
-from agent.sandbox.cluster import (
+from machine_agent_sandbox.chrony import start_server
+from machine_agent_sandbox.cleanup import Registry, leftovers
+from machine_agent_sandbox.cluster import (
     POOL_RANGE,
     Admin,
     seed_cluster,
@@ -33,9 +33,9 @@ from agent.sandbox.cluster import (
     start_standin,
     start_workload,
 )
-from agent.sandbox.external import connect
-from agent.sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT, Network
-from agent.sandbox.node import Addressing, Node
+from machine_agent_sandbox.external import connect
+from machine_agent_sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT, Network
+from machine_agent_sandbox.node import Addressing, Node
 
 IPAM_PLUGIN = "capi"
 """The IPAM plugin that claims from the stand-in's InClusterIPPool."""
@@ -159,7 +159,7 @@ class Sandbox:
 
     def _start_endpoints(self) -> None:
         argv = ["ip", "netns", "exec", self.network.router, sys.executable, "-m",
-                "agent.sandbox.endpoints"]
+                "machine_agent_sandbox.endpoints"]
         for node in self.nodes:
             argv += ["--unix", str(node.runtime_socket), "--kubelet", str(node.root)]
         log = self.registry.base / "endpoints.log"
