@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.config import PHASES, LoadedConfig
+from agent.config import LoadedConfig
 from agent.errors import AgentError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
-from agent.phases import all_phases
+from agent.phases import registry
 from agent.phases.base import Phase, PhaseContext, PhasePlan
 from agent.report import SUMMARY, Conditions, Reporter, read_status
 from agent.retry import Backoff, retry
@@ -64,7 +64,7 @@ def select_phases(phases: list[Phase], only: Iterable[str] = (),
     unknown = sorted((only | skip) - known)
     if unknown:
         raise PermanentError(f"unknown phase {', '.join(unknown)}",
-                             hint=f"phases are: {', '.join(PHASES)}")
+                             hint=f"phases are: {', '.join(p.name for p in phases)}")
     return [p for p in phases if (not only or p.name in only) and p.name not in skip]
 
 
@@ -85,7 +85,7 @@ class Orchestrator:
         self._reload_machine = reload_machine
         self.management = management
         self.host = host
-        self.phases = phases if phases is not None else all_phases()
+        self.phases = phases if phases is not None else registry.load()
         self.reporters = reporters or []
         self.journal = Journal.load(host)
         last = read_status(host)

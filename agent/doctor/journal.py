@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agent.config import PHASES
 from agent.errors import AgentError
 from agent.kube.client import resource_path
 from agent.kube.machine import GROUP
@@ -26,7 +25,7 @@ def checks(doctor: Doctor) -> Iterator[Check]:
     except AgentError as err:
         yield Check(PHASE, "journal", "fail", err.message, err.hint or MOVE_ASIDE)
         return
-    problems = list(_inconsistencies(journal))
+    problems = list(_inconsistencies(journal, doctor.phases))
     if problems:
         yield Check(PHASE, "journal", "fail", "; ".join(problems), MOVE_ASIDE)
     else:
@@ -36,9 +35,9 @@ def checks(doctor: Doctor) -> Iterator[Check]:
     yield from _reports(doctor, journal)
 
 
-def _inconsistencies(journal: Journal) -> Iterator[str]:
+def _inconsistencies(journal: Journal, phases: tuple[str, ...]) -> Iterator[str]:
     for name, rec in journal.phases.items():
-        if name not in PHASES or rec.phase != name:
+        if name not in phases or rec.phase != name:
             yield f"unknown phase record {name!r}"
         if rec.state not in ("started", "completed", "failed"):
             yield f"{name}: unknown state {rec.state!r}"
@@ -48,9 +47,9 @@ def _inconsistencies(journal: Journal) -> Iterator[str]:
             yield f"{name}: failed without a reason"
         if not str(rec.digest).startswith("sha256:"):
             yield f"{name}: inputs digest {rec.digest!r} is not a sha256 digest"
-    done = [n for n in PHASES if (r := journal.phases.get(n)) and r.state == "completed"]
+    done = [n for n in phases if (r := journal.phases.get(n)) and r.state == "completed"]
     for later in done:
-        for earlier in PHASES[:PHASES.index(later)]:
+        for earlier in phases[:phases.index(later)]:
             before = journal.phases.get(earlier)
             if before is not None and before.state != "completed":
                 yield f"{later} completed although the earlier {earlier} is {before.state}"

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from agent.config import AgentConfig
-from agent.config.fields import encode
-from agent.errors import Reason
+from agent.config.fields import Decoder, Problem, encode
+from agent.errors import ConfigError, Reason
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.state import Journal
+
+if TYPE_CHECKING:
+    from agent.phases.checks import Check, Doctor
 
 
 @dataclass(frozen=True)
@@ -76,16 +79,56 @@ class PhaseContext:
 
 
 class Phase:
-    """Base of the phases. Subclasses set the class attributes and override `plan`."""
+    """Base of the phases. Subclasses set the class attributes and override `plan`.
+
+    A phase is listed once, in agent/phases/registry.py (or, from another package, in
+    the entry point group it names); everything else learns the phases from there."""
 
     name: ClassVar[str]
     condition: ClassVar[str]
     """Condition type on the Machine, e.g. `NetworkReady`."""
-    success: ClassVar[Reason]
+    success: ClassVar[Reason] = Reason.Completed
+    """The condition's reason on success; a built-in phase has its own in errors.py."""
+    after: ClassVar[str] = ""
+    """For a phase added as a plugin: the phase it runs after (empty: after the built-in
+    ones). The built-in phases run in the registry's order."""
+    reconfigurable: ClassVar[bool] = False
+    """Whether the daemon may apply it again on a running node when the configuration
+    changes (spec.lifecycle.reconfigure)."""
+    also_reports: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """Further conditions the phase sets (`reported`), with what each means (the docs)."""
+    Settings: ClassVar[type | None] = None
+    """For a phase added as a plugin: the dataclass of its settings, spec.phases.<name>.
+    A built-in phase's settings are its own section of AgentSpec, spec.<name>."""
+
+    def section(self, config: AgentConfig) -> Any:
+        """This phase's settings: spec.<name>, or a plugin's decoded spec.phases.<name>."""
+        if self.Settings is None:
+            return getattr(config.spec, self.name)
+        decoder = Decoder()
+        settings = decoder.decode(self.Settings, config.spec.phases.get(self.name, {}),
+                                  f"spec.phases.{self.name}")
+        if decoder.errors:  # checked when the configuration was loaded: not reached
+            raise ConfigError(decoder.errors)
+        return settings
+
+    def settings_problems(self, raw: dict[str, Any]) -> Iterator[Problem]:
+        """What is wrong with a plugin's spec.phases.<name> (checked at load time)."""
+        if self.Settings is None:
+            return
+        decoder = Decoder()
+        decoder.decode(self.Settings, raw, f"spec.phases.{self.name}")
+        for err in decoder.errors:
+            yield err.path, err.message, err.hint
 
     def inputs(self, config: AgentConfig) -> Any:
         """What the phase depends on; a completed phase with unchanged inputs is skipped."""
-        return encode(getattr(config.spec, self.name), redact_secrets=False)
+        return encode(self.section(config), redact_secrets=False)
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        """`machine-agent doctor`'s read-only checks of this phase (its area is the
+        phase's name); what the doctor knows of a phase is this and the class."""
+        return iter(())
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         """What would change. Pure: `ctx.host` is read-only here."""

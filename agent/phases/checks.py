@@ -78,6 +78,8 @@ class Doctor:
     machine: MachineView | None = None
     management_problem: str | None = None
     """Why the management cluster could not be used, for the checks that need it."""
+    phases: tuple[str, ...] = ()
+    """The phases' names in pipeline order (the registry's)."""
 
     @property
     def config(self) -> AgentConfig | None:

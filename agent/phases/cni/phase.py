@@ -5,11 +5,12 @@ applied to the workload cluster until this Node is Ready."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason
 from agent.host import Host
+from agent.kube.workload import KUBELET_CONF
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.cni.check import prove
 from agent.phases.cni.conflist import (
@@ -29,9 +30,11 @@ from agent.phases.cni.manifest import (
     load_manifest,
     wait_node_ready,
 )
-from agent.phases.join.managed import KUBELET_CONF
 from agent.report import NODE_READY
 from agent.state import digest
+
+if TYPE_CHECKING:
+    from agent.phases.checks import Check, Doctor
 
 APPLIED = "manifestApplied"
 """Journal key (extra["cni"]): the sha256 of the manifest this node applied."""
@@ -52,6 +55,13 @@ class CNIPhase(Phase):
     name = "cni"
     condition = "CNIReady"
     success = Reason.CNIInstalled
+    also_reports = ((NODE_READY, "the Node's Ready condition on the workload cluster, set "
+                                 "once it is True"),)
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.cni.doctor import checks  # it imports this module
+
+        return checks(doctor)
 
     def __init__(self, cluster: ClusterFactory = _kubeconfig_cluster) -> None:
         self.cluster = cluster

@@ -20,13 +20,13 @@ from typing import Any, Literal
 from agent.errors import AgentError, CommandError, CommandTimeoutError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.facts import MachineFacts
+from agent.kube.workload import KUBELET_CONF
 from agent.logs import REDACT
 from agent.phases.base import PhaseContext
 from agent.phases.join.classify import Classified, classify_output, last_line
 from agent.phases.join.cloudconfig import WriteFile
 from agent.retry import Backoff
 
-KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 # What `kubeadm join` writes on a worker (cmd/kubeadm/app/cmd/phases/join/kubelet.go:
 # bootstrap kubeconfig, CA, kubelet config and flags, then the kubelet's kubelet.conf).
 JOIN_FILES = (KUBELET_CONF, "/etc/kubernetes/bootstrap-kubelet.conf",

@@ -13,19 +13,24 @@ fails once every step ran, naming each failed command (see `JoinPhase.apply`).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import AgentError, CommandError, PermanentError, Reason
 from agent.host import Host
+from agent.kube.workload import KUBELET_CONF
 from agent.logs import REDACT
 from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
-from agent.phases.join.managed import KUBELET_CONF, ManagedJoin, node_state, owner_ids
+from agent.phases.join.managed import ManagedJoin, node_state, owner_ids
 from agent.phases.join.node import confirm_node
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.source import JoinSource, resolve
 from agent.state import digest
+
+if TYPE_CHECKING:
+    from agent.phases.checks import Check, Doctor
 
 JOIN_KEY = "kubeadm-join"
 TAIL = 500
@@ -44,6 +49,11 @@ class JoinPhase(Phase):
     name = "join"
     condition = "NodeJoined"
     success = Reason.Joined
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.join.doctor import checks  # it imports this module
+
+        return checks(doctor)
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         source = resolve(ctx.config, ctx.machine, ctx.host)

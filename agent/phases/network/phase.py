@@ -13,7 +13,7 @@ Live changes are made only on the real root (`--root /`) or in a named namespace
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,7 @@ from agent.phases.network.verify import (
 
 if TYPE_CHECKING:
     from agent.netlink.rtnl import Rtnl
+    from agent.phases.checks import Check, Doctor
 
 ROLLBACK_ROUNDS = 4
 """Rollback re-observes after each round: the kernel drops routes with their address."""
@@ -62,6 +63,12 @@ class NetworkPhase(Phase):
     name = "network"
     condition = "NetworkReady"
     success = Reason.NetworkConfigured
+    reconfigurable = True
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.network.doctor import checks  # it imports this module
+
+        return checks(doctor)
 
     def __init__(self) -> None:
         self._result: dict[str, Any] = {}

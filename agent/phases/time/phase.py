@@ -11,8 +11,8 @@ later phase after a failed one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from agent.config.timesync import TimeSpec
 from agent.errors import AgentError, Reason, TemporaryError
@@ -29,6 +29,9 @@ from agent.phases.time.ntpcheck import (
 from agent.phases.time.render import render
 from agent.state import digest
 
+if TYPE_CHECKING:
+    from agent.phases.checks import Check, Doctor
+
 RELOAD = "reload"
 """Journal key of the reload step."""
 
@@ -37,6 +40,12 @@ class TimePhase(Phase):
     name = "time"
     condition = "TimeSynchronized"
     success = Reason.TimeSynchronized
+    reconfigurable = True
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.time.doctor import checks  # it imports this module
+
+        return checks(doctor)
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         spec = ctx.config.spec.time
