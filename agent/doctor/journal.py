@@ -1,6 +1,6 @@
 """The journal and the reports: the journal readable and consistent (agent/state.py), the
 last conditions published, and whether they reached the Machine (the reporter keeps
-what is undelivered in Journal.extra["reports"], agent/kube/reporter.py)."""
+what is undelivered in the journal's section `reports`, agent/kube/reporter.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from agent.errors import AgentError
 from agent.kube.client import resource_path
 from agent.kube.machine import GROUP
-from agent.kube.reporter import JOURNAL_KEY
+from agent.kube.reporter import Reports
 from agent.phases.checks import Check, Doctor
 from agent.report import SUMMARY, read_status
 from agent.state import JOURNAL, Journal
@@ -25,7 +25,7 @@ def checks(doctor: Doctor) -> Iterator[Check]:
     except AgentError as err:
         yield Check(PHASE, "journal", "fail", err.message, err.hint or MOVE_ASIDE)
         return
-    problems = list(_inconsistencies(journal, doctor.phases))
+    problems = list(_inconsistencies(journal, tuple(p.name for p in doctor.phases)))
     if problems:
         yield Check(PHASE, "journal", "fail", "; ".join(problems), MOVE_ASIDE)
     else:
@@ -83,27 +83,26 @@ def _conditions(doctor: Doctor) -> Iterator[Check]:
 
 
 def _reports(doctor: Doctor, journal: Journal) -> Iterator[Check]:
-    state = journal.extra.get(JOURNAL_KEY)
-    if not isinstance(state, dict):
+    if Reports.KEY not in journal.stored:
         if doctor.machine is not None and journal.phases:
             yield Check(PHASE, "reported", "warn", "no report to the Machine recorded",
                         "check spec.reporting")
         return
-    pending = bool(state.get("dirty")) or bool(state.get("events"))
-    recorded = state.get("conditions") or {}
-    if pending:
+    state = journal.section(Reports)
+    recorded = state.conditions
+    if state.pending:
         yield Check(PHASE, "reported", "warn",
-                    f"not yet delivered to Machine {state.get('machine')}: "
-                    f"{'conditions' if state.get('dirty') else ''}"
-                    f"{' and ' if state.get('dirty') and state.get('events') else ''}"
-                    f"{len(state.get('events') or [])} Event(s)"
-                    if state.get("events") else
-                    f"conditions not yet delivered to Machine {state.get('machine')}",
+                    f"not yet delivered to Machine {state.machine}: "
+                    f"{'conditions' if state.dirty else ''}"
+                    f"{' and ' if state.dirty and state.events else ''}"
+                    f"{len(state.events)} Event(s)"
+                    if state.events else
+                    f"conditions not yet delivered to Machine {state.machine}",
                     "the next run (or the running agent) delivers them once the "
                     "management cluster answers; see the management checks")
         return
     if doctor.client is None or doctor.machine is None:
-        yield Check(PHASE, "reported", "pass", f"delivered to Machine {state.get('machine')} "
+        yield Check(PHASE, "reported", "pass", f"delivered to Machine {state.machine} "
                     "(per the journal; the Machine was not read)")
         return
     view = doctor.machine
@@ -124,4 +123,4 @@ def _reports(doctor: Doctor, journal: Journal) -> Iterator[Check]:
                     "Machine's managedFields")
     else:
         yield Check(PHASE, "reported", "pass", f"{len(recorded)} condition(s) on Machine "
-                    f"{state.get('machine')} match the last report")
+                    f"{state.machine} match the last report")

@@ -71,7 +71,7 @@ def diagnose(host: Host, files: Iterable[str] = (), phases: Iterable[str] = (), 
     scratch = tempfile.mkdtemp(prefix="machine-agent-doctor-")
     listed = listed if listed is not None else registry.load()
     doctor = Doctor(host.read_only_view(), list(files), Host(scratch),
-                    phases=tuple(p.name for p in listed))
+                    phases=listed)
     try:
         for area in areas(listed):
             found: list[Check] = []

@@ -58,7 +58,7 @@ def _plugins() -> list[Any]:
 
 
 def _load_plugin(ep: Any) -> type[Phase]:
-    from agent.phases.base import Phase
+    from agent.phases.base import PhaseOf
 
     where = f"phase plugin {ep.name!r} (entry point {ep.value} in {GROUP})"
     if not NAME.match(ep.name) or ep.name in {e.name for e in BUILTIN}:
@@ -69,7 +69,7 @@ def _load_plugin(ep: Any) -> type[Phase]:
     except Exception as err:
         raise _refused(f"{where} cannot be loaded: {type(err).__name__}: {err}",
                        "reinstall or uninstall the package that provides it") from err
-    if not (isinstance(cls, type) and issubclass(cls, Phase)) or cls.name != ep.name:
+    if not (isinstance(cls, type) and issubclass(cls, PhaseOf)) or cls.name != ep.name:
         raise _refused(f"{where} is not a Phase named {ep.name!r}",
                        "the entry point must name a Phase subclass whose name is the entry "
                        "point's")

@@ -10,7 +10,7 @@ from typing import Any
 
 from agent.config.fields import setting
 from agent.errors import PermanentError
-from agent.phases.base import Phase, PhaseContext, PhasePlan, file_change
+from agent.phases.base import PhaseContext, PhaseOf, PhasePlan, PhaseResult, file_change
 from agent.phases.checks import Check, Doctor
 
 MOTD = "/etc/motd.d/50-machine-agent"
@@ -26,11 +26,17 @@ class MotdSettings:
                            check=_one_line)
 
 
-class MotdPhase(Phase):
+@dataclass
+class MotdResult(PhaseResult):
+    path: str = ""
+
+
+class MotdPhase(PhaseOf[MotdResult]):
     name = "motd"
     condition = "MotdWritten"
     after = "time"
     Settings = MotdSettings
+    Result = MotdResult
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         plan = PhasePlan(self.name)
@@ -39,13 +45,13 @@ class MotdPhase(Phase):
             plan.changes.append(change)
         return plan
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> MotdResult:
         if ctx.host.read_text(MOTD) != self._text(ctx):
             raise PermanentError(f"{MOTD} does not hold the message")
-        return {"path": MOTD}
+        return MotdResult(path=MOTD)
 
-    def message(self, result: dict[str, Any]) -> str:
-        return f"message of the day in {result['path']}"
+    def message(self, result: MotdResult) -> str:
+        return f"message of the day in {result.path}"
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
         if doctor.config is None:
