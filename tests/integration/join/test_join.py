@@ -10,6 +10,7 @@ import socket
 import threading
 
 import pytest
+from machine_agent_sandbox.testkit.bootstrap import FRESH_TOKEN, TOKEN, cloud_config
 
 from agent.errors import AgentError, Reason
 from agent.kube.facts import MachineFacts
@@ -20,7 +21,6 @@ from agent.phases.join.result import JoinRecord
 from agent.report import Condition
 from agent.state import Journal
 from tests.integration.join.conftest import Node, NoSleep, machine_facts
-from tests.joinable import FRESH_TOKEN, TOKEN, cloud_config
 
 
 class Said:
