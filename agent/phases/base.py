@@ -154,9 +154,10 @@ class PhaseOf(Generic[R]):
         return result
 
     def section(self, config: AgentConfig) -> Any:
-        """This phase's settings: spec.<name>, or a plugin's decoded spec.phases.<name>."""
+        """This phase's settings: spec.<name>, or a plugin's decoded spec.phases.<name>
+        (None for a plugin that takes none)."""
         if self.Settings is None:
-            return getattr(config.spec, self.name)
+            return getattr(config.spec, self.name, None)
         decoder = Decoder()
         settings = decoder.decode(self.Settings, config.spec.phases.get(self.name, {}),
                                   f"spec.phases.{self.name}")

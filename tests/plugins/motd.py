@@ -69,3 +69,10 @@ class MotdPhase(PhaseOf[MotdResult]):
     def _text_of(self, config: Any) -> str:
         settings: MotdSettings = self.section(config)
         return settings.message + "\n"
+
+
+class QuietPhase(PhaseOf[PhaseResult]):
+    """A phase with no settings and nothing to change, after every built-in one."""
+
+    name = "quiet"
+    condition = "QuietDone"

@@ -27,7 +27,8 @@ def motd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: machine-agent-motd\n"
                                    "Version: 1.0\n")
     (info / "entry_points.txt").write_text(
-        f"[{registry.GROUP}]\nmotd = tests.plugins.motd:MotdPhase\n")
+        f"[{registry.GROUP}]\nmotd = tests.plugins.motd:MotdPhase\n"
+        "quiet = tests.plugins.motd:QuietPhase\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     root = tmp_path / "root"
     root.mkdir()
@@ -41,7 +42,7 @@ def config(root: Path, text: str) -> str:
 
 
 def test_an_installed_phase_runs_where_it_says(motd: Path) -> None:
-    assert registry.names() == ("network", "time", "motd", "join", "cni")
+    assert registry.names() == ("network", "time", "motd", "join", "cni", "quiet")
     assert [p.name for p in registry.load()] == list(registry.names())
 
 
@@ -75,6 +76,12 @@ def test_it_is_planned_run_and_reported(motd: Path,
     assert "motd     up to date" in capsys.readouterr().out
 
 
+def test_a_phase_without_settings_runs_last_by_default(
+        motd: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--root", str(motd), "run", "--only", "quiet"]) == 0
+    assert "quiet    applied 0 change(s)" in capsys.readouterr().out
+
+
 def test_it_is_skipped_by_the_configuration_and_the_command_line(
         motd: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = config(motd, "spec:\n  skipPhases: [motd]\n")
@@ -92,7 +99,7 @@ def test_its_settings_and_name_are_checked_with_the_configuration(
     assert main(["config", "validate", cfg]) == 2
     err = capsys.readouterr().err
     assert "spec.skipPhases[0]: 'motdd' is not a phase (phases are: network, time, motd, " \
-           "join, cni)" in err
+           "join, cni, quiet)" in err
     assert "spec.phases.motd.message: must be one line" in err
     assert "spec.phases.nope: no installed phase 'nope' takes settings" in err
 
