@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     import socket
     import subprocess
 
-    from pyroute2 import IPRoute
-
 log = logging.getLogger(__name__)
 
 OUTPUT_TAIL = 2000
@@ -455,17 +453,10 @@ class Host:
 
     # -- netlink ----------------------------------------------------------------------
 
-    def netlink(self) -> IPRoute:
-        """A pyroute2 handle in the node's namespace. Changes through it must be
-        recorded with `record_effect`; the caller closes it."""
-        from pyroute2 import IPRoute
-
-        return IPRoute(netns=self.netns) if self.netns else IPRoute()
-
     def rtnetlink(self) -> socket.socket:
         """A plain NETLINK_ROUTE socket in the node's namespace, for the network phase's
-        own light client. Changes through it must be recorded with `record_effect`; the
-        caller closes it."""
+        own rtnetlink client (agent/netlink). Changes through it must be recorded with
+        `record_effect`; the caller closes it."""
         import socket
 
         return self.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)  # 0: NETLINK_ROUTE

@@ -97,6 +97,9 @@ class MatchSpec:
 class VLANSpec:
     id: int = setting("802.1Q VLAN id.", check=checks.vlan_id)
     parent: str = setting("Interface entry the VLAN rides on.", check=checks.interface_name)
+    protocol: Literal["802.1q", "802.1ad"] | None = setting(
+        "Tag protocol (802.1ad: QinQ); default 802.1q. netplan cannot write 802.1ad.",
+        default=None)
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,28 @@ class BondSpec:
                   "balance-tlb", "balance-alb"] = setting("Bonding mode.",
                                                          default="active-backup")
     miimon: int = setting("MII link monitoring interval in milliseconds.", default=100)
-    primary: str | None = setting("Preferred member (active-backup).", default=None,
-                                  check=checks.interface_name)
+    primary: str | None = setting(
+        "Preferred member (active-backup, balance-tlb, balance-alb).", default=None,
+        check=checks.interface_name)
+    lacp_rate: Literal["slow", "fast"] | None = setting(
+        "How often the partner sends LACPDUs (802.3ad only); kernel default slow.",
+        default=None, key="lacpRate")
+    transmit_hash_policy: Literal["layer2", "layer3+4", "layer2+3", "encap2+3",
+                                  "encap3+4", "vlan+srcmac"] | None = setting(
+        "How a member is chosen for a packet (balance-xor, 802.3ad, balance-tlb); "
+        "kernel default layer2.", default=None, key="transmitHashPolicy")
+
+    def validate(self) -> Iterator[Problem]:
+        # the kernel refuses these options in other modes (bond_options.c unsuppmodes)
+        if self.primary is not None and self.mode not in (
+                "active-backup", "balance-tlb", "balance-alb"):
+            yield ("primary", f"has no meaning in mode {self.mode}",
+                   "use mode active-backup, balance-tlb or balance-alb, or drop primary")
+        if self.lacp_rate is not None and self.mode != "802.3ad":
+            yield ("lacpRate", f"has no meaning in mode {self.mode}",
+                   "use mode 802.3ad, or drop lacpRate")
+        if self.miimon < 0:
+            yield ("miimon", f"{self.miimon} is negative", None)
 
 
 @dataclass(frozen=True)
@@ -116,6 +139,15 @@ class BridgeSpec:
     members: list[str] = setting("Interface entries attached to the bridge.", factory=list,
                                  check=checks.interface_name)
     stp: bool = setting("Spanning tree protocol.", default=False)
+    forward_delay: int | None = setting(
+        "Seconds a port spends listening and learning before forwarding (with STP: "
+        "2-30); kernel default 15.", default=None, key="forwardDelay")
+
+    def validate(self) -> Iterator[Problem]:
+        low = 2 if self.stp else 0  # br_set_forward_delay: ERANGE outside 2-30s with STP
+        if self.forward_delay is not None and not low <= self.forward_delay <= 30:
+            yield ("forwardDelay", f"{self.forward_delay} is outside {low}-30 seconds",
+                   None)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ per change). The same differ rolls back: the wanted state is then the snapshot."
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import socket
 from collections.abc import Iterable
@@ -12,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import PermanentError, Reason
+from agent.netlink.linkinfo import bond_data, bridge_data, macvlan_data, new_link, vlan_data
 from agent.netlink.observe import (
     IFA_ADDRESS,
     IFA_LOCAL,
@@ -191,13 +191,17 @@ def _create(name: str, plan: NetworkPlan, names: dict[str, str]) -> NetOp:
     if link.parent is not None:
         params.append(("parent", names[link.parent]))
     if link.kind == "vlan":
-        params.append(("vlan_id", link.vlan_id))
+        params += [("vlan_id", link.vlan_id), ("vlan_protocol", link.vlan_protocol)]
     elif link.kind == "macvlan":
         params.append(("macvlan_mode", link.macvlan_mode))
     elif link.kind == "bridge":
-        params.append(("br_stp_state", 1 if link.stp else 0))
+        params += [("forward_delay", link.forward_delay), ("stp", link.stp)]
     elif link.kind == "bond" and link.bond is not None:
-        params += [("bond_mode", link.bond.mode), ("bond_miimon", link.bond.miimon)]
+        bond = link.bond
+        params += [("bond_mode", bond.mode), ("miimon", bond.miimon),
+                   ("primary", names[bond.primary] if bond.primary else None),
+                   ("lacp_rate", bond.lacp_rate),
+                   ("xmit_hash_policy", bond.transmit_hash_policy)]
     return NetOp("link-add", name, tuple(params), f"create {link.kind} {name}")
 
 
@@ -252,11 +256,11 @@ class Executor:
     """Runs NetOps in the node's namespace, recording each as a side effect of the Host.
 
     Changes go to the kernel many to one send, their acks read after (`Rtnl.execute`):
-    one round trip per change through pyroute2 was most of the 2.7 s that 1,000
-    addresses took (bench/README.md). The kernel runs every change of a send even when
-    one before it is refused, so all that ran are counted and the first refused one is
-    reported; the caller's rollback is computed from the state, not from the ops, so it
-    undoes those too."""
+    one round trip per change was most of the 2.7 s that 1,000 addresses took through
+    pyroute2 (bench/README.md). Links are created on the same socket. The kernel runs
+    every change of a send even when one before it is refused, so all that ran are
+    counted and the first refused one is reported; the caller's rollback is computed
+    from the state, not from the ops, so it undoes those too."""
 
     def __init__(self, host: Host, rtnl: Rtnl, known: Iterable[LinkState] = ()) -> None:
         self.host = host
@@ -288,7 +292,7 @@ class Executor:
 
     def _send(self, ops: list[NetOp], tolerant: bool) -> None:
         self.host.check_writable("netlink changes")
-        requests = [self._request(op) for op in ops]
+        requests = [self.request(op) for op in ops]
         refused: tuple[NetOp, RtnlError] | None = None
         for op, (code, detail) in zip(ops, self.rtnl.execute(requests), strict=True):
             if code == 0:
@@ -303,28 +307,43 @@ class Executor:
             raise _refused(*refused) from refused[1]
 
     def _create(self, op: NetOp, tolerant: bool) -> None:
-        """Create a link through pyroute2, which encodes the kind-specific attributes
-        (bond, VLAN, bridge, macvlan); a handful per configuration at most."""
-        from pyroute2 import NetlinkError
-
-        p = dict(op.params)
-        kind = p.pop("kind")
-        if "parent" in p:
-            p["link"] = self.index_of(p.pop("parent"))
-        self.host.check_writable("netlink changes")
-        with contextlib.closing(self.host.netlink()) as ipr:
-            try:
-                ipr.link("add", ifname=op.link, kind=kind, **p)
-            except NetlinkError as err:
-                if _accepted(op, err.code, tolerant):
-                    return
-                raise _refused(op, RtnlError(err.code)) from err
-        self.host.record_effect(f"netlink: {op.summary}")
+        """Create a link alone in its send: the changes after it name its index."""
+        self._send_one(op, self.request(op), tolerant)
         self.index.clear()
-        self.count += 1
 
-    def _request(self, op: NetOp) -> Request:
+    def _send_one(self, op: NetOp, request: Request, tolerant: bool) -> None:
+        self.host.check_writable("netlink changes")
+        ((code, detail),) = self.rtnl.execute([request])
+        if code == 0:
+            self.host.record_effect(f"netlink: {op.summary}")
+            self.count += 1
+        elif not _accepted(op, code, tolerant):
+            raise _refused(op, RtnlError(code, detail))
+
+    def _new_link(self, op: NetOp) -> Request:
         p = dict(op.params)
+        kind = p["kind"]
+        parent = self.index_of(p["parent"]) if p.get("parent") else None
+        data = b""
+        if kind == "bond":
+            primary = p.get("primary")
+            data = bond_data(p["bond_mode"], miimon=p.get("miimon"),
+                             primary=self.index_of(primary) if primary else None,
+                             lacp_rate=p.get("lacp_rate"),
+                             xmit_hash_policy=p.get("xmit_hash_policy"))
+        elif kind == "vlan":
+            data = vlan_data(p["vlan_id"], p.get("vlan_protocol"))
+        elif kind == "bridge":
+            data = bridge_data(forward_delay=p.get("forward_delay"), stp=p.get("stp"))
+        elif kind == "macvlan":
+            data = macvlan_data(p["macvlan_mode"])
+        return new_link(op.link, kind, data, parent)
+
+    def request(self, op: NetOp) -> Request:
+        """The netlink message of `op` (link indexes looked up now)."""
+        p = dict(op.params)
+        if op.what == "link-add":
+            return self._new_link(op)
         if op.what == "link-del":
             return Request(RTM_DELLINK, 0, IFINFOMSG.pack(0, 0, self.index_of(op.link), 0, 0))
         if op.what == "link-set":

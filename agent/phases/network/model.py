@@ -69,8 +69,10 @@ class LinkPlan:
     mtu: int | None = None
     parent: str | None = None
     vlan_id: int | None = None
+    vlan_protocol: str | None = None
     bond: BondSpec | None = None
     stp: bool = False
+    forward_delay: int | None = None
     macvlan_mode: str | None = None
     master: str | None = None
     """The bond or bridge this link is enslaved to."""
@@ -166,8 +168,10 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
         match_mac=match.mac_address.lower() if match and match.mac_address else None,
         match_driver=match.driver if match else None,
         mtu=iface.mtu, parent=iface.parent,
-        vlan_id=iface.vlan.id if iface.vlan else None, bond=iface.bond,
+        vlan_id=iface.vlan.id if iface.vlan else None,
+        vlan_protocol=iface.vlan.protocol if iface.vlan else None, bond=iface.bond,
         stp=iface.bridge.stp if iface.bridge else False,
+        forward_delay=iface.bridge.forward_delay if iface.bridge else None,
         macvlan_mode=iface.macvlan.mode if iface.macvlan else None,
         master=master, addresses=tuple(addresses),
         dhcp4=any(a.dhcp == "ipv4" for a in iface.addresses),
