@@ -15,6 +15,7 @@ from agent.config.fields import Duration, setting
 Problem = tuple[str, str, str | None]
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 DEFAULT_MTU = 1500
+IPV6_MIN_MTU = 1280
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,10 @@ class InterfaceSpec:
                    f"give {self.type}.{what}")
         if self.match is not None and self.type != "ethernet":
             yield ("match", "only ethernet interfaces are matched; others are created", None)
+        if self.mtu is not None and self.mtu < IPV6_MIN_MTU and self.uses_ipv6:
+            yield ("mtu", f"{self.mtu} is below {IPV6_MIN_MTU}, the least IPv6 needs (the "
+                          "kernel turns IPv6 off on the link)",
+                   f"raise the MTU to {IPV6_MIN_MTU} or more, or configure no IPv6 here")
         if self.bond is not None and self.bond.primary is not None \
                 and self.bond.primary not in self.bond.members:
             yield ("bond.primary", f"{self.bond.primary} is not a member of the bond", None)
@@ -224,18 +229,50 @@ class InterfaceSpec:
 
     def _reachable(self, path: str, hop: str) -> Iterator[Problem]:
         """A next hop must sit in one of the interface's static subnets of its family
-        (addresses from IPAM or DHCP are unknown here and checked when claimed)."""
+        (addresses from IPAM or DHCP are unknown here and checked when claimed), and the
+        interface must have an address of its family at all: the kernel refuses a next
+        hop it cannot reach (an IPv6 link-local one is always on the link)."""
         ip = ipaddress.ip_address(hop)
         # Each subnet with the address it comes from, as given: the user fixes one of them.
         subnets = [(a.interface.network, f"addresses[{j}].static {a.static}")
                    for j, a in enumerate(self.addresses)
                    if a.interface is not None and a.interface.version == ip.version]
+        family = f"ipv{ip.version}"
+        if not subnets and family not in self.dynamic_families and not ip.is_link_local:
+            yield (path, f"{hop} cannot be reached: the interface has no IPv{ip.version} "
+                         "address (static, IPAM or DHCP)",
+                   f"give the interface an IPv{ip.version} address" +
+                   (", or use the router's link-local address" if ip.version == 6 else ""))
         if subnets and not any(ip in net for net, _ in subnets):
             yield (path, f"{hop} is outside the interface's subnets "
                          f"({', '.join(f'{net} of {given}' for net, given in subnets)})",
                    "a gateway must be on the link; fix the address or the prefix length")
+        for net, given in subnets:
+            if net.version == 4 and net.prefixlen < 31 and ip in (
+                    net.network_address, net.broadcast_address):
+                which = "network" if ip == net.network_address else "broadcast"
+                yield (path, f"{hop} is the {which} address of {net} ({given})",
+                       "a gateway is a host address inside the subnet")
         if any(a.ip == ip for a in self.static_addresses):
             yield (path, f"{hop} is the interface's own address", None)
+
+    @property
+    def dynamic_families(self) -> set[str]:
+        """Families whose address the interface gets from IPAM or DHCP."""
+        found: set[str] = set()
+        for a in self.addresses:
+            found |= {a.ipam.family} if a.ipam is not None else {a.dhcp} if a.dhcp else set()
+        return found
+
+    @property
+    def uses_ipv6(self) -> bool:
+        """Whether the configuration gives the link anything of IPv6, which the kernel
+        turns off below an MTU of 1280 (RFC 8200)."""
+        hops = [self.gateway, self.gateway6, *(r.via for r in self.routes)]
+        return ("ipv6" in self.dynamic_families
+                or any(a.version == 6 for a in self.static_addresses)
+                or any(h is not None and ":" in h for h in hops)
+                or any(r.family == 6 for r in self.routes))
 
     @property
     def static_addresses(self) -> list[IPInterface]:
@@ -321,6 +358,7 @@ class NetworkSpec:
                        f"{iface.name} is also interfaces[{by_name[iface.name]}]", None)
             by_name.setdefault(iface.name, i)
         yield from self._references(by_name)
+        yield from self._same_link()
         yield from self._addresses()
         if self.renderer == "netplan":
             for i, iface in enumerate(self.interfaces):
@@ -366,6 +404,36 @@ class NetworkSpec:
         if vlan.mtu is not None and vlan.mtu > parent_mtu:
             yield (f"{here}.mtu", f"{vlan.mtu} is above the MTU of its parent {parent.name} "
                                   f"({parent_mtu})", "raise the parent's MTU or lower this one")
+        if vlan.mtu is None and parent_mtu < IPV6_MIN_MTU and vlan.uses_ipv6:
+            yield (f"{here}.mtu", f"the VLAN takes the MTU of {parent.name} ({parent_mtu}), "
+                                  f"below the {IPV6_MIN_MTU} IPv6 needs",
+                   f"raise the MTU of {parent.name} to {IPV6_MIN_MTU} or more")
+
+    def _same_link(self) -> Iterator[Problem]:
+        """Two ethernet entries must not select one link: both would configure it (a
+        re-run would take each one's addresses away for the other's) and two .network
+        files would match it, of which networkd applies one. What only the host can
+        tell (one entry by MAC, another by name) is refused when the names are
+        resolved."""
+        seen: dict[tuple[str, str], int] = {}
+        for i, iface in enumerate(self.interfaces):
+            if iface.type != "ethernet":
+                continue
+            match = iface.match
+            if match is not None and match.mac_address is not None:
+                key, path = ("MAC address", match.mac_address.lower()), "match.macAddress"
+            elif match is not None and match.driver is not None:
+                key, path = ("driver", match.driver), "match.driver"
+            else:
+                name = match.name if match is not None and match.name else iface.name
+                key, path = ("name", name), "match.name" if match is not None else "name"
+            if key in seen:
+                other = self.interfaces[seen[key]].name
+                yield (f"interfaces[{i}].{path}",
+                       f"{iface.name} selects the link of {key[0]} {key[1]}, as "
+                       f"interfaces[{seen[key]}] ({other}) does",
+                       "one entry per link: merge the two entries")
+            seen.setdefault(key, i)
 
     def _addresses(self) -> Iterator[Problem]:
         seen_ip: dict[str, str] = {}

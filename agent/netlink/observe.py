@@ -51,10 +51,15 @@ class LinkState:
     kind: str | None
     """IFLA_INFO_KIND: veth, bridge, bond, vlan, macvlan; None for a plain NIC."""
     mac: str
+    """The current address: what the link sends from (ARP probes use it)."""
     mtu: int
     up: bool
     master: int | None
     parent: int | None
+    perm_mac: str | None = None
+    """IFLA_PERM_ADDRESS: the address burnt into a NIC, which networkd's and netplan's
+    MAC match use. Virtual links (bridge, bond, VLAN, macvlan, veth) have none, even
+    when they carry a NIC's address as their current one."""
 
 
 @dataclass(frozen=True)
@@ -171,13 +176,14 @@ def _link(body: memoryview) -> LinkState:
     nla = attributes(body, IFINFOMSG.size, len(body), LINK_FIELDS)
     info = nla.get(IFLA_LINKINFO)
     kind = attributes(info, 0, len(info)).get(IFLA_INFO_KIND) if info is not None else None
-    mac = nla.get(IFLA_PERM_ADDRESS) or nla.get(IFLA_ADDRESS)
+    mac, perm = nla.get(IFLA_ADDRESS), nla.get(IFLA_PERM_ADDRESS)
     return LinkState(
         index=index, name=text(nla[IFLA_IFNAME]),
         kind=text(kind) if kind is not None else None,
         mac=bytes(mac).hex(":") if mac is not None else "",
         mtu=_u32(nla, IFLA_MTU) or 0, up=bool(flags & IFF_UP),
-        master=_u32(nla, IFLA_MASTER), parent=_u32(nla, IFLA_LINK))
+        master=_u32(nla, IFLA_MASTER), parent=_u32(nla, IFLA_LINK),
+        perm_mac=bytes(perm).hex(":") if perm is not None else None)
 
 
 def _address(body: memoryview) -> tuple[int, str] | None:

@@ -26,14 +26,32 @@ def resolve_names(host: Host, plan: NetworkPlan, now: Observed) -> dict[str, str
             what = ("no link" if not found else
                     f"{len(found)} links ({', '.join(sorted(found))})")
             raise PermanentError(f"interface {link.name}: {what} matches {_criterion(link)}",
-                                 reason=Reason.InterfaceNotFound)
+                                 reason=Reason.InterfaceNotFound, hint=_hint(link, now))
         names[link.name] = found[0]
+    taken: dict[str, str] = {}
+    for link in plan.links:
+        other = taken.setdefault(names[link.name], link.name)
+        if other != link.name:
+            raise PermanentError(
+                f"interfaces {other} and {link.name} both select link {names[link.name]} "
+                f"({_criterion(plan.link(other))}; {_criterion(link)})",
+                reason=Reason.InterfaceNotFound,
+                hint="one entry per link: merge the two entries, or match the other link")
     return names
+
+
+def _hint(link: LinkPlan, now: Observed) -> str | None:
+    current = sorted(s.name for s in now.links if link.match_mac and s.mac == link.match_mac)
+    if current:
+        return (f"{', '.join(current)} carry {link.match_mac} as their current address "
+                "only; a MAC match is on the permanent address of a NIC, as networkd's "
+                "PermanentMACAddress= and netplan's match.macaddress")
+    return None
 
 
 def _criterion(link: LinkPlan) -> str:
     if link.match_mac:
-        return f"MAC address {link.match_mac}"
+        return f"permanent MAC address {link.match_mac}"
     if link.match_driver:
         return f"driver {link.match_driver}"
     return f"name {link.match_name or link.name}"
@@ -42,7 +60,9 @@ def _criterion(link: LinkPlan) -> str:
 def _matching(host: Host, link: LinkPlan, now: Observed,
               drivers: dict[str, str | None]) -> list[str]:
     if link.match_mac:
-        return [s.name for s in now.links if s.mac == link.match_mac]
+        # never the current address: a bridge or bond takes a member's, a VLAN its
+        # parent's, and one NIC would match several links
+        return [s.name for s in now.links if s.perm_mac == link.match_mac]
     if link.match_driver:
         for s in now.links:
             if s.name not in drivers:

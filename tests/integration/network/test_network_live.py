@@ -216,7 +216,7 @@ def test_unknown_interface_is_reported_without_any_change(seg: Segment,
         run_phase(tmp_path, seg, config({"interfaces": [
             {"name": "eth7", "match": {"macAddress": "02:00:00:00:00:99"}}]}, endpoint=None))
     assert info.value.reason == Reason.InterfaceNotFound
-    assert "eth7: no link matches MAC address 02:00:00:00:00:99" in info.value.message
+    assert "eth7: no link matches permanent MAC address 02:00:00:00:00:99" in info.value.message
     assert seg.state() == before
 
 
