@@ -181,8 +181,20 @@ class InterfaceSpec:
                                    default=None, check=checks.ip_address)
     routes: list[RouteSpec] = setting("Extra routes through this interface.", factory=list)
     mtu: int | None = setting("MTU in bytes.", default=None, check=checks.mtu)
+    rename: bool = setting(
+        "With `match`: the matched link is renamed to `name` (live, by a .link file for "
+        "networkd, by set-name for netplan), as netplan's set-name does. Without it the "
+        "link keeps its kernel name everywhere and `name` only names the entry.",
+        default=False)
+    accept_ra: bool | None = setting(
+        "Accept IPv6 router advertisements on this link. Default: only when IPv6 is left "
+        "to DHCP. Live, accept_ra is set to 0, or to 2 (accepted although a node "
+        "forwards).", default=None, key="acceptRA")
 
     def validate(self) -> Iterator[Problem]:
+        if self.rename and self.match is None:
+            yield ("rename", "renames the link `match` finds; this entry has no match",
+                   "add match, or drop rename")
         for section in _SECTIONS:
             if getattr(self, section) is not None and section != self.type:
                 yield (section, f"is only for type {section}, this interface is {self.type}",

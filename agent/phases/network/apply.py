@@ -16,6 +16,7 @@ from agent.netlink.observe import (
     IFA_ADDRESS,
     IFA_LOCAL,
     IFF_UP,
+    IFLA_IFNAME,
     IFLA_MASTER,
     IFLA_MTU,
     RTA_DST,
@@ -58,6 +59,9 @@ RT_SCOPE_UNIVERSE, RT_SCOPE_LINK = 0, 253
 IFA_F_NODAD = 0x02
 KERNEL_MODULE = {"vlan": "8021q", "bond": "bonding", "bridge": "bridge", "macvlan": "macvlan"}
 EOPNOTSUPP = 95
+ACCEPT_RA_ON = 2
+"""accept_ra when advertisements are wanted: 2 accepts them although the node forwards
+(a Kubernetes node does); networkd handles them itself and leaves the kernel's at 0."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class NetOp:
     """One netlink change: `what` on link `link` with `params`."""
 
     what: Literal["link-add", "link-set", "link-del", "addr-add", "addr-del",
-                  "route-add", "route-del"]
+                  "route-add", "route-del", "sysctl"]
     link: str
     params: tuple[tuple[str, Any], ...] = ()
     summary: str = ""
@@ -128,23 +132,40 @@ def _route_op(what: Literal["route-add", "route-del"], link: str, dst: str, via:
 def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
             dad: bool = True) -> Diff:
     """What turns `now` into `plan`: only the difference, so a configured host gives none.
-    Without `dad`, IPv6 addresses are added without duplicate address detection."""
+    `names` are the kernel names of the planned links now; a link the plan renames is
+    renamed first and known by its new name after. Without `dad`, IPv6 addresses are
+    added without duplicate address detection."""
     diff = Diff()
+    targets = {link.name: link.name if link.rename else names[link.name]
+               for link in plan.links}
     for link in plan.links:  # every link exists before any is enslaved to another
         state = now.link(names[link.name])
         if link.virtual and state is None:
-            diff.links.append(_create(link.name, plan, names))
+            diff.links.append(_create(link.name, plan, targets))
         elif link.virtual and state is not None and state.kind != link.kind:
             raise PermanentError(
                 f"{link.name} exists as a {state.kind or 'physical'} link, not a {link.kind}",
                 reason=Reason.InterfaceNotFound,
                 hint=f"delete {link.name} or rename the interface entry")
     for link in plan.links:
-        name = names[link.name]
-        state = now.link(name)
-        master = names[link.master] if link.master else None
+        current, name = names[link.name], targets[link.name]
+        state = now.link(current)
+        renamed = state is not None and current != name
+        if renamed and state is not None:
+            if now.link(name) is not None:
+                raise PermanentError(
+                    f"cannot rename {current} to {name}: a link named {name} exists",
+                    reason=Reason.InterfaceNotFound,
+                    hint=f"delete or rename {name}, or give the entry another name")
+            if state.up:  # the kernel renames a link only while it is down
+                diff.links.append(NetOp("link-set", current, (("state", "down"),),
+                                        f"set {current} down to rename it"))
+            diff.links.append(NetOp("link-set", current, (("name", name),),
+                                    f"rename {current} to {name}"))
+        master = targets[link.master] if link.master else None
         if (state is None or now.name_of(state.master) != master) and master is not None:
-            if plan.link(link.master or "").kind == "bond" and (state is None or state.up):
+            if plan.link(link.master or "").kind == "bond" and (
+                    state is None or (state.up and not renamed)):
                 diff.links.append(NetOp("link-set", name, (("state", "down"),),
                                         f"set {name} down to enslave it"))
             diff.links.append(NetOp("link-set", name, (("master", master),),
@@ -152,9 +173,15 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
         if link.mtu is not None and (state is None or state.mtu != link.mtu):
             diff.links.append(NetOp("link-set", name, (("mtu", link.mtu),),
                                     f"set MTU {link.mtu} on {name}"))
-        if state is None or not state.up or _going_down(diff, name):
+        if link.accept_ra is not None:
+            value = ACCEPT_RA_ON if link.accept_ra else 0
+            # a link without IPv6 (state.accept_ra None) has nothing to set; a new one
+            # is set once made (the Host skips it when IPv6 is off)
+            if state is None or (state.accept_ra is not None and state.accept_ra != value):
+                diff.links.append(_accept_ra_op(name, value))
+        if state is None or not state.up or renamed or _going_down(diff, name):
             diff.links.append(NetOp("link-set", name, (("state", "up"),), f"set {name} up"))
-        have = now.addresses_of(name) if state else set()
+        have = now.addresses_of(current) if state else set()
         want = [kernel_text(a) for a in link.addresses]
         families = link.managed_families
         for old in sorted(have.difference(want)):
@@ -163,7 +190,7 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
         for new in want:
             if new not in have:
                 diff.addresses.append(_addr_op("addr-add", name, new, nodad=not dad))
-        have_routes = {r.key: r for r in now.routes_of(name)} if state else {}
+        have_routes = {r.key: r for r in now.routes_of(current)} if state else {}
         want_routes = {r.key: r for r in link.routes}
         for key, r in sorted(have_routes.items(), key=lambda kv: str(kv[0])):
             if key not in want_routes and r.family in families and r.proto in (3, RTPROT_STATIC):
@@ -174,6 +201,11 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
             if key not in have_routes:
                 diff.routes.append(_planned_route(name, rp))
     return diff
+
+
+def _accept_ra_op(name: str, value: int) -> NetOp:
+    return NetOp("sysctl", name, (("key", "accept_ra"), ("value", value)),
+                 f"set accept_ra {value} on {name}")
 
 
 def _going_down(diff: Diff, name: str) -> bool:
@@ -218,10 +250,20 @@ def rollback(snapshot: Observed, now: Observed, names: Iterable[str]) -> list[Ne
 
     for name in sorted(names, key=riders_first):
         was, state = snapshot.link(name), now.link(name)
+        if was is not None and state is None:
+            renamed = now.at(was.index)
+            if renamed is not None and renamed.name != name:
+                if renamed.up:
+                    ops.append(NetOp("link-set", renamed.name, (("state", "down"),),
+                                     f"set {renamed.name} down to rename it back"))
+                ops.append(NetOp("link-set", renamed.name, (("name", name),),
+                                 f"rename {renamed.name} back to {name}"))
+            continue
         if state is None:
             continue
         if was is None:
-            ops.append(NetOp("link-del", name, (), f"delete {name}, created by the change"))
+            if snapshot.at(state.index) is None:
+                ops.append(NetOp("link-del", name, (), f"delete {name}, created by the change"))
             continue
         master = snapshot.name_of(was.master)
         if now.name_of(state.master) != master:
@@ -230,6 +272,8 @@ def rollback(snapshot: Observed, now: Observed, names: Iterable[str]) -> list[Ne
         if state.mtu != was.mtu:
             ops.append(NetOp("link-set", name, (("mtu", was.mtu),),
                              f"restore MTU {was.mtu} on {name}"))
+        if was.accept_ra is not None and state.accept_ra not in (None, was.accept_ra):
+            ops.append(_accept_ra_op(name, was.accept_ra))
         if state.up != was.up:
             ops.append(NetOp("link-set", name, (("state", "up" if was.up else "down"),),
                              f"restore {name} {'up' if was.up else 'down'}"))
@@ -282,13 +326,25 @@ class Executor:
         gone or already there is not an error."""
         pending: list[NetOp] = []
         for op in ops:
-            if op.what == "link-add":
-                self._send(pending, tolerant)
-                pending = []
-                self._create(op, tolerant)
-            else:
+            alone = op.what in ("link-add", "sysctl") or any(k == "name" for k, _ in op.params)
+            if not alone:
                 pending.append(op)
+                continue
+            self._send(pending, tolerant)
+            pending = []
+            if op.what == "sysctl":
+                self._sysctl(op)
+            else:
+                # the changes after a new or renamed link name it: sent alone, and the
+                # index cache is cleared
+                self._send_one(op, self.request(op), tolerant)
+                self.index.clear()
         self._send(pending, tolerant)
+
+    def _sysctl(self, op: NetOp) -> None:
+        p = dict(op.params)
+        if self.host.set_ipv6_conf(op.link, p["key"], p["value"]):
+            self.count += 1
 
     def _send(self, ops: list[NetOp], tolerant: bool) -> None:
         self.host.check_writable("netlink changes")
@@ -305,11 +361,6 @@ class Executor:
             self.index.clear()
         if refused is not None:
             raise _refused(*refused) from refused[1]
-
-    def _create(self, op: NetOp, tolerant: bool) -> None:
-        """Create a link alone in its send: the changes after it name its index."""
-        self._send_one(op, self.request(op), tolerant)
-        self.index.clear()
 
     def _send_one(self, op: NetOp, request: Request, tolerant: bool) -> None:
         self.host.check_writable("netlink changes")
@@ -355,6 +406,8 @@ class Executor:
                 nla += u32(IFLA_MTU, p["mtu"])
             if "master" in p:
                 nla += u32(IFLA_MASTER, self.index_of(p["master"]) if p["master"] else 0)
+            if "name" in p:
+                nla += attr(IFLA_IFNAME, p["name"].encode() + b"\0")
             return Request(RTM_NEWLINK, 0,
                            IFINFOMSG.pack(0, 0, self.index_of(op.link), flags, change) + nla)
         if op.what in ("addr-add", "addr-del"):

@@ -8,6 +8,9 @@ from agent.errors import PermanentError, Reason
 from agent.netlink.observe import Observed, link_driver
 from agent.phases.network.model import LinkPlan, NetworkPlan
 
+CREATED_KINDS = frozenset({"bond", "bridge", "vlan", "macvlan"})
+"""Kinds of link the agent creates: never the NIC an entry matches."""
+
 if TYPE_CHECKING:
     from agent.host import Host
 
@@ -69,4 +72,7 @@ def _matching(host: Host, link: LinkPlan, now: Observed,
                 drivers[s.name] = link_driver(host, s.name)
         return [s.name for s in now.links if drivers[s.name] == link.match_driver]
     found = now.link(link.match_name or link.name)  # indexed: names are unique
+    if found is None and link.rename:  # renamed by an earlier run (or at boot)
+        found = now.link(link.name)
+        found = found if found is not None and found.kind not in CREATED_KINDS else None
     return [found.name] if found is not None else []

@@ -82,6 +82,11 @@ class LinkPlan:
     routes: tuple[RoutePlan, ...] = ()
     children: tuple[str, ...] = ()
     """VLANs and macvlans riding on this link (networkd names them in its .network)."""
+    rename: bool = False
+    """The matched link gets `name` as its kernel name."""
+    accept_ra: bool | None = None
+    """Router advertisements accepted (True), refused (False), or left as they are
+    (None: IPv6 is left to DHCP and no choice was given)."""
 
     @property
     def virtual(self) -> bool:
@@ -162,6 +167,7 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
         dst = r.to if r.to != "default" else ("0.0.0.0/0" if r.family == 4 else "::/0")
         routes.append(RoutePlan(dst, r.via, r.metric, r.table))
     match = iface.match
+    dhcp6 = any(a.dhcp == "ipv6" for a in iface.addresses)
     return LinkPlan(
         name=iface.name, kind=iface.type,
         match_name=match.name if match else None,
@@ -175,8 +181,10 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
         macvlan_mode=iface.macvlan.mode if iface.macvlan else None,
         master=master, addresses=tuple(addresses),
         dhcp4=any(a.dhcp == "ipv4" for a in iface.addresses),
-        dhcp6=any(a.dhcp == "ipv6" for a in iface.addresses),
-        routes=tuple(routes), children=children)
+        dhcp6=dhcp6,
+        routes=tuple(routes), children=children, rename=iface.rename,
+        accept_ra=iface.accept_ra if iface.accept_ra is not None else (
+            None if dhcp6 else False))
 
 
 def _ordered(links: list[LinkPlan]) -> list[LinkPlan]:

@@ -29,13 +29,16 @@ def _render(name: str, **values: Any) -> str:
 
 
 def render_networkd(plan: NetworkPlan) -> dict[str, str]:
-    """A .network file per link, and a .netdev per link the agent creates."""
+    """A .network file per link, a .netdev per link the agent creates, and a .link
+    per link it renames."""
     files: dict[str, str] = {}
     by_name = {link.name: link for link in plan.links}
     for link in plan.links:
         base = f"{NETWORKD_DIR}/{NETWORKD_PREFIX}{link.name}"
         if link.virtual:
             files[f"{base}.netdev"] = _render("networkd.netdev.j2", link=link)
+        if link.rename:
+            files[f"{base}.link"] = _render("networkd.link.j2", link=link)
         dhcp = {(True, True): "yes", (True, False): "ipv4",
                 (False, True): "ipv6"}.get((link.dhcp4, link.dhcp6))
         files[f"{base}.network"] = _render(

@@ -98,12 +98,14 @@ def parse_yaml_documents(text: str) -> list[Any]:
 # -- networkd and netplan: exactly the plan ----------------------------------------------
 
 _NETWORKD_KEYS = {
-    "Match": {"PermanentMACAddress", "Driver", "Name"}, "Link": {"MTUBytes"},
+    "Match": {"PermanentMACAddress", "Driver", "Name", "OriginalName"},
+    "Link": {"MTUBytes", "Name"},
     "Network": {"DHCP", "IPv6AcceptRA", "Bond", "Bridge", "PrimarySlave",
                 "ConfigureWithoutCarrier", "VLAN", "MACVLAN", "Address"},
     "Route": {"Destination", "Gateway", "Metric", "Table"},
-    "NetDev": {"Name", "Kind", "MTUBytes"}, "VLAN": {"Id"}, "Bond": {"Mode", "MIIMonitorSec"},
-    "Bridge": {"STP"}, "MACVLAN": {"Mode"},
+    "NetDev": {"Name", "Kind", "MTUBytes"}, "VLAN": {"Id", "Protocol"},
+    "Bond": {"Mode", "MIIMonitorSec", "LACPTransmitRate", "TransmitHashPolicy"},
+    "Bridge": {"STP", "ForwardDelaySec"}, "MACVLAN": {"Mode"},
 }
 
 
@@ -121,7 +123,8 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
     file, section or key the plan does not account for."""
     expected_files = {f"/etc/systemd/network/10-machine-agent-{link.name}.{ext}"
                       for link in plan.links
-                      for ext in (("network", "netdev") if link.virtual else ("network",))}
+                      for ext in (("network", "netdev") if link.virtual else
+                                  ("network", "link") if link.rename else ("network",))}
     assert set(files) == expected_files
     for link in plan.links:
         net = parse_systemd(files[f"/etc/systemd/network/10-machine-agent-{link.name}.network"])
@@ -132,12 +135,14 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
         match = {k: v for name, items in net if name == "Match" for k, v in items}
         assert match == ({"PermanentMACAddress": link.match_mac} if link.match_mac else
                          {"Driver": link.match_driver} if link.match_driver else
-                         {"Name": link.match_name or link.name})
+                         {"Name": link.name if link.rename else link.match_name or link.name}
+                         ) | ({"Name": link.name} if link.rename else {})
         assert ini_values(net, "Link", "MTUBytes") == ([str(link.mtu)] if link.mtu else [])
         dhcp = {(True, True): ["yes"], (True, False): ["ipv4"], (False, True): ["ipv6"],
                 (False, False): []}[(link.dhcp4, link.dhcp6)]
         assert ini_values(net, "Network", "DHCP") == dhcp
-        assert ini_values(net, "Network", "IPv6AcceptRA") == ([] if link.dhcp6 else ["no"])
+        assert ini_values(net, "Network", "IPv6AcceptRA") == (
+            [] if link.accept_ra is None else ["yes" if link.accept_ra else "no"])
         assert ini_values(net, "Network", "Address") == [str(a) for a in link.addresses]
         master = plan.link(link.master) if link.master else None
         assert ini_values(net, "Network", "Bond") + ini_values(net, "Network", "Bridge") == (
@@ -191,12 +196,12 @@ def assert_netplan_holds(plan: NetworkPlan, text: str) -> None:
         assert match == ({"macaddress": link.match_mac} if link.match_mac else
                          {"driver": link.match_driver} if link.match_driver else
                          {"name": link.match_name} if link.match_name else None)
-        assert entry.get("set-name") == (link.name if match and not link.match_name else None)
+        assert entry.get("set-name") == (link.name if link.rename else None)
         assert [str(ipaddress.ip_interface(a)) for a in entry.get("addresses", [])] == [
             str(a) for a in link.addresses]
         assert entry.get("mtu") == link.mtu
         assert (entry["dhcp4"], entry["dhcp6"]) == (link.dhcp4, link.dhcp6)
-        assert entry.get("accept-ra") == (None if link.dhcp6 else False)
+        assert entry.get("accept-ra") == link.accept_ra
         routes = []
         for r in entry.get("routes", []):
             assert set(r) <= {"to", "via", "scope", "metric", "table"}, r
