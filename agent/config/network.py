@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from agent.config import checks
 from agent.config.fields import Duration, setting
+from agent.config.netconfig_v2 import translate
 
 Problem = tuple[str, str, str | None]
+CLOUD_INIT = "cloud-init"
+
+
+def _config_source(value: str) -> str | None:
+    if value == CLOUD_INIT:
+        return None
+    return checks.absolute_path(value)
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 DEFAULT_MTU = 1500
 IPV6_MIN_MTU = 1280
@@ -62,8 +70,13 @@ class RouteSpec:
     metric: int | None = setting("Route metric (lower wins).", default=None)
     table: int | None = setting("Routing table id (default: main).", default=None,
                                 check=checks.route_table)
+    on_link: bool = setting(
+        "The next hop is on the link though outside its subnets (onlink; networkd "
+        "GatewayOnLink=, netplan on-link).", default=False, key="onLink")
 
     def validate(self) -> Iterator[Problem]:
+        if self.on_link and self.via is None:
+            yield ("onLink", "is for a route with a next hop (via)", None)
         if self.metric is not None and not 0 <= self.metric < 2**32:
             yield ("metric", f"{self.metric} is not a metric (0-4294967295)", None)
         if self.via is not None and self.to != "default":
@@ -92,6 +105,14 @@ class MatchSpec:
         given = [k for k in ("name", "mac_address", "driver") if getattr(self, k) is not None]
         if len(given) != 1:
             yield ("", "give exactly one of name, macAddress or driver", None)
+
+
+@dataclass(frozen=True)
+class LinkDNSSpec:
+    nameservers: list[str] = setting("DNS servers reached through this link, in order.",
+                                     factory=list, check=checks.ip_address)
+    search: list[str] = setting("Search domains for this link.", factory=list,
+                                check=checks.fqdn)
 
 
 @dataclass(frozen=True)
@@ -181,6 +202,9 @@ class InterfaceSpec:
                                    default=None, check=checks.ip_address)
     routes: list[RouteSpec] = setting("Extra routes through this interface.", factory=list)
     mtu: int | None = setting("MTU in bytes.", default=None, check=checks.mtu)
+    dns: LinkDNSSpec | None = setting(
+        "DNS of this link (networkd [Network] DNS= and Domains=, netplan nameservers), "
+        "given to systemd-resolved for the link rather than globally.", default=None)
     rename: bool = setting(
         "With `match`: the matched link is renamed to `name` (live, by a .link file for "
         "networkd, by set-name for netplan), as netplan's set-name does. Without it the "
@@ -224,7 +248,7 @@ class InterfaceSpec:
         for i, route in enumerate(self.routes):
             if route.to == "default" and route.via is None:
                 yield (f"routes[{i}].via", "a default route needs a next hop", None)
-            elif route.via is not None:
+            elif route.via is not None and not route.on_link:
                 yield from self._reachable(f"routes[{i}].via", route.via)
 
     def _gateways(self) -> Iterator[Problem]:
@@ -359,8 +383,32 @@ class NetworkSpec:
                                  factory=VerifySpec)
     disable_cloud_init_network: bool = setting(
         "Stop cloud-init from writing its own network configuration (when the agent "
-        "configures interfaces and renders them).", default=True,
+        "configures interfaces and renders them; never with networkConfigFrom: "
+        "cloud-init, whose document cloud-init must hand out).", default=True,
         key="disableCloudInitNetwork")
+    network_config: dict[str, Any] | None = setting(
+        "A cloud-init network-config version 2 document (netplan's format), as it is: "
+        "its devices become `interfaces`, and errors name their v2 path. See "
+        "docs/network-config-v2.md.", default=None, key="networkConfig")
+    network_config_from: str | None = setting(
+        "Where `networkConfig` is read from: an absolute path of a v2 file, or "
+        "`cloud-init` for the datasource's own (/run/cloud-init/network-config.json, "
+        "cloud-init 23.4 or later).", default=None, key="networkConfigFrom",
+        check=_config_source)
+
+    @classmethod
+    def prepare_document(cls, value: dict[str, Any]) -> tuple[
+            dict[str, Any], Callable[[str], str | None] | None, list[Problem]]:
+        """`networkConfig` (v2) translated into `interfaces` (fields.Decoder hook)."""
+        if value.get("networkConfig") is None:
+            return value, None, []
+        translation = translate(value["networkConfig"])
+        problems: list[Problem] = [(p, m, h) for p, m, h in translation.problems]
+        if value.get("interfaces"):
+            problems.append(("interfaces", "is given with networkConfig",
+                             "give the interfaces in one of them"))
+        return {**value, "interfaces": translation.interfaces}, translation.v2_path, \
+            problems
 
     def validate(self) -> Iterator[Problem]:
         by_name: dict[str, int] = {}

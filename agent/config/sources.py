@@ -227,6 +227,9 @@ def load_config(host: Host, sources: Iterable[Source]) -> LoadedConfig:
     errors: list[FieldError] = []
     fragments = [frag for source in sources for frag in source.fragments(host, errors)]
     document, origins = merge(fragments)
+    from agent.config.netconfig_source import read_network_config  # builds on this module
+
+    read_network_config(host, document, origins, errors)
     decoder = Decoder()
     config = decoder.decode_object(AgentConfig, document, "")
     errors.extend(FieldError(e.path, e.message, e.hint, origin=origins.of_problem(e.path))

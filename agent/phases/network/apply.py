@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 RTPROT_STATIC = 4
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK = 0, 253
+RTNH_F_ONLINK = 4
 IFA_F_NODAD = 0x02
 KERNEL_MODULE = {"vlan": "8021q", "bond": "bonding", "bridge": "bridge", "macvlan": "macvlan"}
 EOPNOTSUPP = 95
@@ -213,8 +214,12 @@ def _going_down(diff: Diff, name: str) -> bool:
 
 
 def _planned_route(name: str, r: RoutePlan) -> NetOp:
-    return _route_op("route-add", name, r.dst, r.via, r.table or RT_TABLE_MAIN,
-                     r.metric if r.metric is not None else DEFAULT_METRIC[r.family])
+    op = _route_op("route-add", name, r.dst, r.via, r.table or RT_TABLE_MAIN,
+                   r.metric if r.metric is not None else DEFAULT_METRIC[r.family])
+    if r.on_link:
+        return NetOp(op.what, op.link, (*op.params, ("flags", RTNH_F_ONLINK)),
+                     op.summary + " (onlink)")
+    return op
 
 
 def _create(name: str, plan: NetworkPlan, names: dict[str, str]) -> NetOp:
@@ -421,7 +426,8 @@ class Executor:
             return Request(RTM_DELADDR, 0, body)
         family, table = p["family"], p["table"]
         body = RTMSG.pack(family, p["dst_len"], 0, 0, table if table < 256 else 0,
-                          p["proto"], p["scope"], RTN_UNICAST, 0) + u32(RTA_TABLE, table)
+                          p["proto"], p["scope"], RTN_UNICAST, p.get("flags", 0)
+                          ) + u32(RTA_TABLE, table)
         if "dst" in p:
             body += attr(RTA_DST, socket.inet_pton(family, p["dst"]))
         if "gateway" in p:

@@ -29,6 +29,7 @@ class RoutePlan:
     via: str | None
     metric: int | None = None
     table: int | None = None
+    on_link: bool = False
 
     @property
     def family(self) -> int:
@@ -87,6 +88,9 @@ class LinkPlan:
     accept_ra: bool | None = None
     """Router advertisements accepted (True), refused (False), or left as they are
     (None: IPv6 is left to DHCP and no choice was given)."""
+    nameservers: tuple[str, ...] = ()
+    search: tuple[str, ...] = ()
+    """DNS of this link alone (systemd-resolved's per-link DNS)."""
 
     @property
     def virtual(self) -> bool:
@@ -165,7 +169,7 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
               for family, gw in sorted(gateways.items())]
     for r in iface.routes:
         dst = r.to if r.to != "default" else ("0.0.0.0/0" if r.family == 4 else "::/0")
-        routes.append(RoutePlan(dst, r.via, r.metric, r.table))
+        routes.append(RoutePlan(dst, r.via, r.metric, r.table, r.on_link))
     match = iface.match
     dhcp6 = any(a.dhcp == "ipv6" for a in iface.addresses)
     return LinkPlan(
@@ -183,6 +187,8 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
         dhcp4=any(a.dhcp == "ipv4" for a in iface.addresses),
         dhcp6=dhcp6,
         routes=tuple(routes), children=children, rename=iface.rename,
+        nameservers=tuple(iface.dns.nameservers) if iface.dns else (),
+        search=tuple(iface.dns.search) if iface.dns else (),
         accept_ra=iface.accept_ra if iface.accept_ra is not None else (
             None if dhcp6 else False))
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.config.network import NetworkSpec
+from agent.config.network import CLOUD_INIT, NetworkSpec
 from agent.errors import AgentError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.netlink.observe import Observed, kernel_text, observe
@@ -263,7 +263,10 @@ def persistent_changes(host: Host, spec: NetworkSpec, netplan: NetworkPlan) -> l
     files = render_links(netplan, spec.renderer)
     files.update(render_dns(netplan, spec.dns.backend))
     files.update(render_hostname(netplan, host.read_text("/etc/hosts")))
-    if spec.disable_cloud_init_network and spec.interfaces and spec.renderer != "none":
+    # The datasource's own document: cloud-init must keep finding it (network-config.json
+    # is written only while its network configuration is on), so it is never disabled.
+    if spec.disable_cloud_init_network and spec.interfaces and spec.renderer != "none" \
+            and spec.network_config_from != CLOUD_INIT:
         files.update(render_cloud_init_dropin())
     changes = [c for path, content in files.items()
                if (c := file_change(host, path, content,

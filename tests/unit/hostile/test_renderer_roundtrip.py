@@ -101,8 +101,8 @@ _NETWORKD_KEYS = {
     "Match": {"PermanentMACAddress", "Driver", "Name", "OriginalName"},
     "Link": {"MTUBytes", "Name"},
     "Network": {"DHCP", "IPv6AcceptRA", "Bond", "Bridge", "PrimarySlave",
-                "ConfigureWithoutCarrier", "VLAN", "MACVLAN", "Address"},
-    "Route": {"Destination", "Gateway", "Metric", "Table"},
+                "ConfigureWithoutCarrier", "VLAN", "MACVLAN", "Address", "DNS", "Domains"},
+    "Route": {"Destination", "Gateway", "Metric", "Table", "GatewayOnLink"},
     "NetDev": {"Name", "Kind", "MTUBytes"}, "VLAN": {"Id", "Protocol"},
     "Bond": {"Mode", "MIIMonitorSec", "LACPTransmitRate", "TransmitHashPolicy"},
     "Bridge": {"STP", "ForwardDelaySec"}, "MACVLAN": {"Mode"},
@@ -144,6 +144,10 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
         assert ini_values(net, "Network", "IPv6AcceptRA") == (
             [] if link.accept_ra is None else ["yes" if link.accept_ra else "no"])
         assert ini_values(net, "Network", "Address") == [str(a) for a in link.addresses]
+        assert ini_values(net, "Network", "DNS") == (
+            [" ".join(link.nameservers)] if link.nameservers else [])
+        assert ini_values(net, "Network", "Domains") == (
+            [" ".join(link.search)] if link.search else [])
         master = plan.link(link.master) if link.master else None
         assert ini_values(net, "Network", "Bond") + ini_values(net, "Network", "Bridge") == (
             [link.master] if link.master else [])
@@ -176,7 +180,7 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
 _NETPLAN_SECTIONS = {"ethernet": "ethernets", "bond": "bonds", "bridge": "bridges",
                      "vlan": "vlans"}
 _NETPLAN_KEYS = {"match", "set-name", "id", "link", "interfaces", "parameters", "mtu",
-                 "dhcp4", "dhcp6", "accept-ra", "addresses", "routes"}
+                 "dhcp4", "dhcp6", "accept-ra", "addresses", "routes", "nameservers"}
 
 
 def assert_netplan_holds(plan: NetworkPlan, text: str) -> None:
@@ -202,9 +206,11 @@ def assert_netplan_holds(plan: NetworkPlan, text: str) -> None:
         assert entry.get("mtu") == link.mtu
         assert (entry["dhcp4"], entry["dhcp6"]) == (link.dhcp4, link.dhcp6)
         assert entry.get("accept-ra") == link.accept_ra
+        assert entry.get("nameservers", {}).get("addresses", []) == list(link.nameservers)
+        assert entry.get("nameservers", {}).get("search", []) == list(link.search)
         routes = []
         for r in entry.get("routes", []):
-            assert set(r) <= {"to", "via", "scope", "metric", "table"}, r
+            assert set(r) <= {"to", "via", "scope", "metric", "table", "on-link"}, r
             routes.append(_route("0.0.0.0/0" if r["to"] == "default" and "." in r["via"]
                                  else "::/0" if r["to"] == "default" else r["to"],
                                  r.get("via"), r.get("metric"), r.get("table")))
