@@ -67,6 +67,19 @@ class NetworkPhase(Phase):
         self._result: dict[str, Any] = {}
         self._planned: tuple[NetworkPlan, bool, Observed, dict[str, str], Diff] | None = None
         """The plan's diff and what it was computed from, for apply to reuse."""
+        self._rtnl: Rtnl | None = None
+        """The run's netlink socket: opened by plan, used by apply and verify, closed when
+        verify ends or apply fails (a retry plans, and opens one, again)."""
+
+    def _netlink(self, host: Host) -> Rtnl:
+        if self._rtnl is None:
+            self._rtnl = connect(host)
+        return self._rtnl
+
+    def _close(self) -> None:
+        if self._rtnl is not None:
+            self._rtnl.close()
+            self._rtnl = None
 
     # -- plan -------------------------------------------------------------------------
 
@@ -76,8 +89,7 @@ class NetworkPhase(Phase):
         netplan = build_plan(spec, held_allocations(ctx, spec))
         out.notes += [str(claim) for claim in netplan.pending]
         if spec.interfaces and is_live(ctx.host):
-            with contextlib.closing(connect(ctx.host)) as rtnl:
-                now = observe(rtnl)
+            now = observe(self._netlink(ctx.host))
             names = resolve_names(ctx.host, netplan, now)
             dad = spec.conflict_detection.duplicate_address_detection
             diff = forward(netplan, now, names, dad=dad)
@@ -92,6 +104,13 @@ class NetworkPhase(Phase):
     # -- apply ------------------------------------------------------------------------
 
     def apply(self, ctx: PhaseContext, plan: PhasePlan) -> None:
+        try:
+            self._apply(ctx)
+        except BaseException:
+            self._close()
+            raise
+
+    def _apply(self, ctx: PhaseContext) -> None:
         spec = ctx.config.spec.network
         claimed = claim_addresses(ctx, spec)
         netplan = build_plan(spec, claimed)
@@ -119,22 +138,22 @@ class NetworkPhase(Phase):
     def _apply_live(self, ctx: PhaseContext, spec: NetworkSpec,
                     netplan: NetworkPlan) -> dict[str, Any]:
         host = ctx.host
-        with contextlib.closing(connect(host)) as rtnl:
-            before = observe(rtnl)
-            names, diff = self._forward(host, netplan,
-                                        spec.conflict_detection.duplicate_address_detection,
-                                        before)
-            executor = Executor(host, rtnl, before.links)
-            try:
-                executor.run(diff.links)
-                self._probe_and_add(ctx, spec, rtnl, executor, diff.addresses,
-                                    diff.new_ipv4())
-                executor.run(diff.routes)
-                checked = self._check_on_the_wire(ctx, spec, rtnl, netplan)
-            except BaseException as err:
-                if executor.count:
-                    self._rollback(ctx, rtnl, before, set(names.values()), err)
-                raise
+        rtnl = self._netlink(host)
+        before = observe(rtnl)
+        names, diff = self._forward(host, netplan,
+                                    spec.conflict_detection.duplicate_address_detection,
+                                    before)
+        executor = Executor(host, rtnl, before.links)
+        try:
+            executor.run(diff.links)
+            self._probe_and_add(ctx, spec, rtnl, executor, diff.addresses,
+                                diff.new_ipv4())
+            executor.run(diff.routes)
+            checked = self._check_on_the_wire(ctx, spec, rtnl, netplan)
+        except BaseException as err:
+            if executor.count:
+                self._rollback(ctx, rtnl, before, set(names.values()), err)
+            raise
         return {"netlinkChanges": executor.count, **checked}
 
     def _forward(self, host: Host, netplan: NetworkPlan, dad: bool,
@@ -226,12 +245,14 @@ class NetworkPhase(Phase):
         spec = ctx.config.spec.network
         if self._result.get("live"):
             netplan = build_plan(spec)
-            with contextlib.closing(connect(ctx.host)) as rtnl:
-                now = observe(rtnl, routes=False)
-                names = resolve_names(ctx.host, netplan, now)
-                missing = [f"{link.name}: {a}" for link in netplan.links
-                           for have in [now.addresses_of(names[link.name])]
-                           for a in link.addresses if kernel_text(a) not in have]
+            try:
+                now = observe(self._netlink(ctx.host), routes=False)
+            finally:
+                self._close()
+            names = resolve_names(ctx.host, netplan, now)
+            missing = [f"{link.name}: {a}" for link in netplan.links
+                       for have in [now.addresses_of(names[link.name])]
+                       for a in link.addresses if kernel_text(a) not in have]
             if missing:
                 raise TemporaryError(f"addresses went missing after apply: {missing}",
                                      reason=Reason.InProgress)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from agent.netlink.rtnl import NLM_F_CREATE, NLM_F_EXCL, RTM_NEWLINK, connect
 from agent.phases.network.apply import Executor, NetOp, forward
 from agent.phases.network.match import resolve_names
 from agent.phases.network.model import build_plan
-from tests.integration.network.segment import Segment, config, run_phase, segment
+from tests.integration.network.segment import GATEWAY, Segment, config, run_phase, segment
 from tests.unit.network.netconfig import network_spec
 
 pytestmark = pytest.mark.allow_processes
@@ -174,3 +175,24 @@ def test_created_link_is_one_recorded_change_on_the_run_socket(seg: Segment,
         assert executor.count == 1
     assert link_details(seg, "br9")["stp_state"] == 0
     assert host.effects.recent[-1] == "netlink: create bridge br9"
+
+
+def test_a_run_makes_one_netlink_socket(seg: Segment, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # plan, apply (a bridge created, a NIC enslaved, addresses, the gateway check) and
+    # verify share the run's socket: before, each opened its own, and every created
+    # link one more through pyroute2
+    opened: list[str] = []
+    original = Host.rtnetlink
+
+    def counted(host: Host) -> socket.socket:
+        opened.append(host.netns or "")
+        return original(host)
+
+    monkeypatch.setattr(Host, "rtnetlink", counted)
+    seg.listen()
+    run_phase(tmp_path, seg, config({"interfaces": [
+        {"name": "n0"},
+        {"name": "br0", "type": "bridge", "bridge": {"members": ["n0"]},
+         "gateway": GATEWAY, "addresses": [{"static": "192.0.2.10/24"}]}]}))
+    assert opened == [seg.node]
