@@ -442,7 +442,7 @@ class NetworkSpec:
                            f"add an entry named {parent}")
                 elif parent == iface.name:
                     yield (section, "an interface cannot be its own parent", None)
-                elif iface.type == "vlan":
+                else:
                     yield from self._vlan_mtu(here, iface, self.interfaces[by_name[parent]])
             for j, member in enumerate(iface.members):
                 path = f"{here}.{iface.type}.members[{j}]"
@@ -457,6 +457,27 @@ class NetworkSpec:
                 if member in by_name and self.interfaces[by_name[member]].addresses:
                     yield (path, f"{member} has addresses; a member carries none",
                            f"move them to {iface.name}")
+                if member in by_name:
+                    yield from self._member_mtu(here, iface, by_name[member],
+                                                self.interfaces[by_name[member]])
+
+    @staticmethod
+    def _member_mtu(here: str, master: InterfaceSpec, index: int,
+                    member: InterfaceSpec) -> Iterator[Problem]:
+        """One MTU on every path: enslaving gives a bond's members the bond's MTU, and a
+        bridge whose MTU was not set by netlink (networkd's .netdev) follows its smallest
+        port, so a member's own MTU would hold live and not after a reboot, or the
+        other way round."""
+        master_mtu, member_mtu = master.mtu or DEFAULT_MTU, member.mtu or DEFAULT_MTU
+        if master.type == "bond" and member.mtu is not None and member_mtu != master_mtu:
+            yield (f"interfaces[{index}].mtu",
+                   f"{member_mtu} differs from the MTU of its bond {master.name} "
+                   f"({master_mtu}): the kernel gives a bond's members the bond's MTU",
+                   f"give {master.name} mtu {member_mtu}, or drop this one")
+        if master.type == "bridge" and master.mtu is not None and master_mtu > member_mtu:
+            yield (f"{here}.mtu", f"{master_mtu} is above the MTU of its member "
+                                  f"{member.name} ({member_mtu})",
+                   f"give {member.name} mtu {master_mtu}, or lower this one")
 
     @staticmethod
     def _vlan_mtu(here: str, vlan: InterfaceSpec, parent: InterfaceSpec) -> Iterator[Problem]:
@@ -465,7 +486,8 @@ class NetworkSpec:
             yield (f"{here}.mtu", f"{vlan.mtu} is above the MTU of its parent {parent.name} "
                                   f"({parent_mtu})", "raise the parent's MTU or lower this one")
         if vlan.mtu is None and parent_mtu < IPV6_MIN_MTU and vlan.uses_ipv6:
-            yield (f"{here}.mtu", f"the VLAN takes the MTU of {parent.name} ({parent_mtu}), "
+            yield (f"{here}.mtu", f"the {vlan.type} takes the MTU of {parent.name} "
+                                  f"({parent_mtu}), "
                                   f"below the {IPV6_MIN_MTU} IPv6 needs",
                    f"raise the MTU of {parent.name} to {IPV6_MIN_MTU} or more")
 

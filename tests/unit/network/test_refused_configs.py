@@ -97,7 +97,7 @@ def test_vlan_inheriting_a_parent_mtu_below_1280_with_ipv6_is_refused() -> None:
         {"name": "eth0", "mtu": 1000},
         {"name": "v5", "type": "vlan", "vlan": {"id": 5, "parent": "eth0"},
          "addresses": [{"dhcp": "ipv6"}]}]})
-    assert error.startswith("spec.network.interfaces[1].mtu: the VLAN takes the MTU of eth0")
+    assert error.startswith("spec.network.interfaces[1].mtu: the vlan takes the MTU of eth0")
 
 
 @pytest.mark.parametrize("name", ["eth0:1", "a/b", "eth 0", ".", "..", "123", "all",
@@ -133,3 +133,30 @@ def test_forward_delay_out_of_the_stp_range_is_refused() -> None:
         {"name": "br0", "type": "bridge",
          "bridge": {"members": ["eth0"], "stp": True, "forwardDelay": 1}}]})
     assert error.startswith("spec.network.interfaces[1].bridge.forwardDelay: 1 is outside 2-30")
+
+
+def test_a_bond_member_mtu_other_than_the_bonds_is_refused() -> None:
+    # enslaving gives the member the bond's MTU: 9000 on the NICs and none on the bond
+    # would be 1500 everywhere after the bond is made
+    error = one_error({"interfaces": [
+        {"name": "eth0", "mtu": 9000},
+        {"name": "bond0", "type": "bond", "bond": {"members": ["eth0"]}}]})
+    assert error == ("spec.network.interfaces[0].mtu: 9000 differs from the MTU of its bond "
+                     "bond0 (1500): the kernel gives a bond's members the bond's MTU (give "
+                     "bond0 mtu 9000, or drop this one)")
+
+
+def test_a_bridge_mtu_above_a_members_is_refused() -> None:
+    error = one_error({"interfaces": [
+        {"name": "eth0"},
+        {"name": "br0", "type": "bridge", "mtu": 9000, "bridge": {"members": ["eth0"]}}]})
+    assert error.startswith("spec.network.interfaces[1].mtu: 9000 is above the MTU of its "
+                            "member eth0 (1500)")
+
+
+def test_a_macvlan_above_its_parents_mtu_is_refused() -> None:
+    error = one_error({"interfaces": [
+        {"name": "eth0"},
+        {"name": "mv0", "type": "macvlan", "mtu": 9000, "macvlan": {"parent": "eth0"}}]})
+    assert error.startswith("spec.network.interfaces[1].mtu: 9000 is above the MTU of its "
+                            "parent eth0")
