@@ -167,6 +167,14 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
                     int(kv["Metric"]) if "Metric" in kv else None,
                     int(kv["Table"]) if "Table" in kv else None))
         assert routes == _routes(link)
+        if link.rename:
+            renamed = parse_systemd(
+                files[f"/etc/systemd/network/10-machine-agent-{link.name}.link"])
+            assert renamed == [
+                ("Match", [("PermanentMACAddress", link.match_mac) if link.match_mac else
+                           ("Driver", link.match_driver) if link.match_driver else
+                           ("OriginalName", link.match_name)]),
+                ("Link", [("Name", link.name)])]
         if link.virtual:
             dev = parse_systemd(files[f"/etc/systemd/network/10-machine-agent-{link.name}.netdev"])
             for name, items in dev:
@@ -252,11 +260,13 @@ def _decoded(cls: type[Any], doc: dict[str, Any], where: str) -> Any:
 NETWORK = {
     "hostname": "worker-1.example.net",
     "interfaces": [
-        {"name": "eth0", "match": {"macAddress": "52:54:00:12:34:56"}, "mtu": 9000,
+        {"name": "eth0", "match": {"macAddress": "52:54:00:12:34:56"}, "rename": True,
+         "mtu": 9000,
          "gateway": "192.0.2.1", "addresses": [{"static": "192.0.2.10/24"}],
          "routes": [{"to": "198.51.100.0/24", "via": "192.0.2.254", "metric": 50}]},
         {"name": "eth0.42", "type": "vlan", "vlan": {"id": 42, "parent": "eth0"},
-         "addresses": [{"static": "2001:db8::10/64"}], "gateway": "2001:db8::1"}],
+         "addresses": [{"static": "2001:db8::10/64"}], "gateway": "2001:db8::1",
+         "dns": {"nameservers": ["2001:db8::53"], "search": ["lab.example.net"]}}],
     "dns": {"nameservers": ["192.0.2.53"], "search": ["example.net"]},
 }
 NETWORK_SAME: dict[Field, Field] = {("interfaces", 0, "name"): ("interfaces", 1, "vlan", "parent")}
@@ -265,8 +275,8 @@ NETWORK_FIELDS: list[Field] = [
     ("interfaces", 0, "gateway"), ("interfaces", 0, "addresses", 0, "static"),
     ("interfaces", 0, "routes", 0, "to"), ("interfaces", 0, "routes", 0, "via"),
     ("interfaces", 1, "name"),
-    ("interfaces", 1, "addresses", 0, "static"), ("dns", "nameservers", 0),
-    ("dns", "search", 0)]
+    ("interfaces", 1, "addresses", 0, "static"), ("interfaces", 1, "dns", "nameservers", 0),
+    ("interfaces", 1, "dns", "search", 0), ("dns", "nameservers", 0), ("dns", "search", 0)]
 
 
 def check_networkd(doc: dict[str, Any]) -> None:
