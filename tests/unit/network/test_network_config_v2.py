@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.config.sources import FileSource, load_config
 from agent.errors import ConfigError
@@ -230,3 +232,32 @@ def test_without_a_datasource_document_the_fix_is_named(tmp_path: Path) -> None:
     (error,) = info.value.errors
     assert error.path == "spec.network.networkConfigFrom"
     assert error.hint is not None and "config: disabled" in error.hint
+
+
+HOSTILE_SCALAR = st.one_of(
+    st.text(max_size=20), st.integers(), st.booleans(), st.none(), st.floats(),
+    st.sampled_from(["eth0", "bond0", "a\nb", "[Match]", "default", "192.0.2.1",
+                     "2001:db8::1/64", "802.3ad", "x-machine-agent", "eth0:1", "../.."]))
+HOSTILE_V2 = st.recursive(
+    HOSTILE_SCALAR,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.one_of(st.sampled_from(
+            ["version", "ethernets", "bonds", "bridges", "vlans", "eth0", "bond0",
+             "addresses", "routes", "match", "set-name", "parameters", "interfaces",
+             "nameservers", "id", "link", "mode", "to", "via", "x-machine-agent", "ipam",
+             "mtu", "dhcp4", "network"]), st.integers(), st.text(max_size=6)),
+            inner, max_size=4)),
+    max_leaves=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(doc=HOSTILE_V2)
+def test_any_document_is_translated_or_refused_by_name_never_a_traceback(doc: Any) -> None:
+    for network_config in (doc, {"version": 2, "ethernets": doc},
+                           {"version": 2, "bonds": {"bond0": doc}}):
+        errors = network_errors({"networkConfig": network_config})
+        assert all(e.startswith("spec.network.") for e in errors), errors
+        if not errors:  # what is accepted renders
+            plan = build_plan(network_spec({"networkConfig": network_config}))
+            render_networkd(plan)
