@@ -472,27 +472,33 @@ class Host:
             return socket.socket(family, kind, proto)
         return _socket_in_netns(self.netns, family, kind, proto)
 
-    def set_ipv6_conf(self, link: str, key: str, value: int) -> bool:
-        """Write /proc/sys/net/ipv6/conf/LINK/KEY in the node's namespace (what netlink
-        cannot set, as accept_ra), recorded as a side effect; False, and nothing
-        written, when the link has no IPv6 (the kernel's or the link's is off)."""
-        if not _SYSCTL_WORD.fullmatch(link) or not _SYSCTL_WORD.fullmatch(key) \
-                or link in (".", ".."):
-            raise PermanentError(f"refused sysctl net.ipv6.conf.{link!r}.{key!r}")
-        self.check_writable(f"sysctl net.ipv6.conf.{link}.{key}")
-        path = f"/proc/sys/net/ipv6/conf/{link}/{key}"
+    def set_ipv6_conf(self, settings: Sequence[tuple[str, str, int]]) -> list[bool]:
+        """Write /proc/sys/net/ipv6/conf/LINK/KEY = VALUE for each (LINK, KEY, VALUE) in
+        the node's namespace, in one visit to it (what netlink cannot set, as
+        accept_ra); each write is recorded as a side effect. False for a setting not
+        written because the link has no IPv6 (the kernel's or the link's is off)."""
+        for link, key, _ in settings:
+            if not _SYSCTL_WORD.fullmatch(link) or not _SYSCTL_WORD.fullmatch(key) \
+                    or link in (".", ".."):
+                raise PermanentError(f"refused sysctl net.ipv6.conf.{link!r}.{key!r}")
+            self.check_writable(f"sysctl net.ipv6.conf.{link}.{key}")
 
-        def write() -> bool:
-            try:
-                with open(path, "w") as out:
-                    out.write(f"{value}\n")
-            except FileNotFoundError:
-                return False
-            return True
+        def write() -> list[bool]:
+            done = []
+            for link, key, value in settings:
+                try:
+                    with open(f"/proc/sys/net/ipv6/conf/{link}/{key}", "w") as out:
+                        out.write(f"{value}\n")
+                except FileNotFoundError:
+                    done.append(False)
+                else:
+                    done.append(True)
+            return done
 
         written = _in_netns(self.netns, write) if self.netns else write()
-        if written:
-            self.effects.record(f"sysctl net.ipv6.conf.{link}.{key} = {value}")
+        for (link, key, value), ok in zip(settings, written, strict=True):
+            if ok:
+                self.effects.record(f"sysctl net.ipv6.conf.{link}.{key} = {value}")
         return written
 
     def record_effect(self, what: str) -> None:
