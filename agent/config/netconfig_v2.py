@@ -132,7 +132,7 @@ def _device(out: Translation, ident: str, kind: str, entry: dict[str, Any], wher
     else:
         _aggregate(out, iface, kind, entry, where, here, names)
     addresses: list[dict[str, Any]] = []
-    for i, address in enumerate(entry.get("addresses") or []):
+    for i, address in enumerate(_listed(out, entry.get("addresses"), f"{where}.addresses")):
         if not isinstance(address, str):
             out.refuse(f"{where}.addresses[{i}]", "only addresses as text (192.0.2.10/24) "
                        "are supported", "drop lifetime and label")
@@ -141,11 +141,14 @@ def _device(out: Translation, ident: str, kind: str, entry: dict[str, Any], wher
         out.paths[f"{here}.addresses[{len(addresses)}].static"] = f"{where}.addresses[{i}]"
         addresses.append({"static": address})
     extension = entry.get(EXTENSION) or {}
-    for key in extension if isinstance(extension, dict) else ():
+    if not isinstance(extension, dict):
+        out.refuse(f"{where}.{EXTENSION}", "is not a mapping", "give {ipam: [...]}")
+        extension = {}
+    for key in extension:
         if key != "ipam":
             out.refuse(f"{where}.{EXTENSION}.{key}", "unknown field", "known fields: ipam")
-    for i, claim in enumerate(extension.get("ipam") or [] if isinstance(extension, dict)
-                              else []):
+    for i, claim in enumerate(_listed(out, extension.get("ipam"),
+                                      f"{where}.{EXTENSION}.ipam")):
         out.paths[f"{here}.addresses[{len(addresses)}]"] = f"{where}.{EXTENSION}.ipam[{i}]"
         out.paths[f"{here}.addresses[{len(addresses)}].ipam"] = \
             f"{where}.{EXTENSION}.ipam[{i}]"
@@ -168,6 +171,15 @@ def _device(out: Translation, ident: str, kind: str, entry: dict[str, Any], wher
         iface["routes"] = routes
     _nameservers(out, iface, entry.get("nameservers"), f"{where}.nameservers", here)
     out.interfaces.append(iface)
+
+
+def _listed(out: Translation, value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        out.refuse(where, "is not a list")
+        return []
+    return value
 
 
 def _ethernet(out: Translation, iface: dict[str, Any], entry: dict[str, Any], where: str,

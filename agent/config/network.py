@@ -425,10 +425,15 @@ class NetworkSpec:
                 if iface.type == "macvlan":
                     yield (f"interfaces[{i}].type", "netplan cannot describe a macvlan",
                            "use renderer networkd")
-        if self.dns.backend == "resolv.conf" and len(self.dns.nameservers) > 3:
+        servers = list(self.dns.nameservers)
+        for iface in self.interfaces:  # per-link servers join them in /etc/resolv.conf
+            servers += [s for s in (iface.dns.nameservers if iface.dns else [])
+                        if s not in servers]
+        if self.dns.backend == "resolv.conf" and len(servers) > 3:
             # glibc reads at most MAXNS (3) nameserver lines; the rest would be ignored.
-            yield ("dns.nameservers", f"{len(self.dns.nameservers)} servers, but "
-                   "/etc/resolv.conf holds at most 3", "use backend resolved, or fewer")
+            yield ("dns.nameservers", f"{len(servers)} servers (with the interfaces' "
+                   "own), but /etc/resolv.conf holds at most 3",
+                   "use backend resolved, or fewer")
 
     def _references(self, by_name: dict[str, int]) -> Iterator[Problem]:
         owner: dict[str, str] = {}

@@ -117,6 +117,15 @@ class NetworkPlan:
     def link(self, name: str) -> LinkPlan:
         return next(link for link in self.links if link.name == name)
 
+    def all_dns(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(servers, search domains): the global ones, then each link's, once each —
+        for where DNS can only be global (/etc/resolv.conf)."""
+        servers, search = list(self.nameservers), list(self.search)
+        for link in self.links:
+            servers += [s for s in link.nameservers if s not in servers]
+            search += [d for d in link.search if d not in search]
+        return tuple(servers), tuple(search)
+
     @property
     def gateways(self) -> list[tuple[str, str]]:
         """(link, gateway) of every default route, for the gateway check."""
@@ -143,8 +152,6 @@ def build_plan(spec: NetworkSpec,
     links = [_link(iface, allocations, masters.get(iface.name),
                    tuple(children.get(iface.name, ()))) for iface in spec.interfaces]
     nameservers = list(spec.dns.nameservers)
-    for alloc in allocations.values():
-        nameservers += [s for s in alloc.dns_servers if s not in nameservers]
     pending = tuple(c for c in ipam_refs(spec) if (c.interface, c.index) not in allocations)
     primary = next((str(a.ip) for link in links for a in link.addresses), None)
     return NetworkPlan(tuple(_ordered(links)), pending, tuple(nameservers),
@@ -162,6 +169,12 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
             addresses.append(alloc.interface)
             if alloc.gateway is not None:
                 gateways.setdefault(alloc.interface.version, alloc.gateway)
+    nameservers = list(iface.dns.nameservers) if iface.dns else []
+    for i in range(len(iface.addresses)):
+        # a pool's DNS servers are its network's: this link's, as v2 nameservers are
+        alloc = allocations.get((iface.name, i))
+        nameservers += [s for s in (alloc.dns_servers if alloc else ())
+                        if s not in nameservers]
     for gw in (iface.gateway, iface.gateway6):
         if gw is not None:
             gateways[ipaddress.ip_address(gw).version] = gw
@@ -187,7 +200,7 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
         dhcp4=any(a.dhcp == "ipv4" for a in iface.addresses),
         dhcp6=dhcp6,
         routes=tuple(routes), children=children, rename=iface.rename,
-        nameservers=tuple(iface.dns.nameservers) if iface.dns else (),
+        nameservers=tuple(nameservers),
         search=tuple(iface.dns.search) if iface.dns else (),
         accept_ra=iface.accept_ra if iface.accept_ra is not None else (
             None if dhcp6 else False))

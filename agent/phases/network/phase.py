@@ -282,7 +282,7 @@ def persistent_changes(host: Host, spec: NetworkSpec, netplan: NetworkPlan) -> l
     """Writes of the rendered files that differ, and removals of files an earlier run
     rendered for interfaces no longer configured."""
     files = render_links(netplan, spec.renderer)
-    files.update(render_dns(netplan, spec.dns.backend))
+    files.update(render_dns(netplan, spec.dns.backend, spec.renderer))
     files.update(render_hostname(netplan, host.read_text("/etc/hosts")))
     # The datasource's own document: cloud-init must keep finding it (network-config.json
     # is written only while its network configuration is on), so it is never disabled.

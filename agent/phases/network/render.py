@@ -59,12 +59,18 @@ def render_netplan(plan: NetworkPlan) -> dict[str, str]:
     return {NETPLAN_FILE: _render("netplan.yaml.j2", sections=sections, members=members)}
 
 
-def render_dns(plan: NetworkPlan, backend: str) -> dict[str, str]:
-    if not plan.nameservers and not plan.search:
+def render_dns(plan: NetworkPlan, backend: str, renderer: str = "networkd"
+               ) -> dict[str, str]:
+    """Global DNS. A link's own DNS is the link's in systemd-resolved, from the networkd
+    or netplan files; where there is no such place (/etc/resolv.conf, or no link files)
+    it is added to the global DNS, so it is used at all."""
+    per_link = backend == "resolved" and renderer in ("networkd", "netplan")
+    servers, search = ((plan.nameservers, plan.search) if per_link else plan.all_dns())
+    if not servers and not search:
         return {}
     template, path = (("resolved.conf.j2", RESOLVED_DROPIN) if backend == "resolved"
                       else ("resolv.conf.j2", RESOLV_CONF))
-    return {path: _render(template, nameservers=plan.nameservers, search=plan.search)}
+    return {path: _render(template, nameservers=servers, search=search)}
 
 
 def render_hostname(plan: NetworkPlan, current_hosts: str | None) -> dict[str, str]:
