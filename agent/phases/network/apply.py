@@ -144,7 +144,8 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
     for link in plan.links:  # every link exists before any is enslaved to another
         state = now.link(names[link.name])
         if link.virtual and state is None:
-            diff.links.append(_create(link.name, plan, targets))
+            # made before any rename: a parent or primary is named as it is now
+            diff.links.append(_create(link.name, plan, names))
         elif link.virtual and state is not None and state.kind != link.kind:
             raise PermanentError(
                 f"{link.name} exists as a {state.kind or 'physical'} link, not a {link.kind}",

@@ -64,3 +64,18 @@ def test_two_nics_with_one_permanent_address_are_ambiguous(tmp_path: Path) -> No
     with pytest.raises(PermanentError) as info:
         names(network, observed(NIC, twin), tmp_path)
     assert "2 links (ens3, ens4) match" in info.value.message
+
+
+def test_a_vlan_on_a_nic_renamed_in_the_same_run_is_made_on_it_before_the_rename(
+        tmp_path: Path) -> None:
+    from agent.phases.network.apply import forward
+
+    plan = build_plan(network_spec({"interfaces": [
+        {"name": "uplink", "match": {"macAddress": NIC_MAC}, "rename": True},
+        {"name": "uplink.7", "type": "vlan", "vlan": {"id": 7, "parent": "uplink"}}]}))
+    nic = link(2, "ens3", None, perm=NIC_MAC)
+    now = observed(nic)
+    diff = forward(plan, now, resolve_names(Host(tmp_path, read_only=True), plan, now))
+    assert [str(op) for op in diff.links[:3]] == [
+        "create vlan uplink.7", "set ens3 down to rename it", "rename ens3 to uplink"]
+    assert dict(diff.links[0].params)["parent"] == "ens3"  # its index, kept by the rename
