@@ -16,7 +16,10 @@ from typing import Any
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.I)
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_IFNAME = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
+"""A subset of what the kernel (dev_valid_name: under IFNAMSIZ bytes, no '/', no
+whitespace) and systemd (ifname_valid: also no ':', which is the legacy alias syntax,
+no '%') accept, which no renderer has to quote."""
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$", re.I)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _PATH = re.compile(r"^/[A-Za-z0-9._/@+:,=-]*$")
@@ -73,10 +76,18 @@ def ip_network(value: str) -> str | None:
 
 
 def interface_name(value: str) -> str | None:
-    if _IFNAME.fullmatch(value) and value not in (".", ".."):
-        return None
-    return (f"{_shown(value)} is not a valid interface name "
-            "(1-15 characters: letters, digits, '_', '-', '.', no '/' or spaces)")
+    if not _IFNAME.fullmatch(value):
+        return (f"{_shown(value)} is not a valid interface name (1-15 characters: "
+                "letters, digits, '_', '-', '.', '@'; no ':', '/', '%' or spaces)")
+    if value in (".", ".."):
+        return f"{_shown(value)} is not a valid interface name (the kernel refuses it)"
+    if value.isdigit():
+        return (f"{_shown(value)} is not a valid interface name (systemd refuses names "
+                "of digits only: they read as interface indexes)")
+    if value in ("all", "default"):
+        return (f"{_shown(value)} is not a valid interface name (systemd refuses it: "
+                f"/proc/sys/net/*/conf/{value} holds the setting of every interface)")
+    return None
 
 
 def mac_address(value: str) -> str | None:

@@ -255,3 +255,41 @@ def _part_text(part: Message) -> str | None:
         return payload.decode(part.get_content_charset() or "utf-8")
     except (UnicodeDecodeError, LookupError):
         return None
+
+
+NETWORK_CONFIG = "network-config.json"
+"""The network configuration cloud-init found (the datasource's, or its system
+configuration's), written by cloud-init 23.4 and later into the instance directory
+when its network configuration is not disabled (stages.py _write_network_config_json)."""
+
+
+def datasource_network_config(host: Host, errors: list[FieldError]
+                              ) -> tuple[Any, str] | None:
+    """(the document, the file it came from) of the network configuration cloud-init
+    found for this instance; None, with the reason in `errors`, when there is none.
+    Read by instance id, as user-data is (module docstring)."""
+    data, data_file = _instance_data(host, errors)
+    if data is None:
+        return None
+    v1 = data.get("v1") or {}
+    iid = v1.get("instance_id") if isinstance(v1, dict) else None
+    if not isinstance(iid, str) or not iid or iid in (".", "..") or "\0" in iid:
+        errors.append(FieldError("v1.instance_id", f"is missing or not usable ({iid!r})",
+                                 origin=f"cloud-init ({data_file})"))
+        return None
+    path = f"{INSTANCES}/{iid.replace('/', '_')}/{NETWORK_CONFIG}"
+    text = host.read_text(path)
+    if text is None:
+        errors.append(FieldError(
+            "spec.network.networkConfigFrom",
+            f"cloud-init wrote no network configuration ({path} does not exist)",
+            "cloud-init 23.4 or later writes it, and only when its network configuration "
+            "is not disabled: remove `network: {config: disabled}` from "
+            "/etc/cloud/cloud.cfg.d (docs/network-config-v2.md)"))
+        return None
+    try:
+        return json.loads(text), path
+    except ValueError as err:
+        errors.append(FieldError("(file)", f"is not valid JSON: {err}",
+                                 origin=f"cloud-init ({path})"))
+        return None

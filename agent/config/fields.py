@@ -174,6 +174,22 @@ class Decoder:
         if not isinstance(value, dict):
             self.fail(path, f"expected a mapping, got {_kind(value)}")
             return _MISSING
+        start = len(self.errors)
+        prepare = getattr(cls, "prepare_document", None)
+        renamed: Callable[[str], str | None] | None = None
+        if prepare is not None:
+            # a model that reads another format (network-config v2) translates it into
+            # its own fields here, and names its errors by the original's paths
+            value, renamed, problems = prepare(value)
+            for sub, message, hint in problems:
+                self.fail(join_path(path, sub), message, hint)
+            start = len(self.errors)
+        obj = self._decode_fields(cls, value, path)
+        if renamed is not None:
+            self.errors[start:] = [_renamed(e, path, renamed) for e in self.errors[start:]]
+        return obj
+
+    def _decode_fields(self, cls: type[T], value: dict[str, Any], path: str) -> T | Any:
         fields = {key_of(f): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         hints = _type_hints(typing.cast(type, cls))
         for key in value:
@@ -224,6 +240,17 @@ class Decoder:
                 self.fail(join_path(where, i) if isinstance(value, list) else where, problem)
                 bad = True
         return _MISSING if bad else value
+
+
+def _renamed(error: FieldError, path: str, renamed: Callable[[str], str | None]
+             ) -> FieldError:
+    prefix = path + "." if path else ""
+    if not error.path.startswith(prefix):
+        return error
+    original = renamed(error.path[len(prefix):])
+    if original is None:
+        return error
+    return dataclasses.replace(error, path=prefix + original)
 
 
 @functools.cache

@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from agent.config import checks
 from agent.config.fields import Duration, setting
+from agent.config.netconfig_v2 import translate
 
 Problem = tuple[str, str, str | None]
+CLOUD_INIT = "cloud-init"
+
+
+def _config_source(value: str) -> str | None:
+    if value == CLOUD_INIT:
+        return None
+    return checks.absolute_path(value)
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 DEFAULT_MTU = 1500
+IPV6_MIN_MTU = 1280
 
 
 @dataclass(frozen=True)
@@ -61,8 +70,13 @@ class RouteSpec:
     metric: int | None = setting("Route metric (lower wins).", default=None)
     table: int | None = setting("Routing table id (default: main).", default=None,
                                 check=checks.route_table)
+    on_link: bool = setting(
+        "The next hop is on the link though outside its subnets (onlink; networkd "
+        "GatewayOnLink=, netplan on-link).", default=False, key="onLink")
 
     def validate(self) -> Iterator[Problem]:
+        if self.on_link and self.via is None:
+            yield ("onLink", "is for a route with a next hop (via)", None)
         if self.metric is not None and not 0 <= self.metric < 2**32:
             yield ("metric", f"{self.metric} is not a metric (0-4294967295)", None)
         if self.via is not None and self.to != "default":
@@ -94,9 +108,20 @@ class MatchSpec:
 
 
 @dataclass(frozen=True)
+class LinkDNSSpec:
+    nameservers: list[str] = setting("DNS servers reached through this link, in order.",
+                                     factory=list, check=checks.ip_address)
+    search: list[str] = setting("Search domains for this link.", factory=list,
+                                check=checks.fqdn)
+
+
+@dataclass(frozen=True)
 class VLANSpec:
     id: int = setting("802.1Q VLAN id.", check=checks.vlan_id)
     parent: str = setting("Interface entry the VLAN rides on.", check=checks.interface_name)
+    protocol: Literal["802.1q", "802.1ad"] | None = setting(
+        "Tag protocol (802.1ad: QinQ); default 802.1q. netplan cannot write 802.1ad.",
+        default=None)
 
 
 @dataclass(frozen=True)
@@ -107,8 +132,28 @@ class BondSpec:
                   "balance-tlb", "balance-alb"] = setting("Bonding mode.",
                                                          default="active-backup")
     miimon: int = setting("MII link monitoring interval in milliseconds.", default=100)
-    primary: str | None = setting("Preferred member (active-backup).", default=None,
-                                  check=checks.interface_name)
+    primary: str | None = setting(
+        "Preferred member (active-backup, balance-tlb, balance-alb).", default=None,
+        check=checks.interface_name)
+    lacp_rate: Literal["slow", "fast"] | None = setting(
+        "How often the partner sends LACPDUs (802.3ad only); kernel default slow.",
+        default=None, key="lacpRate")
+    transmit_hash_policy: Literal["layer2", "layer3+4", "layer2+3", "encap2+3",
+                                  "encap3+4", "vlan+srcmac"] | None = setting(
+        "How a member is chosen for a packet (balance-xor, 802.3ad, balance-tlb); "
+        "kernel default layer2.", default=None, key="transmitHashPolicy")
+
+    def validate(self) -> Iterator[Problem]:
+        # the kernel refuses these options in other modes (bond_options.c unsuppmodes)
+        if self.primary is not None and self.mode not in (
+                "active-backup", "balance-tlb", "balance-alb"):
+            yield ("primary", f"has no meaning in mode {self.mode}",
+                   "use mode active-backup, balance-tlb or balance-alb, or drop primary")
+        if self.lacp_rate is not None and self.mode != "802.3ad":
+            yield ("lacpRate", f"has no meaning in mode {self.mode}",
+                   "use mode 802.3ad, or drop lacpRate")
+        if self.miimon < 0:
+            yield ("miimon", f"{self.miimon} is negative", None)
 
 
 @dataclass(frozen=True)
@@ -116,6 +161,15 @@ class BridgeSpec:
     members: list[str] = setting("Interface entries attached to the bridge.", factory=list,
                                  check=checks.interface_name)
     stp: bool = setting("Spanning tree protocol.", default=False)
+    forward_delay: int | None = setting(
+        "Seconds a port spends listening and learning before forwarding (with STP: "
+        "2-30); kernel default 15.", default=None, key="forwardDelay")
+
+    def validate(self) -> Iterator[Problem]:
+        low = 2 if self.stp else 0  # br_set_forward_delay: ERANGE outside 2-30s with STP
+        if self.forward_delay is not None and not low <= self.forward_delay <= 30:
+            yield ("forwardDelay", f"{self.forward_delay} is outside {low}-30 seconds",
+                   None)
 
 
 @dataclass(frozen=True)
@@ -148,8 +202,23 @@ class InterfaceSpec:
                                    default=None, check=checks.ip_address)
     routes: list[RouteSpec] = setting("Extra routes through this interface.", factory=list)
     mtu: int | None = setting("MTU in bytes.", default=None, check=checks.mtu)
+    dns: LinkDNSSpec | None = setting(
+        "DNS of this link (networkd [Network] DNS= and Domains=, netplan nameservers), "
+        "given to systemd-resolved for the link rather than globally.", default=None)
+    rename: bool = setting(
+        "With `match`: the matched link is renamed to `name` (live, by a .link file for "
+        "networkd, by set-name for netplan), as netplan's set-name does. Without it the "
+        "link keeps its kernel name everywhere and `name` only names the entry.",
+        default=False)
+    accept_ra: bool | None = setting(
+        "Accept IPv6 router advertisements on this link. Default: only when IPv6 is left "
+        "to DHCP. Live, accept_ra is set to 0, or to 2 (accepted although a node "
+        "forwards).", default=None, key="acceptRA")
 
     def validate(self) -> Iterator[Problem]:
+        if self.rename and self.match is None:
+            yield ("rename", "renames the link `match` finds; this entry has no match",
+                   "add match, or drop rename")
         for section in _SECTIONS:
             if getattr(self, section) is not None and section != self.type:
                 yield (section, f"is only for type {section}, this interface is {self.type}",
@@ -160,6 +229,10 @@ class InterfaceSpec:
                    f"give {self.type}.{what}")
         if self.match is not None and self.type != "ethernet":
             yield ("match", "only ethernet interfaces are matched; others are created", None)
+        if self.mtu is not None and self.mtu < IPV6_MIN_MTU and self.uses_ipv6:
+            yield ("mtu", f"{self.mtu} is below {IPV6_MIN_MTU}, the least IPv6 needs (the "
+                          "kernel turns IPv6 off on the link)",
+                   f"raise the MTU to {IPV6_MIN_MTU} or more, or configure no IPv6 here")
         if self.bond is not None and self.bond.primary is not None \
                 and self.bond.primary not in self.bond.members:
             yield ("bond.primary", f"{self.bond.primary} is not a member of the bond", None)
@@ -175,7 +248,7 @@ class InterfaceSpec:
         for i, route in enumerate(self.routes):
             if route.to == "default" and route.via is None:
                 yield (f"routes[{i}].via", "a default route needs a next hop", None)
-            elif route.via is not None:
+            elif route.via is not None and not route.on_link:
                 yield from self._reachable(f"routes[{i}].via", route.via)
 
     def _gateways(self) -> Iterator[Problem]:
@@ -192,18 +265,50 @@ class InterfaceSpec:
 
     def _reachable(self, path: str, hop: str) -> Iterator[Problem]:
         """A next hop must sit in one of the interface's static subnets of its family
-        (addresses from IPAM or DHCP are unknown here and checked when claimed)."""
+        (addresses from IPAM or DHCP are unknown here and checked when claimed), and the
+        interface must have an address of its family at all: the kernel refuses a next
+        hop it cannot reach (an IPv6 link-local one is always on the link)."""
         ip = ipaddress.ip_address(hop)
         # Each subnet with the address it comes from, as given: the user fixes one of them.
         subnets = [(a.interface.network, f"addresses[{j}].static {a.static}")
                    for j, a in enumerate(self.addresses)
                    if a.interface is not None and a.interface.version == ip.version]
+        family = f"ipv{ip.version}"
+        if not subnets and family not in self.dynamic_families and not ip.is_link_local:
+            yield (path, f"{hop} cannot be reached: the interface has no IPv{ip.version} "
+                         "address (static, IPAM or DHCP)",
+                   f"give the interface an IPv{ip.version} address" +
+                   (", or use the router's link-local address" if ip.version == 6 else ""))
         if subnets and not any(ip in net for net, _ in subnets):
             yield (path, f"{hop} is outside the interface's subnets "
                          f"({', '.join(f'{net} of {given}' for net, given in subnets)})",
                    "a gateway must be on the link; fix the address or the prefix length")
+        for net, given in subnets:
+            if net.version == 4 and net.prefixlen < 31 and ip in (
+                    net.network_address, net.broadcast_address):
+                which = "network" if ip == net.network_address else "broadcast"
+                yield (path, f"{hop} is the {which} address of {net} ({given})",
+                       "a gateway is a host address inside the subnet")
         if any(a.ip == ip for a in self.static_addresses):
             yield (path, f"{hop} is the interface's own address", None)
+
+    @property
+    def dynamic_families(self) -> set[str]:
+        """Families whose address the interface gets from IPAM or DHCP."""
+        found: set[str] = set()
+        for a in self.addresses:
+            found |= {a.ipam.family} if a.ipam is not None else {a.dhcp} if a.dhcp else set()
+        return found
+
+    @property
+    def uses_ipv6(self) -> bool:
+        """Whether the configuration gives the link anything of IPv6, which the kernel
+        turns off below an MTU of 1280 (RFC 8200)."""
+        hops = [self.gateway, self.gateway6, *(r.via for r in self.routes)]
+        return ("ipv6" in self.dynamic_families
+                or any(a.version == 6 for a in self.static_addresses)
+                or any(h is not None and ":" in h for h in hops)
+                or any(r.family == 6 for r in self.routes))
 
     @property
     def static_addresses(self) -> list[IPInterface]:
@@ -278,8 +383,32 @@ class NetworkSpec:
                                  factory=VerifySpec)
     disable_cloud_init_network: bool = setting(
         "Stop cloud-init from writing its own network configuration (when the agent "
-        "configures interfaces and renders them).", default=True,
+        "configures interfaces and renders them; never with networkConfigFrom: "
+        "cloud-init, whose document cloud-init must hand out).", default=True,
         key="disableCloudInitNetwork")
+    network_config: dict[str, Any] | None = setting(
+        "A cloud-init network-config version 2 document (netplan's format), as it is: "
+        "its devices become `interfaces`, and errors name their v2 path. See "
+        "docs/network-config-v2.md.", default=None, key="networkConfig")
+    network_config_from: str | None = setting(
+        "Where `networkConfig` is read from: an absolute path of a v2 file, or "
+        "`cloud-init` for the datasource's own (/run/cloud-init/network-config.json, "
+        "cloud-init 23.4 or later).", default=None, key="networkConfigFrom",
+        check=_config_source)
+
+    @classmethod
+    def prepare_document(cls, value: dict[str, Any]) -> tuple[
+            dict[str, Any], Callable[[str], str | None] | None, list[Problem]]:
+        """`networkConfig` (v2) translated into `interfaces` (fields.Decoder hook)."""
+        if value.get("networkConfig") is None:
+            return value, None, []
+        translation = translate(value["networkConfig"])
+        problems: list[Problem] = [(p, m, h) for p, m, h in translation.problems]
+        if value.get("interfaces"):
+            problems.append(("interfaces", "is given with networkConfig",
+                             "give the interfaces in one of them"))
+        return {**value, "interfaces": translation.interfaces}, translation.v2_path, \
+            problems
 
     def validate(self) -> Iterator[Problem]:
         by_name: dict[str, int] = {}
@@ -289,16 +418,22 @@ class NetworkSpec:
                        f"{iface.name} is also interfaces[{by_name[iface.name]}]", None)
             by_name.setdefault(iface.name, i)
         yield from self._references(by_name)
+        yield from self._same_link()
         yield from self._addresses()
         if self.renderer == "netplan":
             for i, iface in enumerate(self.interfaces):
                 if iface.type == "macvlan":
                     yield (f"interfaces[{i}].type", "netplan cannot describe a macvlan",
                            "use renderer networkd")
-        if self.dns.backend == "resolv.conf" and len(self.dns.nameservers) > 3:
+        servers = list(self.dns.nameservers)
+        for iface in self.interfaces:  # per-link servers join them in /etc/resolv.conf
+            servers += [s for s in (iface.dns.nameservers if iface.dns else [])
+                        if s not in servers]
+        if self.dns.backend == "resolv.conf" and len(servers) > 3:
             # glibc reads at most MAXNS (3) nameserver lines; the rest would be ignored.
-            yield ("dns.nameservers", f"{len(self.dns.nameservers)} servers, but "
-                   "/etc/resolv.conf holds at most 3", "use backend resolved, or fewer")
+            yield ("dns.nameservers", f"{len(servers)} servers (with the interfaces' "
+                   "own), but /etc/resolv.conf holds at most 3",
+                   "use backend resolved, or fewer")
 
     def _references(self, by_name: dict[str, int]) -> Iterator[Problem]:
         owner: dict[str, str] = {}
@@ -312,7 +447,7 @@ class NetworkSpec:
                            f"add an entry named {parent}")
                 elif parent == iface.name:
                     yield (section, "an interface cannot be its own parent", None)
-                elif iface.type == "vlan":
+                else:
                     yield from self._vlan_mtu(here, iface, self.interfaces[by_name[parent]])
             for j, member in enumerate(iface.members):
                 path = f"{here}.{iface.type}.members[{j}]"
@@ -327,6 +462,27 @@ class NetworkSpec:
                 if member in by_name and self.interfaces[by_name[member]].addresses:
                     yield (path, f"{member} has addresses; a member carries none",
                            f"move them to {iface.name}")
+                if member in by_name:
+                    yield from self._member_mtu(here, iface, by_name[member],
+                                                self.interfaces[by_name[member]])
+
+    @staticmethod
+    def _member_mtu(here: str, master: InterfaceSpec, index: int,
+                    member: InterfaceSpec) -> Iterator[Problem]:
+        """One MTU on every path: enslaving gives a bond's members the bond's MTU, and a
+        bridge whose MTU was not set by netlink (networkd's .netdev) follows its smallest
+        port, so a member's own MTU would hold live and not after a reboot, or the
+        other way round."""
+        master_mtu, member_mtu = master.mtu or DEFAULT_MTU, member.mtu or DEFAULT_MTU
+        if master.type == "bond" and member.mtu is not None and member_mtu != master_mtu:
+            yield (f"interfaces[{index}].mtu",
+                   f"{member_mtu} differs from the MTU of its bond {master.name} "
+                   f"({master_mtu}): the kernel gives a bond's members the bond's MTU",
+                   f"give {master.name} mtu {member_mtu}, or drop this one")
+        if master.type == "bridge" and master.mtu is not None and master_mtu > member_mtu:
+            yield (f"{here}.mtu", f"{master_mtu} is above the MTU of its member "
+                                  f"{member.name} ({member_mtu})",
+                   f"give {member.name} mtu {master_mtu}, or lower this one")
 
     @staticmethod
     def _vlan_mtu(here: str, vlan: InterfaceSpec, parent: InterfaceSpec) -> Iterator[Problem]:
@@ -334,6 +490,37 @@ class NetworkSpec:
         if vlan.mtu is not None and vlan.mtu > parent_mtu:
             yield (f"{here}.mtu", f"{vlan.mtu} is above the MTU of its parent {parent.name} "
                                   f"({parent_mtu})", "raise the parent's MTU or lower this one")
+        if vlan.mtu is None and parent_mtu < IPV6_MIN_MTU and vlan.uses_ipv6:
+            yield (f"{here}.mtu", f"the {vlan.type} takes the MTU of {parent.name} "
+                                  f"({parent_mtu}), "
+                                  f"below the {IPV6_MIN_MTU} IPv6 needs",
+                   f"raise the MTU of {parent.name} to {IPV6_MIN_MTU} or more")
+
+    def _same_link(self) -> Iterator[Problem]:
+        """Two ethernet entries must not select one link: both would configure it (a
+        re-run would take each one's addresses away for the other's) and two .network
+        files would match it, of which networkd applies one. What only the host can
+        tell (one entry by MAC, another by name) is refused when the names are
+        resolved."""
+        seen: dict[tuple[str, str], int] = {}
+        for i, iface in enumerate(self.interfaces):
+            if iface.type != "ethernet":
+                continue
+            match = iface.match
+            if match is not None and match.mac_address is not None:
+                key, path = ("MAC address", match.mac_address.lower()), "match.macAddress"
+            elif match is not None and match.driver is not None:
+                key, path = ("driver", match.driver), "match.driver"
+            else:
+                name = match.name if match is not None and match.name else iface.name
+                key, path = ("name", name), "match.name" if match is not None else "name"
+            if key in seen:
+                other = self.interfaces[seen[key]].name
+                yield (f"interfaces[{i}].{path}",
+                       f"{iface.name} selects the link of {key[0]} {key[1]}, as "
+                       f"interfaces[{seen[key]}] ({other}) does",
+                       "one entry per link: merge the two entries")
+            seen.setdefault(key, i)
 
     def _addresses(self) -> Iterator[Problem]:
         seen_ip: dict[str, str] = {}

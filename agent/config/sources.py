@@ -235,6 +235,9 @@ def load_config(host: Host, sources: Iterable[Source],
     errors: list[FieldError] = []
     fragments = [frag for source in sources for frag in source.fragments(host, errors)]
     document, origins = merge(fragments)
+    from agent.config.netconfig_source import read_network_config  # builds on this module
+
+    read_network_config(host, document, origins, errors)
     decoder = Decoder()
     config = decoder.decode_object(AgentConfig, document, "")
     for check in checks:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -38,8 +39,9 @@ RT_SCOPE_UNIVERSE = 0
 IFF_UP = 1
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_LINKINFO, IFLA_PERM_ADDRESS, IFLA_INFO_KIND = 18, 54, 1
+IFLA_AF_SPEC, IFLA_INET6_CONF, DEVCONF_ACCEPT_RA = 26, 2, 3
 LINK_FIELDS = frozenset({IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER,
-                         IFLA_LINKINFO, IFLA_PERM_ADDRESS})
+                         IFLA_LINKINFO, IFLA_PERM_ADDRESS, IFLA_AF_SPEC})
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_TABLE = 1, 4, 5, 6, 15
 
@@ -51,10 +53,17 @@ class LinkState:
     kind: str | None
     """IFLA_INFO_KIND: veth, bridge, bond, vlan, macvlan; None for a plain NIC."""
     mac: str
+    """The current address: what the link sends from (ARP probes use it)."""
     mtu: int
     up: bool
     master: int | None
     parent: int | None
+    perm_mac: str | None = None
+    """IFLA_PERM_ADDRESS: the address burnt into a NIC, which networkd's and netplan's
+    MAC match use. Virtual links (bridge, bond, VLAN, macvlan, veth) have none, even
+    when they carry a NIC's address as their current one."""
+    accept_ra: int | None = None
+    """net.ipv6.conf.LINK.accept_ra; None when the link has no IPv6."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,10 @@ class Observed:
     def link(self, name: str) -> LinkState | None:
         return self._by_name.get(name)
 
+    def at(self, index: int) -> LinkState | None:
+        """The link of kernel index `index` (it keeps its index when renamed)."""
+        return self._by_index.get(index)
+
     def name_of(self, index: int | None) -> str | None:
         link = self._by_index.get(index) if index is not None else None
         return link.name if link is not None else None
@@ -127,7 +140,7 @@ class Observed:
         """The part of the state on `names`, by name: what a rollback must restore."""
         return {
             name: (None if (link := self.link(name)) is None else
-                   (link.kind, link.mtu, link.up, self.name_of(link.master),
+                   (link.kind, link.mtu, link.up, link.accept_ra, self.name_of(link.master),
                     sorted(self.addresses_of(name)),
                     sorted((r.key, r.proto, r.scope) for r in self.routes_of(name))))
             for name in sorted(names)}
@@ -171,13 +184,25 @@ def _link(body: memoryview) -> LinkState:
     nla = attributes(body, IFINFOMSG.size, len(body), LINK_FIELDS)
     info = nla.get(IFLA_LINKINFO)
     kind = attributes(info, 0, len(info)).get(IFLA_INFO_KIND) if info is not None else None
-    mac = nla.get(IFLA_PERM_ADDRESS) or nla.get(IFLA_ADDRESS)
+    mac, perm = nla.get(IFLA_ADDRESS), nla.get(IFLA_PERM_ADDRESS)
     return LinkState(
         index=index, name=text(nla[IFLA_IFNAME]),
         kind=text(kind) if kind is not None else None,
         mac=bytes(mac).hex(":") if mac is not None else "",
         mtu=_u32(nla, IFLA_MTU) or 0, up=bool(flags & IFF_UP),
-        master=_u32(nla, IFLA_MASTER), parent=_u32(nla, IFLA_LINK))
+        master=_u32(nla, IFLA_MASTER), parent=_u32(nla, IFLA_LINK),
+        perm_mac=bytes(perm).hex(":") if perm is not None else None,
+        accept_ra=_accept_ra(nla.get(IFLA_AF_SPEC)))
+
+
+def _accept_ra(spec: memoryview | None) -> int | None:
+    """accept_ra from IFLA_AF_SPEC / AF_INET6 / IFLA_INET6_CONF, an array of s32 by
+    DEVCONF_* index: netlink reads it, though only /proc/sys can change it."""
+    inet6 = attributes(spec, 0, len(spec)).get(socket.AF_INET6) if spec is not None else None
+    conf = attributes(inet6, 0, len(inet6)).get(IFLA_INET6_CONF) if inet6 is not None else None
+    if conf is None or len(conf) < 4 * (DEVCONF_ACCEPT_RA + 1):
+        return None
+    return int(struct.unpack_from("=i", conf, 4 * DEVCONF_ACCEPT_RA)[0])
 
 
 def _address(body: memoryview) -> tuple[int, str] | None:

@@ -4,7 +4,6 @@ per change). The same differ rolls back: the wanted state is then the snapshot."
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import socket
 from collections.abc import Iterable
@@ -12,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import PermanentError, Reason
+from agent.netlink.linkinfo import bond_data, bridge_data, macvlan_data, new_link, vlan_data
 from agent.netlink.observe import (
     IFA_ADDRESS,
     IFA_LOCAL,
     IFF_UP,
+    IFLA_IFNAME,
     IFLA_MASTER,
     IFLA_MTU,
     RTA_DST,
@@ -55,9 +56,13 @@ if TYPE_CHECKING:
 
 RTPROT_STATIC = 4
 RT_SCOPE_UNIVERSE, RT_SCOPE_LINK = 0, 253
+RTNH_F_ONLINK = 4
 IFA_F_NODAD = 0x02
 KERNEL_MODULE = {"vlan": "8021q", "bond": "bonding", "bridge": "bridge", "macvlan": "macvlan"}
 EOPNOTSUPP = 95
+ACCEPT_RA_ON = 2
+"""accept_ra when advertisements are wanted: 2 accepts them although the node forwards
+(a Kubernetes node does); networkd handles them itself and leaves the kernel's at 0."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class NetOp:
     """One netlink change: `what` on link `link` with `params`."""
 
     what: Literal["link-add", "link-set", "link-del", "addr-add", "addr-del",
-                  "route-add", "route-del"]
+                  "route-add", "route-del", "sysctl"]
     link: str
     params: tuple[tuple[str, Any], ...] = ()
     summary: str = ""
@@ -128,11 +133,18 @@ def _route_op(what: Literal["route-add", "route-del"], link: str, dst: str, via:
 def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
             dad: bool = True) -> Diff:
     """What turns `now` into `plan`: only the difference, so a configured host gives none.
-    Without `dad`, IPv6 addresses are added without duplicate address detection."""
+    `names` are the kernel names of the planned links now; a link the plan renames is
+    renamed first and known by its new name after. Without `dad`, IPv6 addresses are
+    added without duplicate address detection."""
     diff = Diff()
+    targets = {link.name: link.name if link.rename else names[link.name]
+               for link in plan.links}
+    sysctls: list[NetOp] = []
+    ups: list[NetOp] = []
     for link in plan.links:  # every link exists before any is enslaved to another
         state = now.link(names[link.name])
         if link.virtual and state is None:
+            # made before any rename: a parent or primary is named as it is now
             diff.links.append(_create(link.name, plan, names))
         elif link.virtual and state is not None and state.kind != link.kind:
             raise PermanentError(
@@ -140,11 +152,24 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
                 reason=Reason.InterfaceNotFound,
                 hint=f"delete {link.name} or rename the interface entry")
     for link in plan.links:
-        name = names[link.name]
-        state = now.link(name)
-        master = names[link.master] if link.master else None
+        current, name = names[link.name], targets[link.name]
+        state = now.link(current)
+        renamed = state is not None and current != name
+        if renamed and state is not None:
+            if now.link(name) is not None:
+                raise PermanentError(
+                    f"cannot rename {current} to {name}: a link named {name} exists",
+                    reason=Reason.InterfaceNotFound,
+                    hint=f"delete or rename {name}, or give the entry another name")
+            if state.up:  # the kernel renames a link only while it is down
+                diff.links.append(NetOp("link-set", current, (("state", "down"),),
+                                        f"set {current} down to rename it"))
+            diff.links.append(NetOp("link-set", current, (("name", name),),
+                                    f"rename {current} to {name}"))
+        master = targets[link.master] if link.master else None
         if (state is None or now.name_of(state.master) != master) and master is not None:
-            if plan.link(link.master or "").kind == "bond" and (state is None or state.up):
+            if plan.link(link.master or "").kind == "bond" and (
+                    state is None or (state.up and not renamed)):
                 diff.links.append(NetOp("link-set", name, (("state", "down"),),
                                         f"set {name} down to enslave it"))
             diff.links.append(NetOp("link-set", name, (("master", master),),
@@ -152,9 +177,15 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
         if link.mtu is not None and (state is None or state.mtu != link.mtu):
             diff.links.append(NetOp("link-set", name, (("mtu", link.mtu),),
                                     f"set MTU {link.mtu} on {name}"))
-        if state is None or not state.up or _going_down(diff, name):
-            diff.links.append(NetOp("link-set", name, (("state", "up"),), f"set {name} up"))
-        have = now.addresses_of(name) if state else set()
+        if link.accept_ra is not None:
+            value = ACCEPT_RA_ON if link.accept_ra else 0
+            # a link without IPv6 (state.accept_ra None) has nothing to set; a new one
+            # is set once made (the Host skips it when IPv6 is off)
+            if state is None or (state.accept_ra is not None and state.accept_ra != value):
+                sysctls.append(_accept_ra_op(name, value))
+        if state is None or not state.up or renamed or _going_down(diff, name):
+            ups.append(NetOp("link-set", name, (("state", "up"),), f"set {name} up"))
+        have = now.addresses_of(current) if state else set()
         want = [kernel_text(a) for a in link.addresses]
         families = link.managed_families
         for old in sorted(have.difference(want)):
@@ -163,7 +194,7 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
         for new in want:
             if new not in have:
                 diff.addresses.append(_addr_op("addr-add", name, new, nodad=not dad))
-        have_routes = {r.key: r for r in now.routes_of(name)} if state else {}
+        have_routes = {r.key: r for r in now.routes_of(current)} if state else {}
         want_routes = {r.key: r for r in link.routes}
         for key, r in sorted(have_routes.items(), key=lambda kv: str(kv[0])):
             if key not in want_routes and r.family in families and r.proto in (3, RTPROT_STATIC):
@@ -173,7 +204,15 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
         for key, rp in want_routes.items():
             if key not in have_routes:
                 diff.routes.append(_planned_route(name, rp))
+    # accept_ra before a link goes up (no advertisement is taken in between), all in one
+    # visit to the namespace
+    diff.links += sysctls + ups
     return diff
+
+
+def _accept_ra_op(name: str, value: int) -> NetOp:
+    return NetOp("sysctl", name, (("key", "accept_ra"), ("value", value)),
+                 f"set accept_ra {value} on {name}")
 
 
 def _going_down(diff: Diff, name: str) -> bool:
@@ -181,8 +220,12 @@ def _going_down(diff: Diff, name: str) -> bool:
 
 
 def _planned_route(name: str, r: RoutePlan) -> NetOp:
-    return _route_op("route-add", name, r.dst, r.via, r.table or RT_TABLE_MAIN,
-                     r.metric if r.metric is not None else DEFAULT_METRIC[r.family])
+    op = _route_op("route-add", name, r.dst, r.via, r.table or RT_TABLE_MAIN,
+                   r.metric if r.metric is not None else DEFAULT_METRIC[r.family])
+    if r.on_link:
+        return NetOp(op.what, op.link, (*op.params, ("flags", RTNH_F_ONLINK)),
+                     op.summary + " (onlink)")
+    return op
 
 
 def _create(name: str, plan: NetworkPlan, names: dict[str, str]) -> NetOp:
@@ -191,13 +234,17 @@ def _create(name: str, plan: NetworkPlan, names: dict[str, str]) -> NetOp:
     if link.parent is not None:
         params.append(("parent", names[link.parent]))
     if link.kind == "vlan":
-        params.append(("vlan_id", link.vlan_id))
+        params += [("vlan_id", link.vlan_id), ("vlan_protocol", link.vlan_protocol)]
     elif link.kind == "macvlan":
         params.append(("macvlan_mode", link.macvlan_mode))
     elif link.kind == "bridge":
-        params.append(("br_stp_state", 1 if link.stp else 0))
+        params += [("forward_delay", link.forward_delay), ("stp", link.stp)]
     elif link.kind == "bond" and link.bond is not None:
-        params += [("bond_mode", link.bond.mode), ("bond_miimon", link.bond.miimon)]
+        bond = link.bond
+        params += [("bond_mode", bond.mode), ("miimon", bond.miimon),
+                   ("primary", names[bond.primary] if bond.primary else None),
+                   ("lacp_rate", bond.lacp_rate),
+                   ("xmit_hash_policy", bond.transmit_hash_policy)]
     return NetOp("link-add", name, tuple(params), f"create {link.kind} {name}")
 
 
@@ -214,10 +261,20 @@ def rollback(snapshot: Observed, now: Observed, names: Iterable[str]) -> list[Ne
 
     for name in sorted(names, key=riders_first):
         was, state = snapshot.link(name), now.link(name)
+        if was is not None and state is None:
+            renamed = now.at(was.index)
+            if renamed is not None and renamed.name != name:
+                if renamed.up:
+                    ops.append(NetOp("link-set", renamed.name, (("state", "down"),),
+                                     f"set {renamed.name} down to rename it back"))
+                ops.append(NetOp("link-set", renamed.name, (("name", name),),
+                                 f"rename {renamed.name} back to {name}"))
+            continue
         if state is None:
             continue
         if was is None:
-            ops.append(NetOp("link-del", name, (), f"delete {name}, created by the change"))
+            if snapshot.at(state.index) is None:
+                ops.append(NetOp("link-del", name, (), f"delete {name}, created by the change"))
             continue
         master = snapshot.name_of(was.master)
         if now.name_of(state.master) != master:
@@ -226,6 +283,8 @@ def rollback(snapshot: Observed, now: Observed, names: Iterable[str]) -> list[Ne
         if state.mtu != was.mtu:
             ops.append(NetOp("link-set", name, (("mtu", was.mtu),),
                              f"restore MTU {was.mtu} on {name}"))
+        if was.accept_ra is not None and state.accept_ra not in (None, was.accept_ra):
+            ops.append(_accept_ra_op(name, was.accept_ra))
         if state.up != was.up:
             ops.append(NetOp("link-set", name, (("state", "up" if was.up else "down"),),
                              f"restore {name} {'up' if was.up else 'down'}"))
@@ -252,11 +311,11 @@ class Executor:
     """Runs NetOps in the node's namespace, recording each as a side effect of the Host.
 
     Changes go to the kernel many to one send, their acks read after (`Rtnl.execute`):
-    one round trip per change through pyroute2 was most of the 2.7 s that 1,000
-    addresses took (bench/README.md). The kernel runs every change of a send even when
-    one before it is refused, so all that ran are counted and the first refused one is
-    reported; the caller's rollback is computed from the state, not from the ops, so it
-    undoes those too."""
+    one round trip per change was most of the 2.7 s that 1,000 addresses took through
+    pyroute2 (bench/README.md). Links are created on the same socket. The kernel runs
+    every change of a send even when one before it is refused, so all that ran are
+    counted and the first refused one is reported; the caller's rollback is computed
+    from the state, not from the ops, so it undoes those too."""
 
     def __init__(self, host: Host, rtnl: Rtnl, known: Iterable[LinkState] = ()) -> None:
         self.host = host
@@ -278,17 +337,34 @@ class Executor:
         gone or already there is not an error."""
         pending: list[NetOp] = []
         for op in ops:
-            if op.what == "link-add":
-                self._send(pending, tolerant)
+            if pending and (op.what == "sysctl") != (pending[0].what == "sysctl"):
+                self._flush(pending, tolerant)
                 pending = []
-                self._create(op, tolerant)
-            else:
+            if op.what != "link-add" and not any(k == "name" for k, _ in op.params):
                 pending.append(op)
-        self._send(pending, tolerant)
+                continue
+            self._flush(pending, tolerant)
+            pending = []
+            # the changes after a new or renamed link name it: sent alone, and the index
+            # cache is cleared
+            self._send_one(op, self.request(op), tolerant)
+            self.index.clear()
+        self._flush(pending, tolerant)
+
+    def _flush(self, ops: list[NetOp], tolerant: bool) -> None:
+        """Netlink changes many to one send; sysctl writes in one visit to the node's
+        namespace (a thread entering it per write: 12 ms for 100 links against 1 ms, a
+        fifth of such an apply)."""
+        if not ops or ops[0].what != "sysctl":
+            self._send(ops, tolerant)
+            return
+        settings = [(op.link, str(dict(op.params)["key"]), int(dict(op.params)["value"]))
+                    for op in ops]
+        self.count += sum(self.host.set_ipv6_conf(settings))
 
     def _send(self, ops: list[NetOp], tolerant: bool) -> None:
         self.host.check_writable("netlink changes")
-        requests = [self._request(op) for op in ops]
+        requests = [self.request(op) for op in ops]
         refused: tuple[NetOp, RtnlError] | None = None
         for op, (code, detail) in zip(ops, self.rtnl.execute(requests), strict=True):
             if code == 0:
@@ -302,29 +378,39 @@ class Executor:
         if refused is not None:
             raise _refused(*refused) from refused[1]
 
-    def _create(self, op: NetOp, tolerant: bool) -> None:
-        """Create a link through pyroute2, which encodes the kind-specific attributes
-        (bond, VLAN, bridge, macvlan); a handful per configuration at most."""
-        from pyroute2 import NetlinkError
-
-        p = dict(op.params)
-        kind = p.pop("kind")
-        if "parent" in p:
-            p["link"] = self.index_of(p.pop("parent"))
+    def _send_one(self, op: NetOp, request: Request, tolerant: bool) -> None:
         self.host.check_writable("netlink changes")
-        with contextlib.closing(self.host.netlink()) as ipr:
-            try:
-                ipr.link("add", ifname=op.link, kind=kind, **p)
-            except NetlinkError as err:
-                if _accepted(op, err.code, tolerant):
-                    return
-                raise _refused(op, RtnlError(err.code)) from err
-        self.host.record_effect(f"netlink: {op.summary}")
-        self.index.clear()
-        self.count += 1
+        ((code, detail),) = self.rtnl.execute([request])
+        if code == 0:
+            self.host.record_effect(f"netlink: {op.summary}")
+            self.count += 1
+        elif not _accepted(op, code, tolerant):
+            raise _refused(op, RtnlError(code, detail))
 
-    def _request(self, op: NetOp) -> Request:
+    def _new_link(self, op: NetOp) -> Request:
         p = dict(op.params)
+        kind = p["kind"]
+        parent = self.index_of(p["parent"]) if p.get("parent") else None
+        data = b""
+        if kind == "bond":
+            primary = p.get("primary")
+            data = bond_data(p["bond_mode"], miimon=p.get("miimon"),
+                             primary=self.index_of(primary) if primary else None,
+                             lacp_rate=p.get("lacp_rate"),
+                             xmit_hash_policy=p.get("xmit_hash_policy"))
+        elif kind == "vlan":
+            data = vlan_data(p["vlan_id"], p.get("vlan_protocol"))
+        elif kind == "bridge":
+            data = bridge_data(forward_delay=p.get("forward_delay"), stp=p.get("stp"))
+        elif kind == "macvlan":
+            data = macvlan_data(p["macvlan_mode"])
+        return new_link(op.link, kind, data, parent)
+
+    def request(self, op: NetOp) -> Request:
+        """The netlink message of `op` (link indexes looked up now)."""
+        p = dict(op.params)
+        if op.what == "link-add":
+            return self._new_link(op)
         if op.what == "link-del":
             return Request(RTM_DELLINK, 0, IFINFOMSG.pack(0, 0, self.index_of(op.link), 0, 0))
         if op.what == "link-set":
@@ -336,6 +422,8 @@ class Executor:
                 nla += u32(IFLA_MTU, p["mtu"])
             if "master" in p:
                 nla += u32(IFLA_MASTER, self.index_of(p["master"]) if p["master"] else 0)
+            if "name" in p:
+                nla += attr(IFLA_IFNAME, p["name"].encode() + b"\0")
             return Request(RTM_NEWLINK, 0,
                            IFINFOMSG.pack(0, 0, self.index_of(op.link), flags, change) + nla)
         if op.what in ("addr-add", "addr-del"):
@@ -349,7 +437,8 @@ class Executor:
             return Request(RTM_DELADDR, 0, body)
         family, table = p["family"], p["table"]
         body = RTMSG.pack(family, p["dst_len"], 0, 0, table if table < 256 else 0,
-                          p["proto"], p["scope"], RTN_UNICAST, 0) + u32(RTA_TABLE, table)
+                          p["proto"], p["scope"], RTN_UNICAST, p.get("flags", 0)
+                          ) + u32(RTA_TABLE, table)
         if "dst" in p:
             body += attr(RTA_DST, socket.inet_pton(family, p["dst"]))
         if "gateway" in p:

@@ -29,6 +29,7 @@ class RoutePlan:
     via: str | None
     metric: int | None = None
     table: int | None = None
+    on_link: bool = False
 
     @property
     def family(self) -> int:
@@ -69,8 +70,10 @@ class LinkPlan:
     mtu: int | None = None
     parent: str | None = None
     vlan_id: int | None = None
+    vlan_protocol: str | None = None
     bond: BondSpec | None = None
     stp: bool = False
+    forward_delay: int | None = None
     macvlan_mode: str | None = None
     master: str | None = None
     """The bond or bridge this link is enslaved to."""
@@ -80,6 +83,14 @@ class LinkPlan:
     routes: tuple[RoutePlan, ...] = ()
     children: tuple[str, ...] = ()
     """VLANs and macvlans riding on this link (networkd names them in its .network)."""
+    rename: bool = False
+    """The matched link gets `name` as its kernel name."""
+    accept_ra: bool | None = None
+    """Router advertisements accepted (True), refused (False), or left as they are
+    (None: IPv6 is left to DHCP and no choice was given)."""
+    nameservers: tuple[str, ...] = ()
+    search: tuple[str, ...] = ()
+    """DNS of this link alone (systemd-resolved's per-link DNS)."""
 
     @property
     def virtual(self) -> bool:
@@ -105,6 +116,15 @@ class NetworkPlan:
 
     def link(self, name: str) -> LinkPlan:
         return next(link for link in self.links if link.name == name)
+
+    def all_dns(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(servers, search domains): the global ones, then each link's, once each —
+        for where DNS can only be global (/etc/resolv.conf)."""
+        servers, search = list(self.nameservers), list(self.search)
+        for link in self.links:
+            servers += [s for s in link.nameservers if s not in servers]
+            search += [d for d in link.search if d not in search]
+        return tuple(servers), tuple(search)
 
     @property
     def gateways(self) -> list[tuple[str, str]]:
@@ -132,8 +152,6 @@ def build_plan(spec: NetworkSpec,
     links = [_link(iface, allocations, masters.get(iface.name),
                    tuple(children.get(iface.name, ()))) for iface in spec.interfaces]
     nameservers = list(spec.dns.nameservers)
-    for alloc in allocations.values():
-        nameservers += [s for s in alloc.dns_servers if s not in nameservers]
     pending = tuple(c for c in ipam_refs(spec) if (c.interface, c.index) not in allocations)
     primary = next((str(a.ip) for link in links for a in link.addresses), None)
     return NetworkPlan(tuple(_ordered(links)), pending, tuple(nameservers),
@@ -151,6 +169,12 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
             addresses.append(alloc.interface)
             if alloc.gateway is not None:
                 gateways.setdefault(alloc.interface.version, alloc.gateway)
+    nameservers = list(iface.dns.nameservers) if iface.dns else []
+    for i in range(len(iface.addresses)):
+        # a pool's DNS servers are its network's: this link's, as v2 nameservers are
+        alloc = allocations.get((iface.name, i))
+        nameservers += [s for s in (alloc.dns_servers if alloc else ())
+                        if s not in nameservers]
     for gw in (iface.gateway, iface.gateway6):
         if gw is not None:
             gateways[ipaddress.ip_address(gw).version] = gw
@@ -158,21 +182,28 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
               for family, gw in sorted(gateways.items())]
     for r in iface.routes:
         dst = r.to if r.to != "default" else ("0.0.0.0/0" if r.family == 4 else "::/0")
-        routes.append(RoutePlan(dst, r.via, r.metric, r.table))
+        routes.append(RoutePlan(dst, r.via, r.metric, r.table, r.on_link))
     match = iface.match
+    dhcp6 = any(a.dhcp == "ipv6" for a in iface.addresses)
     return LinkPlan(
         name=iface.name, kind=iface.type,
         match_name=match.name if match else None,
         match_mac=match.mac_address.lower() if match and match.mac_address else None,
         match_driver=match.driver if match else None,
         mtu=iface.mtu, parent=iface.parent,
-        vlan_id=iface.vlan.id if iface.vlan else None, bond=iface.bond,
+        vlan_id=iface.vlan.id if iface.vlan else None,
+        vlan_protocol=iface.vlan.protocol if iface.vlan else None, bond=iface.bond,
         stp=iface.bridge.stp if iface.bridge else False,
+        forward_delay=iface.bridge.forward_delay if iface.bridge else None,
         macvlan_mode=iface.macvlan.mode if iface.macvlan else None,
         master=master, addresses=tuple(addresses),
         dhcp4=any(a.dhcp == "ipv4" for a in iface.addresses),
-        dhcp6=any(a.dhcp == "ipv6" for a in iface.addresses),
-        routes=tuple(routes), children=children)
+        dhcp6=dhcp6,
+        routes=tuple(routes), children=children, rename=iface.rename,
+        nameservers=tuple(nameservers),
+        search=tuple(iface.dns.search) if iface.dns else (),
+        accept_ra=iface.accept_ra if iface.accept_ra is not None else (
+            None if dhcp6 else False))
 
 
 def _ordered(links: list[LinkPlan]) -> list[LinkPlan]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.config.network import NetworkSpec
+from agent.config.network import CLOUD_INIT, NetworkSpec
 from agent.errors import AgentError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.netlink.observe import Observed, kernel_text, observe
@@ -76,6 +76,19 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         self._result = NetworkResult()
         self._planned: tuple[NetworkPlan, bool, Observed, dict[str, str], Diff] | None = None
         """The plan's diff and what it was computed from, for apply to reuse."""
+        self._rtnl: Rtnl | None = None
+        """The run's netlink socket: opened by plan, used by apply and verify, closed when
+        verify ends or apply fails (a retry plans, and opens one, again)."""
+
+    def _netlink(self, host: Host) -> Rtnl:
+        if self._rtnl is None:
+            self._rtnl = connect(host)
+        return self._rtnl
+
+    def _close(self) -> None:
+        if self._rtnl is not None:
+            self._rtnl.close()
+            self._rtnl = None
 
     # -- plan -------------------------------------------------------------------------
 
@@ -85,8 +98,7 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         netplan = build_plan(spec, held_allocations(ctx, spec))
         out.notes += [str(claim) for claim in netplan.pending]
         if spec.interfaces and is_live(ctx.host):
-            with contextlib.closing(connect(ctx.host)) as rtnl:
-                now = observe(rtnl)
+            now = observe(self._netlink(ctx.host))
             names = resolve_names(ctx.host, netplan, now)
             dad = spec.conflict_detection.duplicate_address_detection
             diff = forward(netplan, now, names, dad=dad)
@@ -101,6 +113,13 @@ class NetworkPhase(PhaseOf[NetworkResult]):
     # -- apply ------------------------------------------------------------------------
 
     def apply(self, ctx: PhaseContext, plan: PhasePlan) -> None:
+        try:
+            self._apply(ctx)
+        except BaseException:
+            self._close()
+            raise
+
+    def _apply(self, ctx: PhaseContext) -> None:
         spec = ctx.config.spec.network
         claimed = claim_addresses(ctx, spec)
         netplan = build_plan(spec, claimed)
@@ -126,23 +145,23 @@ class NetworkPhase(PhaseOf[NetworkResult]):
     def _apply_live(self, ctx: PhaseContext, spec: NetworkSpec, netplan: NetworkPlan,
                     result: NetworkResult) -> None:
         host = ctx.host
-        with contextlib.closing(connect(host)) as rtnl:
-            before = observe(rtnl)
-            names, diff = self._forward(host, netplan,
-                                        spec.conflict_detection.duplicate_address_detection,
-                                        before)
-            executor = Executor(host, rtnl, before.links)
-            try:
-                executor.run(diff.links)
-                self._probe_and_add(ctx, spec, rtnl, executor, diff.addresses,
-                                    diff.new_ipv4())
-                executor.run(diff.routes)
-                result.gateways, result.management = self._check_on_the_wire(
-                    ctx, spec, rtnl, netplan)
-            except BaseException as err:
-                if executor.count:
-                    self._rollback(ctx, rtnl, before, set(names.values()), err)
-                raise
+        rtnl = self._netlink(host)
+        before = observe(rtnl)
+        names, diff = self._forward(host, netplan,
+                                    spec.conflict_detection.duplicate_address_detection,
+                                    before)
+        executor = Executor(host, rtnl, before.links)
+        try:
+            executor.run(diff.links)
+            self._probe_and_add(ctx, spec, rtnl, executor, diff.addresses,
+                                diff.new_ipv4())
+            executor.run(diff.routes)
+            result.gateways, result.management = self._check_on_the_wire(
+                ctx, spec, rtnl, netplan)
+        except BaseException as err:
+            if executor.count:
+                self._rollback(ctx, rtnl, before, set(names.values()), err)
+            raise
         result.netlink_changes = executor.count
 
     def _forward(self, host: Host, netplan: NetworkPlan, dad: bool,
@@ -234,12 +253,14 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         spec = ctx.config.spec.network
         if self._result.live:
             netplan = build_plan(spec)
-            with contextlib.closing(connect(ctx.host)) as rtnl:
-                now = observe(rtnl, routes=False)
-                names = resolve_names(ctx.host, netplan, now)
-                missing = [f"{link.name}: {a}" for link in netplan.links
-                           for have in [now.addresses_of(names[link.name])]
-                           for a in link.addresses if kernel_text(a) not in have]
+            try:
+                now = observe(self._netlink(ctx.host), routes=False)
+            finally:
+                self._close()
+            names = resolve_names(ctx.host, netplan, now)
+            missing = [f"{link.name}: {a}" for link in netplan.links
+                       for have in [now.addresses_of(names[link.name])]
+                       for a in link.addresses if kernel_text(a) not in have]
             if missing:
                 raise TemporaryError(f"addresses went missing after apply: {missing}",
                                      reason=Reason.InProgress)
@@ -269,9 +290,12 @@ def persistent_changes(host: Host, spec: NetworkSpec, netplan: NetworkPlan) -> l
     """Writes of the rendered files that differ, and removals of files an earlier run
     rendered for interfaces no longer configured."""
     files = render_links(netplan, spec.renderer)
-    files.update(render_dns(netplan, spec.dns.backend))
+    files.update(render_dns(netplan, spec.dns.backend, spec.renderer))
     files.update(render_hostname(netplan, host.read_text("/etc/hosts")))
-    if spec.disable_cloud_init_network and spec.interfaces and spec.renderer != "none":
+    # The datasource's own document: cloud-init must keep finding it (network-config.json
+    # is written only while its network configuration is on), so it is never disabled.
+    if spec.disable_cloud_init_network and spec.interfaces and spec.renderer != "none" \
+            and spec.network_config_from != CLOUD_INIT:
         files.update(render_cloud_init_dropin())
     changes = [c for path, content in files.items()
                if (c := file_change(host, path, content,

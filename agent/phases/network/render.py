@@ -29,13 +29,16 @@ def _render(name: str, **values: Any) -> str:
 
 
 def render_networkd(plan: NetworkPlan) -> dict[str, str]:
-    """A .network file per link, and a .netdev per link the agent creates."""
+    """A .network file per link, a .netdev per link the agent creates, and a .link
+    per link it renames."""
     files: dict[str, str] = {}
     by_name = {link.name: link for link in plan.links}
     for link in plan.links:
         base = f"{NETWORKD_DIR}/{NETWORKD_PREFIX}{link.name}"
         if link.virtual:
             files[f"{base}.netdev"] = _render("networkd.netdev.j2", link=link)
+        if link.rename:
+            files[f"{base}.link"] = _render("networkd.link.j2", link=link)
         dhcp = {(True, True): "yes", (True, False): "ipv4",
                 (False, True): "ipv6"}.get((link.dhcp4, link.dhcp6))
         files[f"{base}.network"] = _render(
@@ -56,12 +59,18 @@ def render_netplan(plan: NetworkPlan) -> dict[str, str]:
     return {NETPLAN_FILE: _render("netplan.yaml.j2", sections=sections, members=members)}
 
 
-def render_dns(plan: NetworkPlan, backend: str) -> dict[str, str]:
-    if not plan.nameservers and not plan.search:
+def render_dns(plan: NetworkPlan, backend: str, renderer: str = "networkd"
+               ) -> dict[str, str]:
+    """Global DNS. A link's own DNS is the link's in systemd-resolved, from the networkd
+    or netplan files; where there is no such place (/etc/resolv.conf, or no link files)
+    it is added to the global DNS, so it is used at all."""
+    per_link = backend == "resolved" and renderer in ("networkd", "netplan")
+    servers, search = ((plan.nameservers, plan.search) if per_link else plan.all_dns())
+    if not servers and not search:
         return {}
     template, path = (("resolved.conf.j2", RESOLVED_DROPIN) if backend == "resolved"
                       else ("resolv.conf.j2", RESOLV_CONF))
-    return {path: _render(template, nameservers=plan.nameservers, search=plan.search)}
+    return {path: _render(template, nameservers=servers, search=search)}
 
 
 def render_hostname(plan: NetworkPlan, current_hosts: str | None) -> dict[str, str]:

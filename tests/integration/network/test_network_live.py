@@ -56,7 +56,7 @@ def test_second_run_on_a_configured_node_changes_nothing(seg: Segment, tmp_path:
     cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY, "mtu": 1400,
                                   "addresses": static("192.0.2.10/24", "192.0.2.11/24")}]})
     first = run_phase(tmp_path, seg, cfg)
-    assert first.result.netlink_changes == 5  # MTU, up, two addresses, default route
+    assert first.result.netlink_changes == 6  # MTU, accept_ra, up, 2 addresses, route
     state = seg.state()
     again = run_phase(tmp_path, seg, cfg)
     assert again.result.netlink_changes == 0
@@ -72,7 +72,7 @@ def test_a_change_made_between_plan_and_apply_is_seen_by_apply(seg: Segment,
                                   "addresses": static("192.0.2.10/24", "192.0.2.11/24")}]})
     run = run_phase(tmp_path, seg, cfg, between=lambda: seg.node_ip(
         "addr", "add", "192.0.2.11/24", "dev", "n0"))
-    assert run.result.netlink_changes == 3  # up, the other address, default route
+    assert run.result.netlink_changes == 4  # accept_ra, up, other address, route
     shown = seg.node_ip("addr", "show", "n0")
     assert "inet 192.0.2.10/24" in shown and "inet 192.0.2.11/24" in shown
 
@@ -216,7 +216,7 @@ def test_unknown_interface_is_reported_without_any_change(seg: Segment,
         run_phase(tmp_path, seg, config({"interfaces": [
             {"name": "eth7", "match": {"macAddress": "02:00:00:00:00:99"}}]}, endpoint=None))
     assert info.value.reason == Reason.InterfaceNotFound
-    assert "eth7: no link matches MAC address 02:00:00:00:00:99" in info.value.message
+    assert "eth7: no link matches permanent MAC address 02:00:00:00:00:99" in info.value.message
     assert seg.state() == before
 
 

@@ -98,12 +98,14 @@ def parse_yaml_documents(text: str) -> list[Any]:
 # -- networkd and netplan: exactly the plan ----------------------------------------------
 
 _NETWORKD_KEYS = {
-    "Match": {"MACAddress", "Driver", "Name"}, "Link": {"MTUBytes"},
+    "Match": {"PermanentMACAddress", "Driver", "Name", "OriginalName"},
+    "Link": {"MTUBytes", "Name"},
     "Network": {"DHCP", "IPv6AcceptRA", "Bond", "Bridge", "PrimarySlave",
-                "ConfigureWithoutCarrier", "VLAN", "MACVLAN", "Address"},
-    "Route": {"Destination", "Gateway", "Metric", "Table"},
-    "NetDev": {"Name", "Kind", "MTUBytes"}, "VLAN": {"Id"}, "Bond": {"Mode", "MIIMonitorSec"},
-    "Bridge": {"STP"}, "MACVLAN": {"Mode"},
+                "ConfigureWithoutCarrier", "VLAN", "MACVLAN", "Address", "DNS", "Domains"},
+    "Route": {"Destination", "Gateway", "Metric", "Table", "GatewayOnLink"},
+    "NetDev": {"Name", "Kind", "MTUBytes"}, "VLAN": {"Id", "Protocol"},
+    "Bond": {"Mode", "MIIMonitorSec", "LACPTransmitRate", "TransmitHashPolicy"},
+    "Bridge": {"STP", "ForwardDelaySec"}, "MACVLAN": {"Mode"},
 }
 
 
@@ -121,7 +123,8 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
     file, section or key the plan does not account for."""
     expected_files = {f"/etc/systemd/network/10-machine-agent-{link.name}.{ext}"
                       for link in plan.links
-                      for ext in (("network", "netdev") if link.virtual else ("network",))}
+                      for ext in (("network", "netdev") if link.virtual else
+                                  ("network", "link") if link.rename else ("network",))}
     assert set(files) == expected_files
     for link in plan.links:
         net = parse_systemd(files[f"/etc/systemd/network/10-machine-agent-{link.name}.network"])
@@ -130,15 +133,21 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
         assert [name for name, _ in net if name != "Route"] == (
             ["Match"] + (["Link"] if link.mtu else []) + ["Network"])
         match = {k: v for name, items in net if name == "Match" for k, v in items}
-        assert match == ({"MACAddress": link.match_mac} if link.match_mac else
+        assert match == ({"PermanentMACAddress": link.match_mac} if link.match_mac else
                          {"Driver": link.match_driver} if link.match_driver else
-                         {"Name": link.match_name or link.name})
+                         {"Name": link.name if link.rename else link.match_name or link.name}
+                         ) | ({"Name": link.name} if link.rename else {})
         assert ini_values(net, "Link", "MTUBytes") == ([str(link.mtu)] if link.mtu else [])
         dhcp = {(True, True): ["yes"], (True, False): ["ipv4"], (False, True): ["ipv6"],
                 (False, False): []}[(link.dhcp4, link.dhcp6)]
         assert ini_values(net, "Network", "DHCP") == dhcp
-        assert ini_values(net, "Network", "IPv6AcceptRA") == ([] if link.dhcp6 else ["no"])
+        assert ini_values(net, "Network", "IPv6AcceptRA") == (
+            [] if link.accept_ra is None else ["yes" if link.accept_ra else "no"])
         assert ini_values(net, "Network", "Address") == [str(a) for a in link.addresses]
+        assert ini_values(net, "Network", "DNS") == (
+            [" ".join(link.nameservers)] if link.nameservers else [])
+        assert ini_values(net, "Network", "Domains") == (
+            [" ".join(link.search)] if link.search else [])
         master = plan.link(link.master) if link.master else None
         assert ini_values(net, "Network", "Bond") + ini_values(net, "Network", "Bridge") == (
             [link.master] if link.master else [])
@@ -158,6 +167,14 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
                     int(kv["Metric"]) if "Metric" in kv else None,
                     int(kv["Table"]) if "Table" in kv else None))
         assert routes == _routes(link)
+        if link.rename:
+            renamed = parse_systemd(
+                files[f"/etc/systemd/network/10-machine-agent-{link.name}.link"])
+            assert renamed == [
+                ("Match", [("PermanentMACAddress", link.match_mac) if link.match_mac else
+                           ("Driver", link.match_driver) if link.match_driver else
+                           ("OriginalName", link.match_name)]),
+                ("Link", [("Name", link.name)])]
         if link.virtual:
             dev = parse_systemd(files[f"/etc/systemd/network/10-machine-agent-{link.name}.netdev"])
             for name, items in dev:
@@ -171,7 +188,7 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
 _NETPLAN_SECTIONS = {"ethernet": "ethernets", "bond": "bonds", "bridge": "bridges",
                      "vlan": "vlans"}
 _NETPLAN_KEYS = {"match", "set-name", "id", "link", "interfaces", "parameters", "mtu",
-                 "dhcp4", "dhcp6", "accept-ra", "addresses", "routes"}
+                 "dhcp4", "dhcp6", "accept-ra", "addresses", "routes", "nameservers"}
 
 
 def assert_netplan_holds(plan: NetworkPlan, text: str) -> None:
@@ -191,15 +208,17 @@ def assert_netplan_holds(plan: NetworkPlan, text: str) -> None:
         assert match == ({"macaddress": link.match_mac} if link.match_mac else
                          {"driver": link.match_driver} if link.match_driver else
                          {"name": link.match_name} if link.match_name else None)
-        assert entry.get("set-name") == (link.name if match and not link.match_name else None)
+        assert entry.get("set-name") == (link.name if link.rename else None)
         assert [str(ipaddress.ip_interface(a)) for a in entry.get("addresses", [])] == [
             str(a) for a in link.addresses]
         assert entry.get("mtu") == link.mtu
         assert (entry["dhcp4"], entry["dhcp6"]) == (link.dhcp4, link.dhcp6)
-        assert entry.get("accept-ra") == (None if link.dhcp6 else False)
+        assert entry.get("accept-ra") == link.accept_ra
+        assert entry.get("nameservers", {}).get("addresses", []) == list(link.nameservers)
+        assert entry.get("nameservers", {}).get("search", []) == list(link.search)
         routes = []
         for r in entry.get("routes", []):
-            assert set(r) <= {"to", "via", "scope", "metric", "table"}, r
+            assert set(r) <= {"to", "via", "scope", "metric", "table", "on-link"}, r
             routes.append(_route("0.0.0.0/0" if r["to"] == "default" and "." in r["via"]
                                  else "::/0" if r["to"] == "default" else r["to"],
                                  r.get("via"), r.get("metric"), r.get("table")))
@@ -241,11 +260,13 @@ def _decoded(cls: type[Any], doc: dict[str, Any], where: str) -> Any:
 NETWORK = {
     "hostname": "worker-1.example.net",
     "interfaces": [
-        {"name": "eth0", "match": {"macAddress": "52:54:00:12:34:56"}, "mtu": 9000,
+        {"name": "eth0", "match": {"macAddress": "52:54:00:12:34:56"}, "rename": True,
+         "mtu": 9000,
          "gateway": "192.0.2.1", "addresses": [{"static": "192.0.2.10/24"}],
          "routes": [{"to": "198.51.100.0/24", "via": "192.0.2.254", "metric": 50}]},
         {"name": "eth0.42", "type": "vlan", "vlan": {"id": 42, "parent": "eth0"},
-         "addresses": [{"static": "2001:db8::10/64"}], "gateway": "2001:db8::1"}],
+         "addresses": [{"static": "2001:db8::10/64"}], "gateway": "2001:db8::1",
+         "dns": {"nameservers": ["2001:db8::53"], "search": ["lab.example.net"]}}],
     "dns": {"nameservers": ["192.0.2.53"], "search": ["example.net"]},
 }
 NETWORK_SAME: dict[Field, Field] = {("interfaces", 0, "name"): ("interfaces", 1, "vlan", "parent")}
@@ -254,8 +275,8 @@ NETWORK_FIELDS: list[Field] = [
     ("interfaces", 0, "gateway"), ("interfaces", 0, "addresses", 0, "static"),
     ("interfaces", 0, "routes", 0, "to"), ("interfaces", 0, "routes", 0, "via"),
     ("interfaces", 1, "name"),
-    ("interfaces", 1, "addresses", 0, "static"), ("dns", "nameservers", 0),
-    ("dns", "search", 0)]
+    ("interfaces", 1, "addresses", 0, "static"), ("interfaces", 1, "dns", "nameservers", 0),
+    ("interfaces", 1, "dns", "search", 0), ("dns", "nameservers", 0), ("dns", "search", 0)]
 
 
 def check_networkd(doc: dict[str, Any]) -> None:

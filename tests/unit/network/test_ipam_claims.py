@@ -98,8 +98,9 @@ def test_apply_claims_by_machine_interface_and_family_and_renders_it(
     network = (tmp_path / "etc/systemd/network/10-machine-agent-eth0.network").read_text()
     assert "Address=192.0.2.10/24\nAddress=198.51.100.23/24\n" in network
     assert "Gateway=198.51.100.1" in network
-    resolved = (tmp_path / "etc/systemd/resolved.conf.d/machine-agent.conf").read_text()
-    assert "DNS=198.51.100.53" in resolved
+    # the pool's DNS servers are its network's: the link's, not global
+    assert "DNS=198.51.100.53\n" in network
+    assert not (tmp_path / "etc/systemd/resolved.conf.d/machine-agent.conf").exists()
     result = phase.verify(ctx, phase.plan(ctx))
     assert result.addresses == {"eth0": ["192.0.2.10/24", "198.51.100.23/24"]}
     assert result.claimed == [ClaimedAddress("eth0", "198.51.100.23/24", "198.51.100.1",

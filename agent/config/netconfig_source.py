@@ -1,0 +1,61 @@
+"""`spec.network.networkConfigFrom`: the network-config v2 document read from a file or
+from cloud-init's instance data into `spec.network.networkConfig`, before the
+configuration is decoded (the decoder then translates it like an inline one)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from agent.config import checks
+from agent.errors import FieldError, PermanentError
+
+if TYPE_CHECKING:
+    from agent.config.sources import Origins
+    from agent.host import Host
+
+FROM = "spec.network.networkConfigFrom"
+TARGET = "spec.network.networkConfig"
+MAX_SIZE = 1024 * 1024
+
+
+def read_network_config(host: Host, document: dict[str, Any], origins: Origins,
+                        errors: list[FieldError]) -> None:
+    """Put the document `networkConfigFrom` names into `networkConfig` (in place)."""
+    from agent.config.cloudinit import datasource_network_config
+    from agent.config.network import CLOUD_INIT
+
+    spec = document.get("spec")
+    network = spec.get("network") if isinstance(spec, dict) else None
+    source = network.get("networkConfigFrom") if isinstance(network, dict) else None
+    if not isinstance(network, dict) or not isinstance(source, str):
+        return
+    if network.get("networkConfig") is not None:
+        errors.append(FieldError(TARGET, "is given with networkConfigFrom",
+                                 "give the document inline or where it is read from"))
+        return
+    if source == CLOUD_INIT:
+        found = datasource_network_config(host, errors)
+        if found is None:
+            return
+        doc, origin = found[0], f"cloud-init ({found[1]})"
+    else:
+        if checks.absolute_path(source) is not None:
+            return  # the decoder reports the path itself
+        origin = f"network-config v2 file {source}"
+        try:
+            raw = host.read_bytes(source)
+        except (OSError, PermanentError) as err:
+            errors.append(FieldError(FROM, f"cannot read {source}: {err}"))
+            return
+        if len(raw) > MAX_SIZE:
+            errors.append(FieldError(FROM, f"{source} is larger than {MAX_SIZE} bytes"))
+            return
+        try:
+            doc = yaml.safe_load(raw.decode())
+        except (UnicodeDecodeError, yaml.YAMLError) as err:
+            errors.append(FieldError("(file)", f"is not YAML: {err}", origin=origin))
+            return
+    network["networkConfig"] = doc
+    origins.record(doc, TARGET, origin)
