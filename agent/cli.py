@@ -74,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--skip", action="append", default=[], choices=PHASES, metavar="PHASE",
                        help="leave this phase out (repeatable)")
 
+    def with_lock(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--no-wait", action="store_true",
+                       help="when another command is changing this node (the daemon, "
+                            "another run), fail at once naming it (exit 3) instead of "
+                            "waiting for it to finish")
+
     run = sub.add_parser("run", help="bootstrap the node: run the phases in order",
                          description="Plan, apply and verify each phase in order, "
                                      "journaling every step. Safe to run again: completed "
@@ -81,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
                          epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     with_config(run)
     with_selection(run)
+    with_lock(run)
 
     plan = sub.add_parser("plan", help="show what each phase would change, without changing it",
                           description="Print every change the phases would make, with "
@@ -141,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
                     "them out again. capi claims also go with the Machine when it is "
                     "deleted. Exit status 0 when every address was released.")
     with_config(reset)
+    with_lock(reset)
 
     sub.add_parser("version", help="print the version")
 
@@ -198,14 +206,24 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _config(host, args)
     from agent.session import open_session
 
-    session = open_session(host, [os.path.abspath(f) for f in args.config],
-                           wait_for_bootstrap=args.command == "run",
-                           cloud_init_wait=_duration(args.cloud_init_wait))
-    if args.command == "plan":
+    if args.command == "plan":  # read-only: never waits for the node lock
+        session = open_session(host, [os.path.abspath(f) for f in args.config],
+                               wait_for_bootstrap=False,
+                               cloud_init_wait=_duration(args.cloud_init_wait))
         return _plan(session.orchestrator(host, reporting=False), args)
-    if args.command == "reset":
-        return _reset(host, session)
-    result = session.orchestrator(host).run(args.only, args.skip)
+    from agent.state import node_lock
+
+    def waiting(message: str) -> None:
+        print(f"machine-agent: {message}", file=sys.stderr, flush=True)
+
+    # Opening the session already writes (credentials, the bootstrap data's files).
+    with node_lock(host, args.command, wait=not args.no_wait, on_wait=waiting):
+        session = open_session(host, [os.path.abspath(f) for f in args.config],
+                               wait_for_bootstrap=args.command == "run",
+                               cloud_init_wait=_duration(args.cloud_init_wait))
+        if args.command == "reset":
+            return _reset(host, session)
+        result = session.orchestrator(host).run(args.only, args.skip)
     _print_outcomes(result)
     return result.exit_code
 

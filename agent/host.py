@@ -51,6 +51,30 @@ PASSED_OUTSIDE = ("PATH", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY",
 service starts from systemd's environment): where programs are, and a site's proxy."""
 
 
+_HELD: dict[str, int] = {}
+"""Lock files this process holds, with how many times (Host.lock is re-entrant)."""
+
+
+class LockBusyError(StateError):
+    """Another process holds a lock the caller would not wait for."""
+
+    def __init__(self, system_path: str, holder: str) -> None:
+        super().__init__(
+            f"another command is changing this node ({holder or 'holder unknown'}; lock "
+            f"{system_path})",
+            hint="wait for it to finish (`machine-agent status --wait`), or run again "
+                 "without --no-wait to wait for it", temporary=True)
+        self.holder = holder
+
+
+def _read_holder(fd: int) -> str:
+    """Who holds a lock file, as its holder wrote it (one short line)."""
+    try:
+        return os.pread(fd, 200, 0).decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 class ReadOnlyHostError(RuntimeError):
     """A side effect was attempted through a read-only Host (plan, doctor): a bug."""
 
@@ -291,19 +315,49 @@ class Host:
             raise ReadOnlyHostError(f"refused on a read-only host: {what}")
 
     @contextlib.contextmanager
-    def lock(self, system_path: str) -> Iterator[None]:
+    def lock(self, system_path: str, *, holder: str | None = None,
+             on_busy: Callable[[str], bool] | None = None) -> Iterator[None]:
         """An exclusive advisory lock (flock) on a lock file, across processes and threads.
 
-        Taking a lock changes nothing a user sees, so it is not counted as a side effect.
+        Re-entrant within the process (the daemon's reconfiguration may run the bootstrap,
+        which takes the node lock again). `holder` (e.g. "pid 42: machine-agent run") is
+        written into the file while the lock is held, so a waiter can name it. When the
+        lock is taken, `on_busy(holder_text)` is asked first: True waits for it, False
+        raises `LockBusyError` naming the holder. Taking a lock changes nothing a user
+        sees, so it is not counted as a side effect.
         """
         import fcntl
 
         target = self.path(system_path)
+        key = str(target)
+        if _HELD.get(key, 0) > 0:
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
         self._make_dirs(target.parent, 0o700)
-        fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                current = _read_holder(fd)
+                if on_busy is not None and not on_busy(current):
+                    raise LockBusyError(system_path, current) from None
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if holder is not None:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, holder.encode() + b"\n", 0)
+            _HELD[key] = 1
+            try:
+                yield
+            finally:
+                _HELD.pop(key, None)
+                if holder is not None:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, 0)
         finally:
             os.close(fd)  # closing releases the lock
 

@@ -6,8 +6,12 @@ fsync, rename through the Host), so it is always either the old or the new versi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -17,8 +21,34 @@ from agent.host import Host
 STATE_DIR = "/var/lib/machine-agent"
 JOURNAL = f"{STATE_DIR}/journal.json"
 FORMAT = 1
+NODE_LOCK = f"{STATE_DIR}/node.lock"
+"""Held by every command that changes the node (run, reset, the daemon's bootstrap,
+reconfiguration and delete policy): two of them at once undo each other's work (a second
+kubeadm's preflight fails on the first one's files, and its `kubeadm reset` deletes them).
+Read-only commands (status, plan, doctor, config) never take it."""
+
+log = logging.getLogger(__name__)
 
 PhaseState = Literal["started", "completed", "failed"]
+
+
+@contextlib.contextmanager
+def node_lock(host: Host, command: str, *, wait: bool = True,
+              on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the node-wide lock while `command` changes the node. When another process
+    holds it: with `wait`, say so through `on_wait` (default: the log) and wait for it;
+    without, raise LockBusyError naming the holder's pid."""
+
+    def busy(holder: str) -> bool:
+        if wait:
+            message = (f"waiting for another command changing this node to finish "
+                       f"({holder or 'holder unknown'})")
+            (on_wait or log.warning)(message)
+        return wait
+
+    with host.lock(NODE_LOCK, holder=f"pid {os.getpid()}: machine-agent {command}",
+                   on_busy=busy):
+        yield
 
 
 def digest(value: Any) -> str:
