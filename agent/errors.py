@@ -10,6 +10,17 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+SHOWN = 40
+"""Characters of a value an error echoes: a hostile value may be megabytes."""
+
+
+def shown(value: str, limit: int = SHOWN) -> str:
+    """A short, printable prefix of `value` for an error message (escaped: no line
+    breaks or control characters reach a log line or a condition)."""
+    text = repr(value[:limit])
+    return text + (f" (first {limit} of {len(value)} characters)" if len(value) > limit
+                   else "")
+
 
 @dataclass(frozen=True)
 class ReasonInfo:
