@@ -51,8 +51,8 @@ PASSED_OUTSIDE = ("PATH", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY",
 service starts from systemd's environment): where programs are, and a site's proxy."""
 
 
-_HELD: dict[str, int] = {}
-"""Lock files this process holds, with how many times (Host.lock is re-entrant)."""
+_HELD: dict[tuple[str, int], int] = {}
+"""Lock files held, by thread, with how many times (Host.lock is re-entrant)."""
 
 
 class LockBusyError(StateError):
@@ -319,8 +319,8 @@ class Host:
              on_busy: Callable[[str], bool] | None = None) -> Iterator[None]:
         """An exclusive advisory lock (flock) on a lock file, across processes and threads.
 
-        Re-entrant within the process (the daemon's reconfiguration may run the bootstrap,
-        which takes the node lock again). `holder` (e.g. "pid 42: machine-agent run") is
+        Re-entrant within a thread (the daemon's reconfiguration may run the bootstrap,
+        which takes the node lock again); other threads wait as other processes do. `holder` (e.g. "pid 42: machine-agent run") is
         written into the file while the lock is held, so a waiter can name it. When the
         lock is taken, `on_busy(holder_text)` is asked first: True waits for it, False
         raises `LockBusyError` naming the holder. Taking a lock changes nothing a user
@@ -329,7 +329,9 @@ class Host:
         import fcntl
 
         target = self.path(system_path)
-        key = str(target)
+        import threading
+
+        key = (str(target), threading.get_ident())
         if _HELD.get(key, 0) > 0:
             _HELD[key] += 1
             try:
