@@ -14,12 +14,15 @@ SHOWN = 40
 """Characters of a value an error echoes: a hostile value may be megabytes."""
 
 
-def shown(value: str, limit: int = SHOWN) -> str:
-    """A short, printable prefix of `value` for an error message (escaped: no line
-    breaks or control characters reach a log line or a condition)."""
-    text = repr(value[:limit])
-    return text + (f" (first {limit} of {len(value)} characters)" if len(value) > limit
-                   else "")
+def shown(value: object, limit: int = SHOWN) -> str:
+    """A short, printable prefix of `value` (a string, or any value's repr) for an error
+    message, escaped: no line breaks or control characters reach a log line or a
+    condition."""
+    if not isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit] + "..."
+    return repr(value[:limit]) + (f" (first {limit} of {len(value)} characters)"
+                                  if len(value) > limit else "")
 
 
 @dataclass(frozen=True)
@@ -301,6 +304,11 @@ class FieldError:
         return f"{where}{self.path}: {self.message}{tail}"
 
 
+MAX_LISTED = 50
+"""Errors a ConfigError's message lists (all are in `errors`): a hostile document can hold
+a million unknown keys."""
+
+
 class ConfigError(PermanentError):
     """The configuration is invalid; carries every problem found, not just the first."""
 
@@ -309,7 +317,9 @@ class ConfigError(PermanentError):
     def __init__(self, errors: list[FieldError]) -> None:
         self.errors = errors
         count = len(errors)
-        lines = "\n".join(f"  {e}" for e in errors)
+        lines = "\n".join(f"  {e}" for e in errors[:MAX_LISTED])
+        if count > MAX_LISTED:
+            lines += f"\n  ... and {count - MAX_LISTED} more"
         super().__init__(
             f"configuration has {count} error{'s' if count != 1 else ''}:\n{lines}",
             hint="",

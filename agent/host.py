@@ -320,8 +320,9 @@ class Host:
         """An exclusive advisory lock (flock) on a lock file, across processes and threads.
 
         Re-entrant within a thread (the daemon's reconfiguration may run the bootstrap,
-        which takes the node lock again); other threads wait as other processes do. `holder` (e.g. "pid 42: machine-agent run") is
-        written into the file while the lock is held, so a waiter can name it. When the
+        which takes the node lock again); other threads wait as other processes do.
+        `holder` (e.g. "pid 42: machine-agent run") is written into the file while the
+        lock is held, so a waiter can name it. When the
         lock is taken, `on_busy(holder_text)` is asked first: True waits for it, False
         raises `LockBusyError` naming the holder. Taking a lock changes nothing a user
         sees, so it is not counted as a side effect.

@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from agent.errors import SHOWN, shown
+
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.I)
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -23,8 +25,12 @@ _PATH = re.compile(r"^/[A-Za-z0-9._/@+:,=-]*$")
 
 
 def _shown(value: Any) -> str:
-    return repr(value) if not isinstance(value, str) else '"' + value.encode(
-        "unicode_escape").decode() + '"'
+    """The value for an error message: escaped, and at most SHOWN characters of it."""
+    if not isinstance(value, str):
+        return shown(value)
+    cut = value[:SHOWN]
+    tail = f" (first {SHOWN} of {len(value)} characters)" if len(value) > SHOWN else ""
+    return '"' + cut.encode("unicode_escape").decode() + '"' + tail
 
 
 def host_name(value: str) -> str | None:
