@@ -16,6 +16,7 @@ import datetime as dt
 import logging
 import math
 import os
+import re
 import signal
 import tempfile
 import time
@@ -51,6 +52,8 @@ PASSED_OUTSIDE = ("PATH", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY",
 service starts from systemd's environment): where programs are, and a site's proxy."""
 
 
+_TEMP_FILE = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
+"""How `write_file` names its temp file (tempfile.mkstemp's 8 random characters)."""
 _HELD: dict[tuple[str, int], int] = {}
 """Lock files held, by thread, with how many times (Host.lock is re-entrant)."""
 
@@ -278,6 +281,10 @@ class Host:
         there was none."""
         self.check_writable(f"remove tree {system_path}")
         target = self.path(system_path)
+        if target.is_symlink():  # the link goes, never what it points at
+            os.unlink(target)
+            self.effects.record(f"remove {system_path}")
+            return True
         if not target.exists():
             return False
         # By absolute path, bottom up (not shutil.rmtree's dir_fd calls): every removal
@@ -294,6 +301,25 @@ class Host:
         os.rmdir(target)
         self.effects.record(f"remove tree {system_path}")
         return True
+
+    def remove_stale_temp_files(self, system_dir: str) -> list[str]:
+        """Remove the temp files `write_file` leaves behind when the process is killed
+        between creating and renaming one (`.<name>.<8 random>.tmp`, regular files only);
+        the names removed. Only safe while no other writer runs: under the node lock."""
+        self.check_writable(f"clean temp files in {system_dir}")
+        base = self.path(system_dir)
+        removed: list[str] = []
+        try:
+            entries = list(os.scandir(base))
+        except (FileNotFoundError, NotADirectoryError):
+            return removed
+        for entry in entries:
+            if _TEMP_FILE.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+                    self.effects.record(f"remove {system_dir.rstrip('/')}/{entry.name}")
+        return removed
 
     def _make_dirs(self, directory: Path, mode: int) -> None:
         try:
@@ -313,6 +339,12 @@ class Host:
         """Refuse `what` on a read-only host (plan, doctor): reaching here is a bug."""
         if self.read_only:
             raise ReadOnlyHostError(f"refused on a read-only host: {what}")
+
+    def holds_lock(self, system_path: str) -> bool:
+        """Whether this thread holds the lock on `system_path` already."""
+        import threading
+
+        return _HELD.get((str(self.path(system_path)), threading.get_ident()), 0) > 0
 
     @contextlib.contextmanager
     def lock(self, system_path: str, *, holder: str | None = None,

@@ -29,6 +29,16 @@ Read-only commands (status, plan, doctor, config) never take it."""
 
 log = logging.getLogger(__name__)
 
+WRITTEN_DIRS = (
+    "/etc", "/etc/machine-agent", "/etc/systemd/network", "/etc/netplan",
+    "/etc/systemd/resolved.conf.d", "/etc/systemd/timesyncd.conf.d", "/etc/chrony",
+    "/etc/chrony/sources.d", "/etc/cloud/cloud.cfg.d", "/etc/cni/net.d", "/etc/kubernetes",
+    "/etc/kubernetes/pki", "/run/kubeadm", "/run/cluster-api", "/run/machine-agent",
+    "/run/machine-agent/kube", STATE_DIR, f"{STATE_DIR}/credentials", f"{STATE_DIR}/ipam",
+)
+"""Directories the agent writes files into (atomically: a temp file, then a rename); a
+kill in between leaves the temp file, which `clean_temp_files` removes on the next start."""
+
 PhaseState = Literal["started", "completed", "failed"]
 
 
@@ -46,9 +56,20 @@ def node_lock(host: Host, command: str, *, wait: bool = True,
             (on_wait or log.warning)(message)
         return wait
 
+    outermost = not host.holds_lock(NODE_LOCK)
     with host.lock(NODE_LOCK, holder=f"pid {os.getpid()}: machine-agent {command}",
                    on_busy=busy):
+        if outermost:
+            host.make_dir(STATE_DIR, 0o700)  # an older version's 0755 is tightened
+            clean_temp_files(host)  # no other writer now: what is left is a killed run's
         yield
+
+
+def clean_temp_files(host: Host) -> None:
+    """Remove what killed runs left of their atomic writes; under the node lock only."""
+    for directory in WRITTEN_DIRS:
+        for name in host.remove_stale_temp_files(directory):
+            log.info("removed %s/%s, left by an interrupted write", directory, name)
 
 
 def digest(value: Any) -> str:

@@ -136,7 +136,7 @@ def parse_fragment(text: str, origin: str, errors: list[FieldError]) -> Fragment
         return None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        refused = _structure_problem(text, loader)
+        refused = yaml_structure_problem(text, loader)
         if refused is not None:
             errors.append(FieldError("(document)", refused[0], refused[1], origin=origin))
             return None
@@ -248,7 +248,7 @@ class LoadedConfig:
         return self.origins.of_value(path)
 
 
-def _structure_problem(text: str, loader: Any) -> tuple[str, str] | None:
+def yaml_structure_problem(text: str, loader: Any) -> tuple[str, str] | None:
     """An alias, or nesting deeper than MAX_DEPTH, as (problem, fix); read from the
     parser's events (linear in the text), before anything is built from them."""
     if "*" not in text and text.count("[") + text.count("{") + text.count(":") < MAX_DEPTH:
