@@ -13,7 +13,7 @@ output (kept after a time-out too), secrets redacted.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,6 +37,13 @@ OUTPUT_TAIL = 1000
 """Characters of each attempt's kubeadm output kept in the journal (the log has it all)."""
 
 NodeState = Literal["joined", "partial", "clean"]
+IN_FLIGHT = "inFlight"
+"""The join phase's journal record (journal.extra["join"]) holds this while a kubeadm join
+runs: journaled before kubeadm starts, removed once it finished or the node was reset.
+kubeadm writes kubelet.conf long before it is done (a control plane's etcd member and
+mark-control-plane come after), so kubelet.conf alone does not prove a join."""
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+"""Set by kubeadm's mark-control-plane phase, the last of a control-plane join."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class JoinTarget:
     expected_server: str | None
     node_name: str
     ignore_preflight_errors: tuple[str, ...]
+    control_plane: bool = False
 
 
 def kubeconfig_server(text: str | None) -> str | None:
@@ -76,11 +84,39 @@ def kubeconfig_server(text: str | None) -> str | None:
     return server if isinstance(server, str) else None
 
 
-def node_state(host: Host, expected_server: str | None) -> NodeState:
+def node_state(host: Host, expected_server: str | None,
+               record: Mapping[str, Any] | None = None) -> NodeState:
+    """Joined to `expected_server`, partly joined, or clean. `record` is the join
+    phase's journal record: a join journaled as started and not as finished (the agent
+    was killed while kubeadm ran) counts as joined only on evidence a completed join
+    leaves (`completed_join`); else the node is partly joined, and reset."""
     server = kubeconfig_server(host.read_text(KUBELET_CONF))
     if server is not None and server == expected_server:
-        return "joined"
+        started = (record or {}).get(IN_FLIGHT)
+        if not isinstance(started, Mapping):
+            return "joined"
+        # `plan` (a read-only host) cannot ask: the join stays planned, and the managed
+        # join decides when it runs.
+        return "joined" if not host.read_only and completed_join(host, started) else "partial"
     return "partial" if any(host.exists(p) for p in JOIN_FILES) else "clean"
+
+
+def completed_join(host: Host, started: Mapping[str, Any]) -> bool:
+    """Whether an interrupted join finished: the Node is registered, read with the
+    kubelet's own credentials from kubelet.conf (the cluster trusts them, and the kubelet
+    runs with them: it registered), and for a control-plane join marked control plane.
+    An unreachable cluster raises (temporary): a good node is never reset on a guess."""
+    from agent.kube.workload import KubeconfigCluster
+
+    cluster = KubeconfigCluster(host, KUBELET_CONF, reason=Reason.KubeletNotHealthy,
+                                missing_hint="kubeadm join writes it")
+    node = cluster.node(str(started.get("node", "")))
+    if node is None:
+        return False
+    if started.get("controlPlane"):
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        return CONTROL_PLANE_LABEL in labels
+    return True
 
 
 class ManagedJoin:
@@ -98,8 +134,9 @@ class ManagedJoin:
                           attempts=limit)
         last: AgentError | None = None
         for attempt in range(1, limit + 1):
-            state = node_state(self.host, target.expected_server)
+            state = node_state(self.host, target.expected_server, self._journal())
             if state == "joined":
+                self._finished()
                 self._record(attempt, "already-joined", None, reset=False)
                 return
             reset = state == "partial"
@@ -107,8 +144,13 @@ class ManagedJoin:
                 self._reset(f"attempt {attempt}: the node is partly joined")
             self._write_files(target)
             self.ctx.progress(f"kubeadm join, attempt {attempt} of {limit}")
+            self._journal()[IN_FLIGHT] = {"attempt": attempt, "at": self._now(),
+                                          "node": target.node_name,
+                                          "controlPlane": target.control_plane}
+            self.ctx.journal.save()  # before kubeadm starts: a kill from here on is seen
             outcome, output = self._join(target)
             if outcome is None:
+                self._finished()  # kubeadm exited 0: whatever it wrote is a whole join
                 if node_state(self.host, target.expected_server) != "joined":
                     outcome = Classified(Reason.KubeletNotHealthy,
                                          "kubeadm join exited 0 but wrote no kubelet.conf "
@@ -117,7 +159,7 @@ class ManagedJoin:
                     self._record(attempt, "joined", None, reset=reset, output=output)
                     return
             self._record(attempt, "failed", outcome, reset=reset, output=output)
-            if node_state(self.host, target.expected_server) != "clean":
+            if node_state(self.host, target.expected_server, self._journal()) != "clean":
                 self._reset(f"attempt {attempt} failed ({outcome.reason})")
             last = _error(outcome, attempt)
             if outcome.reason is Reason.TokenExpired:
@@ -160,6 +202,8 @@ class ManagedJoin:
                                  reason=Reason.CommandTimeout) from err
         self._journal().setdefault("resets", []).append(
             {"at": self._now(), "why": why, "exitStatus": result.returncode})
+        if result.ok:
+            self._journal().pop(IN_FLIGHT, None)  # clean again: no join in flight
         self.ctx.journal.save()
         if not result.ok:
             raise CommandError(f"kubeadm reset -f exited {result.returncode}: "
@@ -206,6 +250,10 @@ class ManagedJoin:
         attempts.append(entry)
         del attempts[:-ATTEMPTS_KEPT]
         self.ctx.journal.save()
+
+    def _finished(self) -> None:
+        if self._journal().pop(IN_FLIGHT, None) is not None:
+            self.ctx.journal.save()
 
     def _journal(self) -> dict[str, Any]:
         extra: dict[str, Any] = self.ctx.journal.extra.setdefault("join", {})

@@ -54,7 +54,8 @@ class JoinPhase(Phase):
                           f"{source.version}")
         plan.notes.extend(f"not applied by the agent: cloud-config {key}"
                           for key in source.cloud.ignored)
-        joined = node_state(ctx.host, source.target.expected_server) == "joined"
+        joined = node_state(ctx.host, source.target.expected_server,
+                            ctx.journal.extra.get("join")) == "joined"
         if joined:
             plan.notes.append(f"already joined ({KUBELET_CONF} points at "
                               f"{source.target.expected_server}): kubeadm join and runcmd "
@@ -138,7 +139,7 @@ class JoinPhase(Phase):
     def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
         source = resolve(ctx.config, ctx.machine, ctx.host)
         server = source.target.expected_server
-        if node_state(ctx.host, server) != "joined":
+        if node_state(ctx.host, server, ctx.journal.extra.get("join")) != "joined":
             raise PermanentError(f"{KUBELET_CONF} does not point at {server}: the node did "
                                  "not join", reason=Reason.KubeletNotHealthy)
         if not ctx.host.exists(SENTINEL):
@@ -158,7 +159,8 @@ class JoinPhase(Phase):
 
     def still_holds(self, ctx: PhaseContext, result: dict[str, Any]) -> bool:
         """kubelet.conf still points at the server joined (a `kubeadm reset` removes it)."""
-        return node_state(ctx.host, result.get("apiServer")) == "joined"
+        return node_state(ctx.host, result.get("apiServer"),
+                          ctx.journal.extra.get("join")) == "joined"
 
     def message(self, result: dict[str, Any]) -> str:
         registered = (f"; Node {result['nodeRegistered']} registered"
