@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
                                       "diffs for files. Nothing is written or run.")
     with_config(plan)
     with_selection(plan)
+    plan.add_argument("--show-secrets", action="store_true",
+                      help="show the bootstrap data's file contents and command lines "
+                           "(secret by default: paths, sizes and digests only)")
 
     status = sub.add_parser(
         "status", help="show each phase's state from the journal",
@@ -276,7 +279,7 @@ def _plan(orchestrator: object, args: argparse.Namespace) -> int:
     from agent.orchestrator import Orchestrator
 
     assert isinstance(orchestrator, Orchestrator)
-    for plan in orchestrator.plan(args.only, args.skip):
+    for plan in orchestrator.plan(args.only, args.skip, show_secrets=args.show_secrets):
         if plan.empty:
             print(f"{plan.phase}: no changes")
             continue

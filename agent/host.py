@@ -408,6 +408,7 @@ class Host:
         check: bool = True,
         mutates: bool = True,
         sandboxed: bool = True,
+        secret_args: bool = False,
     ) -> CommandResult:
         """Run a command from an argument list (never a shell), capturing its output.
 
@@ -415,11 +416,12 @@ class Host:
         host and not counted as a side effect. `sandboxed=False`: a command the agent
         runs for the node's owner (bootstrap data, kubeadm), run outside the unit's
         hardening when it asks for that (OUTSIDE_SANDBOX_ENV). Command lines are logged
-        redacted.
+        redacted; with `secret_args` (the bootstrap data's commands: `curl -u admin:pw`)
+        only the program and the size and digest of its arguments are.
         """
         import subprocess  # only commands need it; keeps start-up light
 
-        args, shown = self._command_line(argv, mutates)
+        args, shown = self._command_line(argv, mutates, secret_args)
         start = time.monotonic()
         try:
             proc = subprocess.run(
@@ -495,13 +497,23 @@ class Host:
         return CommandResult(args, proc.returncode, output.decode(errors="replace"), "",
                              time.monotonic() - start, timed_out)
 
-    def _command_line(self, argv: Sequence[str], mutates: bool) -> tuple[tuple[str, ...], str]:
-        """The checked argument list and how it is shown (redacted); a command that
-        changes the system is refused on a read-only Host."""
+    def _command_line(self, argv: Sequence[str], mutates: bool,
+                      secret_args: bool = False) -> tuple[tuple[str, ...], str]:
+        """The checked argument list and how it is shown (redacted, or with
+        `secret_args` its program and a digest of the rest); a command that changes the
+        system is refused on a read-only Host."""
+        import hashlib
+
         args = tuple(argv)
         if not args or any(not isinstance(a, str) or "\0" in a for a in args):
-            raise PermanentError(f"invalid command line {args!r}")
-        shown = self.redact(" ".join(args))
+            raise PermanentError("invalid command line: an argument is not text or holds "
+                                 "NUL")
+        if secret_args:
+            blob = "\0".join(args[1:]).encode()
+            shown = (f"{args[0]} <{len(args) - 1} arguments: {len(blob)} bytes, "
+                     f"sha256:{hashlib.sha256(blob).hexdigest()[:12]}>")
+        else:
+            shown = self.redact(" ".join(args))
         if mutates:
             self.check_writable(f"run {shown}")
         log.debug("run: %s", shown)

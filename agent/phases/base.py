@@ -73,6 +73,10 @@ class PhaseContext:
     after the first one expired; None when there is no management cluster to ask."""
     management: Client | None = None
     """The management-cluster client (e.g. for IPAM claims); None without one."""
+    show_secrets: bool = False
+    """`plan --show-secrets`, asked for at the node: show the bootstrap data's file
+    contents and command lines. Otherwise they are secret (credentials ride in them):
+    paths, sizes and digests only."""
 
 
 class Phase:

@@ -64,10 +64,14 @@ class WriteFile:
 @dataclass(frozen=True)
 class Command:
     """A runcmd entry run as given: a string through `sh -c` (as cloud-init does), a
-    list as the argument vector."""
+    list as the argument vector. `shown` is what the journal, the log, conditions,
+    Events and `plan` say of it: the program and the size and digest of the rest, never
+    the arguments (`curl -u admin:pw`); `text` is the command itself, for
+    `plan --show-secrets` only."""
 
     argv: tuple[str, ...]
     shown: str
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -232,7 +236,7 @@ def _step(entry: Any, index: int) -> Step:
         shown = shlex.join(argv)
         if _is_kubeadm_join(argv):
             return _kubeadm_join(argv, None, shown, where)
-        return Command(argv, shown)
+        return Command(argv, secret_summary(argv[0], argv[1:]), shown)
     if not isinstance(entry, str) or not entry.strip():
         raise BootstrapDataError(f"cloud-config {where} is neither a string nor a list of "
                                  "strings")
@@ -247,7 +251,22 @@ def _step(entry: Any, index: int) -> Step:
                 f"cloud-config {where} runs kubeadm join inside other shell commands",
                 hint="put `kubeadm join --config FILE` in an entry of its own")
         return _kubeadm_join(argv, rest.strip() or None, entry.strip(), where)
-    return Command(("sh", "-c", entry), entry.strip())
+    return Command(("sh", "-c", entry), secret_summary("sh -c", [entry]), entry.strip())
+
+
+def secret_summary(program: str, rest: list[str] | tuple[str, ...]) -> str:
+    """A command as it may be shown anywhere: its program, and of its arguments (or
+    `sh -c`'s script) only the size and digest: enough to tell two apart, nothing to read."""
+    import hashlib
+
+    blob = "\0".join(rest).encode()
+    digest = hashlib.sha256(blob).hexdigest()[:12]
+    if program == "sh -c":
+        what = "script"
+    else:
+        program = program.rsplit("/", 1)[-1]
+        what = f"{len(rest)} argument{'s' if len(rest) != 1 else ''}"
+    return f"{program} <{what}: {len(blob)} bytes, sha256:{digest}>"
 
 
 def _is_kubeadm_join(argv: tuple[str, ...]) -> bool:
