@@ -35,6 +35,10 @@ DOCTOR_AREAS = ("config", "management", "network", "ipam", "time", "join", "cni"
 
 CRASH_AFTER_ENV = "MACHINE_AGENT_CRASH_AFTER"
 """Test hook: kill the process right after its Nth side effect (the crash harness)."""
+COMMANDS_ON_HOST_ENV = "MACHINE_AGENT_COMMANDS_ON_HOST"
+"""Test hook: `1` makes a --root tree without --netns a test node whose (stand-in)
+commands run on this host, as before issue 26 #11; the suite sets it (tests/conftest.py)
+and the tests of the image policy unset it."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -251,8 +255,11 @@ def _host(root: str, netns: str | None = None) -> Host:
     from agent.host import EffectLog, Host
 
     crash = os.environ.get(CRASH_AFTER_ENV)
+    # A root other than / without a namespace is an image tree: no command on the host
+    # (agent.host.Host.image).
     return Host(root, effects=EffectLog(crash_after=int(crash) if crash else None),
-                netns=netns)
+                netns=netns, image=os.path.realpath(root) != "/" and netns is None
+                and os.environ.get(COMMANDS_ON_HOST_ENV) != "1")
 
 
 def _duration(text: str) -> float:
@@ -279,6 +286,13 @@ def _plan(orchestrator: object, args: argparse.Namespace) -> int:
     from agent.orchestrator import Orchestrator
 
     assert isinstance(orchestrator, Orchestrator)
+    if orchestrator.host.image:
+        print(f"commands: {orchestrator.host.root} is an image tree (--root without "
+              "--netns): no command runs on this host. systemctl restarts are deferred "
+              "to the node's first boot; kubeadm, ip, chronyc, timedatectl and the like "
+              "are refused (the agent runs them on the node); any other command runs "
+              "inside the image (chroot) when the image holds it, else is refused; each "
+              "command below says which.")
     for plan in orchestrator.plan(args.only, args.skip, show_secrets=args.show_secrets):
         if plan.empty:
             print(f"{plan.phase}: no changes")
@@ -288,6 +302,11 @@ def _plan(orchestrator: object, args: argparse.Namespace) -> int:
             print(f"  * {note}")
         for change in plan.changes:
             print(f"  ~ {change.summary}")
+            if change.argv and orchestrator.host.image:
+                how, why = orchestrator.host.command_disposition(change.argv)
+                label = {"chroot": "run inside the image", "defer": "deferred to first boot",
+                         "refuse": "refused"}[how]
+                print(f"    [{label}: {why}]")
             for line in change.diff.splitlines():
                 print(f"    {line}")
     return 0

@@ -78,6 +78,12 @@ def _read_holder(fd: int) -> str:
         return ""
 
 
+HOST_ONLY = frozenset({"kubeadm", "kubelet", "ip", "chronyc", "timedatectl", "hwclock",
+                       "modprobe", "sysctl", "mount", "reboot"})
+"""Programs that act on (or read) the running node's kernel, clock or cluster
+membership: never run against an image tree, chrooted or not."""
+
+
 class ReadOnlyHostError(RuntimeError):
     """A side effect was attempted through a read-only Host (plan, doctor): a bug."""
 
@@ -143,8 +149,13 @@ class Host:
         redact: Redactor = REDACT,
         netns: str | None = None,
         env: Mapping[str, str] | None = None,
+        image: bool = False,
     ) -> None:
         self.root = Path(root).resolve()
+        self.image = image
+        """The root is an image tree (the CLI's `--root DIR` without `--netns`): no
+        command runs on the host. Each is run in the root (chroot), deferred to the
+        node's first boot, or refused: `command_disposition` says which."""
         self.read_only = read_only
         self.clock = clock or Clock()
         self.effects = effects or EffectLog()
@@ -157,7 +168,7 @@ class Host:
     def read_only_view(self) -> Host:
         """The same host, refusing changes: what `plan` and `doctor` are handed."""
         return Host(self.root, read_only=True, clock=self.clock, effects=self.effects,
-                    redact=self.redact, netns=self.netns, env=self.env)
+                    redact=self.redact, netns=self.netns, env=self.env, image=self.image)
 
     # -- files ------------------------------------------------------------------------
 
@@ -422,6 +433,11 @@ class Host:
         import subprocess  # only commands need it; keeps start-up light
 
         args, shown = self._command_line(argv, mutates, secret_args)
+        if self.image:
+            deferred = self._in_image(args, shown, mutates)
+            if deferred is not None:
+                return deferred
+            args = ("chroot", str(self.root), *args)
         start = time.monotonic()
         try:
             proc = subprocess.run(
@@ -460,6 +476,11 @@ class Host:
         import subprocess
 
         args, shown = self._command_line(argv, mutates=True)
+        if self.image:
+            deferred = self._in_image(args, shown, True)
+            if deferred is not None:
+                return deferred
+            args = ("chroot", str(self.root), *args)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(self._launched(args, env, timeout, sandboxed),
@@ -518,6 +539,50 @@ class Host:
             self.check_writable(f"run {shown}")
         log.debug("run: %s", shown)
         return args, shown
+
+    def command_disposition(self, argv: Sequence[str]) -> tuple[str, str]:
+        """What happens to a command on an image tree: ("chroot" | "defer" | "refuse",
+        why). On a live node (not `image`): ("host", "")."""
+        if not self.image:
+            return "host", ""
+        program = PurePosixPath(argv[0]).name if argv else ""
+        if program == "systemctl":
+            action = argv[1] if len(argv) > 1 else ""
+            if action in ("restart", "reload", "try-restart", "start", "reload-or-restart"):
+                return "defer", (f"the unit starts at the node's first boot with the files "
+                                 f"written here (systemctl {action} deferred)")
+            return "refuse", "an image tree has no running services to ask"
+        if program in HOST_ONLY:
+            return "refuse", (f"{program} changes or reads the running node, not an image: "
+                              "it runs when the agent runs on the node at first boot")
+        if os.geteuid() != 0:
+            return "refuse", "running a command inside the image (chroot) needs root"
+        if not self._image_has(argv[0]):
+            return "refuse", f"the image at {self.root} has no {argv[0]} to run"
+        return "chroot", f"run inside the image (chroot {self.root})"
+
+    def _image_has(self, program: str) -> bool:
+        if "/" in program:
+            return os.access(self.path(program), os.X_OK)
+        return any(os.access(self.path(f"{d}/{program}"), os.X_OK)
+                   for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
+                             "/sbin", "/bin"))
+
+    def _in_image(self, args: tuple[str, ...], shown: str,
+                  mutates: bool) -> CommandResult | None:
+        """On an image tree: None to run `args` chrooted into it; a result for a
+        command deferred to first boot; PermanentError for one refused."""
+        how, why = self.command_disposition(args)
+        if how == "chroot":
+            return None
+        if how == "defer":
+            log.info("deferred to first boot: %s: %s", shown, why)
+            if mutates:
+                self.effects.record(f"defer {shown}")
+            return CommandResult(args, 0, f"deferred to first boot: {why}", "", 0.0)
+        raise PermanentError(f"refused on the image tree {self.root}: {shown}: {why}",
+                             hint="run the agent on the node, or give --netns to change "
+                                  "a test namespace from this host")
 
     def _launched(self, args: tuple[str, ...], env: Mapping[str, str] | None,
                   timeout: float, sandboxed: bool) -> tuple[str, ...]:

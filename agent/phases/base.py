@@ -37,6 +37,9 @@ class Change:
     diff: str = ""
     probe: Callable[[Host], str] | None = None
     """Fingerprint of the state the change affects, for changes not safe to repeat."""
+    argv: tuple[str, ...] = ()
+    """The command the change runs, if any: `plan` says what becomes of it on an image
+    tree (Host.command_disposition: run inside it, deferred to first boot, refused)."""
 
 
 @dataclass

@@ -15,6 +15,7 @@ SLOTS nodes of one sandbox in parallel; the instants are drawn from a seeded gen
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import random
 import signal
@@ -79,10 +80,8 @@ def kill_at(slot: Slot, delay: float, mode: str) -> tuple[int, list[str]]:
         children = descendants(agent.pid)
         victims = [agent.pid, *children] if mode == "tree" else [agent.pid]
         for pid in victims:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if mode == "agent":
             end = time.monotonic() + ORPHANS_WAIT
             while any(alive(p) for p in children):
@@ -128,13 +127,13 @@ def test_killed_at_random_instants_then_rerun_matches_an_uninterrupted_run(
             code, second = slot.run()
             if code != 0:
                 failures.append(f"{mode} at {delay:.2f}s: the run after the kill exited "
-                                f"{code}:\n" + "\n".join(first[-30:] + ["----"] + second))
+                                f"{code}:\n" + "\n".join([*first[-30:], "----", *second]))
                 continue
             differences = slot.outcome(first, second).differences(
                 references[slot.node.index])
             if differences:
                 failures.append(f"{mode} at {delay:.2f}s:\n  " + "\n  ".join(differences)
-                                + "\n" + "\n".join(first[-30:] + ["----"] + second[-30:]))
+                                + "\n" + "\n".join([*first[-30:], "----", *second[-30:]]))
 
     plans = []
     for index, slot in enumerate(slots):

@@ -99,7 +99,7 @@ class JoinPhase(Phase):
         return Change(JOIN_KEY,
                       f"{step.shown} (managed: preflight, classified failures, reset and "
                       f"retry, at most {spec.max_attempts} attempt(s))", join,
-                      diff=source.masked_config)
+                      diff=source.masked_config, argv=(spec.kubeadm_path, "join"))
 
     def apply(self, ctx: PhaseContext, plan: PhasePlan) -> None:
         """Run every step; fail afterwards if a runcmd entry failed.
@@ -273,4 +273,5 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
             ctx.log.warning("%s", failed[key])
 
     return Change(key, f"run {shown}", run,
-                  diff=f"$ {REDACT(step.text)}\n" if ctx.show_secrets and step.text else "")
+                  diff=f"$ {REDACT(step.text)}\n" if ctx.show_secrets and step.text else "",
+                  argv=step.argv)
