@@ -29,6 +29,10 @@ exit status:
 
 CRASH_AFTER_ENV = "MACHINE_AGENT_CRASH_AFTER"
 """Test hook: kill the process right after its Nth side effect (the crash harness)."""
+COMMANDS_ON_HOST_ENV = "MACHINE_AGENT_COMMANDS_ON_HOST"
+"""Test hook: `1` makes a --root tree without --netns a test node whose (stand-in)
+commands run on this host, as before issue 26 #11; the suite sets it (tests/conftest.py)
+and the tests of the image policy unset it."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--skip", action="append", default=[], choices=phases, metavar="PHASE",
                        help="leave this phase out (repeatable)")
 
+    def with_lock(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--no-wait", action="store_true",
+                       help="when another command is changing this node (the daemon, "
+                            "another run), fail at once naming it (exit 3) instead of "
+                            "waiting for it to finish")
+
     run = sub.add_parser("run", help="bootstrap the node: run the phases in order",
                          description="Plan, apply and verify each phase in order, "
                                      "journaling every step. Safe to run again: completed "
@@ -81,12 +91,16 @@ def _parser() -> argparse.ArgumentParser:
                          epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     with_config(run)
     with_selection(run)
+    with_lock(run)
 
     plan = sub.add_parser("plan", help="show what each phase would change, without changing it",
                           description="Print every change the phases would make, with "
                                       "diffs for files. Nothing is written or run.")
     with_config(plan)
     with_selection(plan)
+    plan.add_argument("--show-secrets", action="store_true",
+                      help="show the bootstrap data's file contents and command lines "
+                           "(secret by default: paths, sizes and digests only)")
 
     status = sub.add_parser(
         "status", help="show each phase's state from the journal",
@@ -141,6 +155,7 @@ def _parser() -> argparse.ArgumentParser:
                     "them out again. capi claims also go with the Machine when it is "
                     "deleted. Exit status 0 when every address was released.")
     with_config(reset)
+    with_lock(reset)
 
     sub.add_parser("version", help="print the version")
 
@@ -207,14 +222,24 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _config(host, args)
     from agent.session import open_session
 
-    session = open_session(host, [os.path.abspath(f) for f in args.config],
-                           wait_for_bootstrap=args.command == "run",
-                           cloud_init_wait=_duration(args.cloud_init_wait))
-    if args.command == "plan":
+    if args.command == "plan":  # read-only: never waits for the node lock
+        session = open_session(host, [os.path.abspath(f) for f in args.config],
+                               wait_for_bootstrap=False,
+                               cloud_init_wait=_duration(args.cloud_init_wait))
         return _plan(session.orchestrator(host, reporting=False), args)
-    if args.command == "reset":
-        return _reset(host, session)
-    result = session.orchestrator(host).run(args.only, args.skip)
+    from agent.state import node_lock
+
+    def waiting(message: str) -> None:
+        print(f"machine-agent: {message}", file=sys.stderr, flush=True)
+
+    # Opening the session already writes (credentials, the bootstrap data's files).
+    with node_lock(host, args.command, wait=not args.no_wait, on_wait=waiting):
+        session = open_session(host, [os.path.abspath(f) for f in args.config],
+                               wait_for_bootstrap=args.command == "run",
+                               cloud_init_wait=_duration(args.cloud_init_wait))
+        if args.command == "reset":
+            return _reset(host, session)
+        result = session.orchestrator(host).run(args.only, args.skip)
     _print_outcomes(result)
     return result.exit_code
 
@@ -239,8 +264,11 @@ def _host(root: str, netns: str | None = None) -> Host:
     from agent.host import EffectLog, Host
 
     crash = os.environ.get(CRASH_AFTER_ENV)
+    # A root other than / without a namespace is an image tree: no command on the host
+    # (agent.host.Host.image).
     return Host(root, effects=EffectLog(crash_after=int(crash) if crash else None),
-                netns=netns)
+                netns=netns, image=os.path.realpath(root) != "/" and netns is None
+                and os.environ.get(COMMANDS_ON_HOST_ENV) != "1")
 
 
 def _duration(text: str) -> float:
@@ -267,7 +295,14 @@ def _plan(orchestrator: object, args: argparse.Namespace) -> int:
     from agent.orchestrator import Orchestrator
 
     assert isinstance(orchestrator, Orchestrator)
-    for plan in orchestrator.plan(args.only, args.skip):
+    if orchestrator.host.image:
+        print(f"commands: {orchestrator.host.root} is an image tree (--root without "
+              "--netns): no command runs on this host. systemctl restarts are deferred "
+              "to the node's first boot; kubeadm, ip, chronyc, timedatectl and the like "
+              "are refused (the agent runs them on the node); any other command runs "
+              "inside the image (chroot) when the image holds it, else is refused; each "
+              "command below says which.")
+    for plan in orchestrator.plan(args.only, args.skip, show_secrets=args.show_secrets):
         if plan.empty:
             print(f"{plan.phase}: no changes")
             continue
@@ -276,6 +311,11 @@ def _plan(orchestrator: object, args: argparse.Namespace) -> int:
             print(f"  * {note}")
         for change in plan.changes:
             print(f"  ~ {change.summary}")
+            if change.argv and orchestrator.host.image:
+                how, why = orchestrator.host.command_disposition(change.argv)
+                label = {"chroot": "run inside the image", "defer": "deferred to first boot",
+                         "refuse": "refused"}[how]
+                print(f"    [{label}: {why}]")
             for line in change.diff.splitlines():
                 print(f"    {line}")
     return 0

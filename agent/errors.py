@@ -10,6 +10,20 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+SHOWN = 40
+"""Characters of a value an error echoes: a hostile value may be megabytes."""
+
+
+def shown(value: object, limit: int = SHOWN) -> str:
+    """A short, printable prefix of `value` (a string, or any value's repr) for an error
+    message, escaped: no line breaks or control characters reach a log line or a
+    condition."""
+    if not isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit] + "..."
+    return repr(value[:limit]) + (f" (first {limit} of {len(value)} characters)"
+                                  if len(value) > limit else "")
+
 
 @dataclass(frozen=True)
 class ReasonInfo:
@@ -294,6 +308,11 @@ class FieldError:
         return f"{where}{self.path}: {self.message}{tail}"
 
 
+MAX_LISTED = 50
+"""Errors a ConfigError's message lists (all are in `errors`): a hostile document can hold
+a million unknown keys."""
+
+
 class ConfigError(PermanentError):
     """The configuration is invalid; carries every problem found, not just the first."""
 
@@ -302,7 +321,9 @@ class ConfigError(PermanentError):
     def __init__(self, errors: list[FieldError]) -> None:
         self.errors = errors
         count = len(errors)
-        lines = "\n".join(f"  {e}" for e in errors)
+        lines = "\n".join(f"  {e}" for e in errors[:MAX_LISTED])
+        if count > MAX_LISTED:
+            lines += f"\n  ... and {count - MAX_LISTED} more"
         super().__init__(
             f"configuration has {count} error{'s' if count != 1 else ''}:\n{lines}",
             hint="",

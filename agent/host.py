@@ -51,6 +51,38 @@ PASSED_OUTSIDE = ("PATH", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY",
 service starts from systemd's environment): where programs are, and a site's proxy."""
 
 
+_TEMP_FILE = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
+"""How `write_file` names its temp file (tempfile.mkstemp's 8 random characters)."""
+_HELD: dict[tuple[str, int], int] = {}
+"""Lock files held, by thread, with how many times (Host.lock is re-entrant)."""
+
+
+class LockBusyError(StateError):
+    """Another process holds a lock the caller would not wait for."""
+
+    def __init__(self, system_path: str, holder: str) -> None:
+        super().__init__(
+            f"another command is changing this node ({holder or 'holder unknown'}; lock "
+            f"{system_path})",
+            hint="wait for it to finish (`machine-agent status --wait`), or run again "
+                 "without --no-wait to wait for it", temporary=True)
+        self.holder = holder
+
+
+def _read_holder(fd: int) -> str:
+    """Who holds a lock file, as its holder wrote it (one short line)."""
+    try:
+        return os.pread(fd, 200, 0).decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+HOST_ONLY = frozenset({"kubeadm", "kubelet", "ip", "chronyc", "timedatectl", "hwclock",
+                       "modprobe", "sysctl", "mount", "reboot"})
+"""Programs that act on (or read) the running node's kernel, clock or cluster
+membership: never run against an image tree, chrooted or not."""
+
+
 class ReadOnlyHostError(RuntimeError):
     """A side effect was attempted through a read-only Host (plan, doctor): a bug."""
 
@@ -116,8 +148,13 @@ class Host:
         redact: Redactor = REDACT,
         netns: str | None = None,
         env: Mapping[str, str] | None = None,
+        image: bool = False,
     ) -> None:
         self.root = Path(root).resolve()
+        self.image = image
+        """The root is an image tree (the CLI's `--root DIR` without `--netns`): no
+        command runs on the host. Each is run in the root (chroot), deferred to the
+        node's first boot, or refused: `command_disposition` says which."""
         self.read_only = read_only
         self.clock = clock or Clock()
         self.effects = effects or EffectLog()
@@ -130,7 +167,7 @@ class Host:
     def read_only_view(self) -> Host:
         """The same host, refusing changes: what `plan` and `doctor` are handed."""
         return Host(self.root, read_only=True, clock=self.clock, effects=self.effects,
-                    redact=self.redact, netns=self.netns, env=self.env)
+                    redact=self.redact, netns=self.netns, env=self.env, image=self.image)
 
     # -- files ------------------------------------------------------------------------
 
@@ -254,6 +291,10 @@ class Host:
         there was none."""
         self.check_writable(f"remove tree {system_path}")
         target = self.path(system_path)
+        if target.is_symlink():  # the link goes, never what it points at
+            os.unlink(target)
+            self.effects.record(f"remove {system_path}")
+            return True
         if not target.exists():
             return False
         # By absolute path, bottom up (not shutil.rmtree's dir_fd calls): every removal
@@ -270,6 +311,25 @@ class Host:
         os.rmdir(target)
         self.effects.record(f"remove tree {system_path}")
         return True
+
+    def remove_stale_temp_files(self, system_dir: str) -> list[str]:
+        """Remove the temp files `write_file` leaves behind when the process is killed
+        between creating and renaming one (`.<name>.<8 random>.tmp`, regular files only);
+        the names removed. Only safe while no other writer runs: under the node lock."""
+        self.check_writable(f"clean temp files in {system_dir}")
+        base = self.path(system_dir)
+        removed: list[str] = []
+        try:
+            entries = list(os.scandir(base))
+        except (FileNotFoundError, NotADirectoryError):
+            return removed
+        for entry in entries:
+            if _TEMP_FILE.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+                    self.effects.record(f"remove {system_dir.rstrip('/')}/{entry.name}")
+        return removed
 
     def _make_dirs(self, directory: Path, mode: int) -> None:
         try:
@@ -290,20 +350,59 @@ class Host:
         if self.read_only:
             raise ReadOnlyHostError(f"refused on a read-only host: {what}")
 
+    def holds_lock(self, system_path: str) -> bool:
+        """Whether this thread holds the lock on `system_path` already."""
+        import threading
+
+        return _HELD.get((str(self.path(system_path)), threading.get_ident()), 0) > 0
+
     @contextlib.contextmanager
-    def lock(self, system_path: str) -> Iterator[None]:
+    def lock(self, system_path: str, *, holder: str | None = None,
+             on_busy: Callable[[str], bool] | None = None) -> Iterator[None]:
         """An exclusive advisory lock (flock) on a lock file, across processes and threads.
 
-        Taking a lock changes nothing a user sees, so it is not counted as a side effect.
+        Re-entrant within a thread (the daemon's reconfiguration may run the bootstrap,
+        which takes the node lock again); other threads wait as other processes do.
+        `holder` (e.g. "pid 42: machine-agent run") is written into the file while the
+        lock is held, so a waiter can name it. When the
+        lock is taken, `on_busy(holder_text)` is asked first: True waits for it, False
+        raises `LockBusyError` naming the holder. Taking a lock changes nothing a user
+        sees, so it is not counted as a side effect.
         """
         import fcntl
 
         target = self.path(system_path)
+        import threading
+
+        key = (str(target), threading.get_ident())
+        if _HELD.get(key, 0) > 0:
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
         self._make_dirs(target.parent, 0o700)
-        fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                current = _read_holder(fd)
+                if on_busy is not None and not on_busy(current):
+                    raise LockBusyError(system_path, current) from None
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if holder is not None:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, holder.encode() + b"\n", 0)
+            _HELD[key] = 1
+            try:
+                yield
+            finally:
+                _HELD.pop(key, None)
+                if holder is not None:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, 0)
         finally:
             os.close(fd)  # closing releases the lock
 
@@ -319,6 +418,7 @@ class Host:
         check: bool = True,
         mutates: bool = True,
         sandboxed: bool = True,
+        secret_args: bool = False,
     ) -> CommandResult:
         """Run a command from an argument list (never a shell), capturing its output.
 
@@ -326,11 +426,17 @@ class Host:
         host and not counted as a side effect. `sandboxed=False`: a command the agent
         runs for the node's owner (bootstrap data, kubeadm), run outside the unit's
         hardening when it asks for that (OUTSIDE_SANDBOX_ENV). Command lines are logged
-        redacted.
+        redacted; with `secret_args` (the bootstrap data's commands: `curl -u admin:pw`)
+        only the program and the size and digest of its arguments are.
         """
         import subprocess  # only commands need it; keeps start-up light
 
-        args, shown = self._command_line(argv, mutates)
+        args, shown = self._command_line(argv, mutates, secret_args)
+        if self.image:
+            deferred = self._in_image(args, shown, mutates)
+            if deferred is not None:
+                return deferred
+            args = ("chroot", str(self.root), *args)
         start = time.monotonic()
         try:
             proc = subprocess.run(
@@ -369,6 +475,11 @@ class Host:
         import subprocess
 
         args, shown = self._command_line(argv, mutates=True)
+        if self.image:
+            deferred = self._in_image(args, shown, True)
+            if deferred is not None:
+                return deferred
+            args = ("chroot", str(self.root), *args)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(self._launched(args, env, timeout, sandboxed),
@@ -406,17 +517,71 @@ class Host:
         return CommandResult(args, proc.returncode, output.decode(errors="replace"), "",
                              time.monotonic() - start, timed_out)
 
-    def _command_line(self, argv: Sequence[str], mutates: bool) -> tuple[tuple[str, ...], str]:
-        """The checked argument list and how it is shown (redacted); a command that
-        changes the system is refused on a read-only Host."""
+    def _command_line(self, argv: Sequence[str], mutates: bool,
+                      secret_args: bool = False) -> tuple[tuple[str, ...], str]:
+        """The checked argument list and how it is shown (redacted, or with
+        `secret_args` its program and a digest of the rest); a command that changes the
+        system is refused on a read-only Host."""
+        import hashlib
+
         args = tuple(argv)
         if not args or any(not isinstance(a, str) or "\0" in a for a in args):
-            raise PermanentError(f"invalid command line {args!r}")
-        shown = self.redact(" ".join(args))
+            raise PermanentError("invalid command line: an argument is not text or holds "
+                                 "NUL")
+        if secret_args:
+            blob = "\0".join(args[1:]).encode()
+            shown = (f"{args[0]} <{len(args) - 1} arguments: {len(blob)} bytes, "
+                     f"sha256:{hashlib.sha256(blob).hexdigest()[:12]}>")
+        else:
+            shown = self.redact(" ".join(args))
         if mutates:
             self.check_writable(f"run {shown}")
         log.debug("run: %s", shown)
         return args, shown
+
+    def command_disposition(self, argv: Sequence[str]) -> tuple[str, str]:
+        """What happens to a command on an image tree: ("chroot" | "defer" | "refuse",
+        why). On a live node (not `image`): ("host", "")."""
+        if not self.image:
+            return "host", ""
+        program = PurePosixPath(argv[0]).name if argv else ""
+        if program == "systemctl":
+            action = argv[1] if len(argv) > 1 else ""
+            if action in ("restart", "reload", "try-restart", "start", "reload-or-restart"):
+                return "defer", (f"the unit starts at the node's first boot with the files "
+                                 f"written here (systemctl {action} deferred)")
+            return "refuse", "an image tree has no running services to ask"
+        if program in HOST_ONLY:
+            return "refuse", (f"{program} changes or reads the running node, not an image: "
+                              "it runs when the agent runs on the node at first boot")
+        if os.geteuid() != 0:
+            return "refuse", "running a command inside the image (chroot) needs root"
+        if not self._image_has(argv[0]):
+            return "refuse", f"the image at {self.root} has no {argv[0]} to run"
+        return "chroot", f"run inside the image (chroot {self.root})"
+
+    def _image_has(self, program: str) -> bool:
+        if "/" in program:
+            return os.access(self.path(program), os.X_OK)
+        return any(os.access(self.path(f"{d}/{program}"), os.X_OK)
+                   for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
+                             "/sbin", "/bin"))
+
+    def _in_image(self, args: tuple[str, ...], shown: str,
+                  mutates: bool) -> CommandResult | None:
+        """On an image tree: None to run `args` chrooted into it; a result for a
+        command deferred to first boot; PermanentError for one refused."""
+        how, why = self.command_disposition(args)
+        if how == "chroot":
+            return None
+        if how == "defer":
+            log.info("deferred to first boot: %s: %s", shown, why)
+            if mutates:
+                self.effects.record(f"defer {shown}")
+            return CommandResult(args, 0, f"deferred to first boot: {why}", "", 0.0)
+        raise PermanentError(f"refused on the image tree {self.root}: {shown}: {why}",
+                             hint="run the agent on the node, or give --netns to change "
+                                  "a test namespace from this host")
 
     def _launched(self, args: tuple[str, ...], env: Mapping[str, str] | None,
                   timeout: float, sandboxed: bool) -> tuple[str, ...]:

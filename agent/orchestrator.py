@@ -96,7 +96,8 @@ class Orchestrator:
             if (rec := self.journal.phases.get(p.name)) is not None
             and rec.state == "completed"})
 
-    def _context(self, host: Host, phase: Phase) -> PhaseContext:
+    def _context(self, host: Host, phase: Phase, *, show_secrets: bool = False
+                 ) -> PhaseContext:
         def progress(message: str, reason: Reason = Reason.InProgress) -> None:
             log.info("%s", message, extra={"phase": phase.name})
             self.conditions.set(phase.condition, "Unknown", reason, message)
@@ -105,7 +106,7 @@ class Orchestrator:
         return PhaseContext(self.config, host, self.journal, self.results, progress,
                             logging.getLogger(f"agent.phases.{phase.name}"), self.machine,
                             reload_machine=self._reload if self._reload_machine else None,
-                            management=self.management)
+                            management=self.management, show_secrets=show_secrets)
 
     def _reload(self) -> MachineFacts:
         """Read the Machine again; later plans (a retried attempt) use what was read."""
@@ -113,10 +114,13 @@ class Orchestrator:
         self.machine = self._reload_machine()
         return self.machine
 
-    def plan(self, only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[PhasePlan]:
-        """Every selected phase's plan, computed against a read-only host."""
+    def plan(self, only: Iterable[str] = (), skip: Iterable[str] = (), *,
+             show_secrets: bool = False) -> list[PhasePlan]:
+        """Every selected phase's plan, computed against a read-only host;
+        `show_secrets`: with the bootstrap data's contents (PhaseContext.show_secrets)."""
         view = self.host.read_only_view()
-        return [p.plan(self._context(view, p)) for p in select_phases(self.phases, only, skip)]
+        return [p.plan(self._context(view, p, show_secrets=show_secrets))
+                for p in select_phases(self.phases, only, skip)]
 
     def run(self, only: Iterable[str] = (), skip: Iterable[str] = (), *,
             summarize: bool = True) -> RunResult:

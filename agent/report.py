@@ -85,8 +85,9 @@ class LocalStatus:
     def publish(self, conditions: list[Condition], final: bool) -> None:
         doc = {"final": final, "boot": self.boot,
                "conditions": [asdict(c) for c in conditions]}
+        # 0600: its messages can name hosts, paths and pools; `status` is run as root
         self.host.write_file(STATUS_FILE, json.dumps(doc, indent=1) + "\n",
-                             mode=0o644, dir_mode=0o700)
+                             mode=0o600, dir_mode=0o700)
 
 
 class Sentinel:

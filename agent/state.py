@@ -6,8 +6,12 @@ fsync, rename through the Host), so it is always either the old or the new versi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -18,8 +22,55 @@ from agent.host import Host
 STATE_DIR = "/var/lib/machine-agent"
 JOURNAL = f"{STATE_DIR}/journal.json"
 FORMAT = 1
+NODE_LOCK = f"{STATE_DIR}/node.lock"
+"""Held by every command that changes the node (run, reset, the daemon's bootstrap,
+reconfiguration and delete policy): two of them at once undo each other's work (a second
+kubeadm's preflight fails on the first one's files, and its `kubeadm reset` deletes them).
+Read-only commands (status, plan, doctor, config) never take it."""
+
+log = logging.getLogger(__name__)
+
+WRITTEN_DIRS = (
+    "/etc", "/etc/machine-agent", "/etc/systemd/network", "/etc/netplan",
+    "/etc/systemd/resolved.conf.d", "/etc/systemd/timesyncd.conf.d", "/etc/chrony",
+    "/etc/chrony/sources.d", "/etc/cloud/cloud.cfg.d", "/etc/cni/net.d", "/etc/kubernetes",
+    "/etc/kubernetes/pki", "/run/kubeadm", "/run/cluster-api", "/run/machine-agent",
+    "/run/machine-agent/kube", STATE_DIR, f"{STATE_DIR}/credentials", f"{STATE_DIR}/ipam",
+)
+"""Directories the agent writes files into (atomically: a temp file, then a rename); a
+kill in between leaves the temp file, which `clean_temp_files` removes on the next start."""
 
 PhaseState = Literal["started", "completed", "failed"]
+
+
+@contextlib.contextmanager
+def node_lock(host: Host, command: str, *, wait: bool = True,
+              on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the node-wide lock while `command` changes the node. When another process
+    holds it: with `wait`, say so through `on_wait` (default: the log) and wait for it;
+    without, raise LockBusyError naming the holder's pid."""
+
+    def busy(holder: str) -> bool:
+        if wait:
+            message = (f"waiting for another command changing this node to finish "
+                       f"({holder or 'holder unknown'})")
+            (on_wait or log.warning)(message)
+        return wait
+
+    outermost = not host.holds_lock(NODE_LOCK)
+    with host.lock(NODE_LOCK, holder=f"pid {os.getpid()}: machine-agent {command}",
+                   on_busy=busy):
+        if outermost:
+            host.make_dir(STATE_DIR, 0o700)  # an older version's 0755 is tightened
+            clean_temp_files(host)  # no other writer now: what is left is a killed run's
+        yield
+
+
+def clean_temp_files(host: Host) -> None:
+    """Remove what killed runs left of their atomic writes; under the node lock only."""
+    for directory in WRITTEN_DIRS:
+        for name in host.remove_stale_temp_files(directory):
+            log.info("removed %s/%s, left by an interrupted write", directory, name)
 
 
 def digest(value: Any) -> str:

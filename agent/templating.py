@@ -3,6 +3,10 @@ netplan, chrony, kubeadm, RBAC, CNI): one environment for every phase.
 
 Values reaching a template are validated before (agent/config/checks.py); the filter `q`
 quotes a string as JSON, which is also a YAML double-quoted scalar reading back the same.
+Whatever checked a value before, every expression's output passes `refuse_separators` on
+its way into the text (the environment's `finalize`): a value holding a line or record
+separator would add a line (a directive, a section) of its own to the file. Files written
+without a template (/etc/hostname, /etc/hosts) call `refuse_separators` themselves.
 """
 
 from __future__ import annotations
@@ -14,8 +18,30 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.errors import ConfigError, FieldError, shown
+
 if TYPE_CHECKING:
     import jinja2
+
+SEPARATORS = re.compile("[\x00\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+"""What some reader takes as the end of a line or record: systemd and chrony split on
+\\n, Python's str.splitlines (and so many tools) also on \\r \\v \\f \\x1c-\\x1e \\x85
+U+2028 U+2029; NUL ends a C string."""
+def refuse_separators(value: object, what: str = "a value") -> None:
+    """Raise ConfigError when `value`, as it would be written, holds a line or record
+    separator."""
+    text = value if isinstance(value, str) else str(value)
+    found = SEPARATORS.search(text)
+    if found is not None:
+        raise ConfigError([FieldError(
+            what, f"holds a line or record separator (U+{ord(found.group()):04X}) at "
+                  f"character {found.start()}: {shown(text)}",
+            hint="give a single-line value without control characters")])
+
+
+def _finalize(value: object) -> object:
+    refuse_separators(value)
+    return value
 
 
 # Characters a YAML reader does not take as they are inside a double-quoted scalar:
@@ -48,7 +74,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(template_dir()),
         undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
-        trim_blocks=True, lstrip_blocks=True)
+        trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
     env.filters["q"] = quote
     return env
 
@@ -56,5 +82,12 @@ def _environment() -> jinja2.Environment:
 def render(name: str, **values: Any) -> str:
     """Render the template at `name` (relative to templates/, e.g. `time/chrony.conf.j2`).
 
-    The environment, and with it every compiled template, is made once per process."""
-    return _environment().get_template(name).render(**values)
+    The environment, and with it every compiled template, is made once per process. A
+    value holding a line or record separator is refused (ConfigError naming the
+    template), whatever checked it before."""
+    try:
+        return _environment().get_template(name).render(**values)
+    except ConfigError as err:
+        raise ConfigError([FieldError(f"{e.path} (rendering {name})" if e.path ==
+                                      "a value" else e.path, e.message, hint=e.hint,
+                                      origin=e.origin) for e in err.errors]) from None

@@ -67,6 +67,15 @@ def explain(err: BaseException, trust: Trust) -> tuple[str, str]:
                 f"certificate lists in subjectAltName")
     # Issuer unknown, self-signed, chain not to a trusted CA; a signature failure is a CA
     # of the same name with another key (a regenerated cluster).
+    # A certificate in the chain that may not do what it does: a leaf signing another
+    # (basicConstraints without CA:TRUE), a CA whose keyUsage lacks keyCertSign, a server
+    # certificate whose extendedKeyUsage lacks serverAuth. The server's certificates are
+    # wrong, not this node's trust: another CA file would not help.
+    if code in (24, 25, 26, 32, 37, 79):
+        return (f"the server's certificate chain is malformed: {text}",
+                "re-issue the server's certificate: signed by a CA certificate "
+                "(basicConstraints CA:TRUE, keyUsage keyCertSign), with extendedKeyUsage "
+                "serverAuth; this node's CA setting is not the problem")
     if code in (2, 7, 18, 19, 20, 21):
         return (f"the server's certificate is not signed by a CA this node trusts "
                 f"({trust.trusted}): {text}", trust.ca_fix)

@@ -82,7 +82,8 @@ def idle(tmp: Path, seconds: float) -> dict[str, float]:
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify.bind(str(tmp / "notify"))
         env = {**os.environ, "PATH": f"{world.path}:{os.environ['PATH']}",
-               "NOTIFY_SOCKET": str(tmp / "notify")}
+               "NOTIFY_SOCKET": str(tmp / "notify"),
+               "MACHINE_AGENT_COMMANDS_ON_HOST": "1"}  # a stand-in node (agent.cli)
         daemon = subprocess.Popen([sys.executable, "-m", "agent.cli", "--log-level",
                                    "warning", "--root", str(node.root), "daemon"], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -5,6 +5,7 @@ temporary root) and in tests marked `allow_processes` (namespaces, real daemons)
 from __future__ import annotations
 
 import builtins
+import contextlib
 import io
 import os
 import subprocess
@@ -30,6 +31,60 @@ def pytest_configure(config: pytest.Config) -> None:
     from hypothesis.configuration import set_hypothesis_home_dir
 
     set_hypothesis_home_dir(str(config._tmp_path_factory.getbasetemp() / "hypothesis"))  # type: ignore[attr-defined]
+
+# The suite's --root trees without --netns are test nodes whose stand-in commands run on
+# this host (agent.cli.COMMANDS_ON_HOST_ENV); tests of the image-tree policy unset it.
+os.environ["MACHINE_AGENT_COMMANDS_ON_HOST"] = "1"
+
+SESSION_ENV = "MACHINE_AGENT_TEST_SESSION"
+"""Set for the whole run and inherited by every process a test starts, however far down
+(a chronyd under faketime, a kubeadm under the agent): what the stray-process guard
+recognises them by. Parentage cannot tell: an orphan is adopted by init when its parent
+(e.g. the faketime wrapper) is killed."""
+os.environ.setdefault(SESSION_ENV, f"{os.getpid()}-{os.urandom(4).hex()}")
+_MARK = f"{SESSION_ENV}={os.environ[SESSION_ENV]}".encode()
+STRAY_GRACE = 3.0
+"""Seconds a process killed at a test's end may take to go."""
+
+
+def _pids() -> set[int]:
+    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+
+def _ours(pid: int) -> str | None:
+    """The command line of a live process this run started (by its environment); None
+    for any other, or one that is gone or a zombie (no environment left)."""
+    try:
+        with builtins.open(f"/proc/{pid}/environ", "rb") as handle:
+            if _MARK not in handle.read().split(b"\0"):
+                return None
+        with builtins.open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+
+
+@pytest.fixture(autouse=True)
+def stray_process_guard() -> Iterator[None]:
+    """Fail a test that leaves a process behind (and kill it): every process started
+    since the test began that still runs with this run's SESSION_ENV after the test's
+    own teardown."""
+    import signal
+    import time
+
+    before = _pids()
+    yield
+    deadline = time.monotonic() + STRAY_GRACE
+    while True:
+        stray = {pid: cmd for pid in _pids() - before if (cmd := _ours(pid)) is not None}
+        if not stray or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    for pid in stray:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not stray, f"the test left processes running (now killed): {stray}"
+
 
 _WRITE_MODES = set("wax+")
 

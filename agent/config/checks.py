@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from agent.errors import SHOWN, shown
+
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.I)
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -26,8 +28,12 @@ _PATH = re.compile(r"^/[A-Za-z0-9._/@+:,=-]*$")
 
 
 def _shown(value: Any) -> str:
-    return repr(value) if not isinstance(value, str) else '"' + value.encode(
-        "unicode_escape").decode() + '"'
+    """The value for an error message: escaped, and at most SHOWN characters of it."""
+    if not isinstance(value, str):
+        return shown(value)
+    cut = value[:SHOWN]
+    tail = f" (first {SHOWN} of {len(value)} characters)" if len(value) > SHOWN else ""
+    return '"' + cut.encode("unicode_escape").decode() + '"' + tail
 
 
 def host_name(value: str) -> str | None:
@@ -49,10 +55,33 @@ def fqdn(value: str) -> str | None:
 
 
 def ip_address(value: str) -> str | None:
+    """An IP address. An IPv6 scope id (`%eth0`) only on a link-local address, naming an
+    interface: Python's parser takes anything after `%`, newlines included."""
     try:
-        ipaddress.ip_address(value)
+        addr = ipaddress.ip_address(value)
     except ValueError:
         return f"{_shown(value)} is not an IP address"
+    scope = getattr(addr, "scope_id", None)
+    if scope is not None and not (addr.is_link_local and _IFNAME.fullmatch(scope)):
+        return (f"{_shown(value)} has a scope id where none is meaningful (only a "
+                "link-local address takes one, naming an interface): give the address "
+                "without '%...'")
+    return mapped_v4(value, addr)
+
+
+def mapped_v4(value: str, addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """An IPv4-mapped IPv6 address (::ffff:192.0.2.1) is written as the IPv4 address."""
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        return (f"{_shown(value)} is an IPv4-mapped IPv6 address: give the IPv4 address "
+                f"{addr.ipv4_mapped}")
+    return None
+
+
+def no_scope(value: str) -> str | None:
+    """An address with a prefix length or a network never takes an IPv6 scope id."""
+    if "%" in value:
+        return (f"{_shown(value)} has a scope id ('%...'), which an address with a prefix "
+                "length or a network does not take: give it without")
     return None
 
 
@@ -60,14 +89,18 @@ def ip_interface(value: str) -> str | None:
     """An address with its prefix length, e.g. 192.0.2.10/24 or 2001:db8::10/64."""
     if "/" not in value:
         return f"{_shown(value)} needs a prefix length, e.g. 192.0.2.10/24"
+    if (problem := no_scope(value)) is not None:
+        return problem
     try:
-        ipaddress.ip_interface(value)
+        iface = ipaddress.ip_interface(value)
     except ValueError:
         return f"{_shown(value)} is not an address with prefix length (e.g. 192.0.2.10/24)"
-    return None
+    return mapped_v4(value, iface.ip)
 
 
 def ip_network(value: str) -> str | None:
+    if (problem := no_scope(value)) is not None:
+        return problem
     try:
         ipaddress.ip_network(value, strict=True)
     except ValueError:

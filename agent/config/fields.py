@@ -16,7 +16,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, NewType, TypeVar
 
-from agent.errors import FieldError
+from agent.errors import SHOWN, FieldError, shown
 from agent.logs import REDACT
 
 T = TypeVar("T")
@@ -50,7 +50,7 @@ class Duration(float):
             return cls(value)
         if isinstance(value, str) and (m := cls._RE.match(value)):
             return cls(float(m.group(1)) * cls._UNITS[m.group(2) or "s"])
-        raise ValueError(f"{value!r} is not a duration (use e.g. 250ms, 30s, 5m, 1h)")
+        raise ValueError(f"{shown(value)} is not a duration (use e.g. 250ms, 30s, 5m, 1h)")
 
     def __str__(self) -> str:
         seconds = float(self)
@@ -114,7 +114,7 @@ class Decoder:
             choices = typing.get_args(tp)
             if value in choices:
                 return value
-            self.fail(path, f"{value!r} is not one of: {', '.join(map(str, choices))}")
+            self.fail(path, f"{shown(value)} is not one of: {', '.join(map(str, choices))}")
             return _MISSING
         if origin is list:
             if not isinstance(value, list):
@@ -131,7 +131,7 @@ class Decoder:
             out = {}
             for k, v in value.items():
                 if not isinstance(k, str):
-                    self.fail(path, f"key {k!r} is not a string")
+                    self.fail(path, f"key {shown(k)} is not a string")
                     continue
                 out[k] = self.decode(value_tp, v, join_path(path, k))
             return _MISSING if any(v is _MISSING for v in out.values()) else out
@@ -153,7 +153,7 @@ class Decoder:
                 return tp(value)
             except ValueError:
                 names = ", ".join(str(m.value) for m in tp)
-                self.fail(path, f"{value!r} is not one of: {names}")
+                self.fail(path, f"{shown(value)} is not one of: {names}")
                 return _MISSING
         if tp is bool and isinstance(value, bool):
             return value
@@ -196,8 +196,12 @@ class Decoder:
             if key not in fields:
                 import difflib  # lazy: only for a misspelt key
 
-                close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
-                self.fail(join_path(path, str(key)), "unknown field",
+                name = str(key)
+                # difflib is quadratic in the length: a hostile key can be megabytes
+                close = (difflib.get_close_matches(name, list(fields), n=1, cutoff=0.6)
+                         if len(name) <= SHOWN else [])
+                self.fail(join_path(path, name if len(name) <= SHOWN else shown(name)),
+                          "unknown field",
                           f"did you mean {close[0]!r}?" if close else
                           f"known fields: {', '.join(sorted(fields))}")
         kwargs: dict[str, Any] = {}

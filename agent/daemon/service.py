@@ -75,6 +75,7 @@ from agent.phases.base import Phase
 from agent.report import SUMMARY, Conditions, LocalStatus, Reporter, read_status
 from agent.retry import Backoff
 from agent.session import Session
+from agent.state import node_lock
 from agent.systemd import Notifier, SystemdReporter, Watchdog
 
 log = logging.getLogger("agent.daemon")  # the name service logs are known by
@@ -188,7 +189,12 @@ class Daemon:
 
     def _bootstrap(self, changed: str | None = None) -> int:
         """Open the session and run the phases; `changed` names the configuration
-        object whose change asked for this run (a node that had not bootstrapped)."""
+        object whose change asked for this run (a node that had not bootstrapped).
+        Under the node lock: a `run` by hand waits for it, and it for the `run`."""
+        with node_lock(self.host, "daemon (bootstrap)"):
+            return self._bootstrap_locked(changed)
+
+    def _bootstrap_locked(self, changed: str | None) -> int:
         from agent.session import MachineConfigInvalid, open_session
 
         changed, self._changed = changed or self._changed, None
@@ -425,6 +431,10 @@ class Daemon:
         self._run_delete_policy()
 
     def _run_delete_policy(self) -> None:
+        with node_lock(self.host, "daemon (delete policy)"):
+            self._run_delete_policy_locked()
+
+    def _run_delete_policy_locked(self) -> None:
         session, orchestrator = self.session, self.orchestrator
         assert session is not None and session.machine is not None
         assert orchestrator is not None
@@ -480,6 +490,10 @@ class Daemon:
             return False
 
     def _reconfigure(self, source: ManagementSource | None) -> None:
+        with node_lock(self.host, "daemon (reconfigure)"):
+            self._reconfigure_locked(source)
+
+    def _reconfigure_locked(self, source: ManagementSource | None) -> None:
         assert self.session is not None and self.orchestrator is not None
         machine = self.session.machine
         if machine is not None and source != machine.config and \

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from agent.config.fields import Decoder
-from agent.errors import AgentError, ConfigError, PermanentError, Reason, TemporaryError
+from agent.errors import (
+    AgentError,
+    ConfigError,
+    PermanentError,
+    Reason,
+    TemporaryError,
+    shown,
+)
 from agent.host import Host
 from agent.kube.facts import MachineFacts
 
@@ -113,16 +120,33 @@ class PluginFactory(Protocol):
 def validate_allocation(alloc: Allocation, request: ClaimRequest) -> Allocation:
     """Refuse an answer that cannot be used, naming the backend and what is wrong."""
     problems: list[str] = []
+    texts = [("address", alloc.address), ("gateway", alloc.gateway or ""),
+             *(("DNS server", d) for d in alloc.dns_servers)]
+    for what, text in texts:
+        if not isinstance(text, str):
+            raise InvalidAllocation(f"{alloc.backend}: the {what} is {shown(repr(text))}, "
+                                    "not a string")
+        if "%" in text:  # Python takes anything after it, newlines included
+            raise InvalidAllocation(f"{alloc.backend}: the {what} {shown(text)} has an "
+                                    "IPv6 scope id, which an IPAM answer never needs")
+    if not isinstance(alloc.prefix, int) or isinstance(alloc.prefix, bool):
+        raise InvalidAllocation(f"{alloc.backend}: the prefix is {shown(repr(alloc.prefix))}, "
+                                "not a number")
     try:
         iface = alloc.interface
     except ValueError as err:
-        raise InvalidAllocation(f"{alloc.backend}: unusable address: {err}") from err
+        raise InvalidAllocation(f"{alloc.backend}: unusable address: "
+                                f"{shown(str(err), 120)}") from None
     version = 4 if request.family == "ipv4" else 6
     if iface.version != version:
         problems.append(f"asked for {request.family}, got {alloc.address}")
     addr, net = iface.ip, iface.network
     if addr.is_link_local or addr.is_loopback or addr.is_multicast or addr.is_unspecified:
         problems.append(f"{addr} is not a usable host address")
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        problems.append(f"{addr} is an IPv4-mapped IPv6 address")
+    if net.prefixlen == 0:
+        problems.append("prefix /0 would put every address on the link")
     if iface.version == 4 and net.prefixlen < 31 and addr in (net.network_address,
                                                                net.broadcast_address):
         problems.append(f"{addr} is the network or broadcast address of {net}")

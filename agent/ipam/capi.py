@@ -133,8 +133,10 @@ class CAPIPlugin:
             GROUP, self.options.api_version, "ipaddresses", namespace=self.machine.namespace,
             name=_address_name(claim)))
         spec = address.get("spec") or {}
-        alloc = Allocation(address=str(spec.get("address", "")),
-                           prefix=int(spec.get("prefix", -1)), gateway=spec.get("gateway"),
+        # Types are the CRD's, but checked (validate_allocation): a wrong one is
+        # InvalidAllocation naming the field, not a traceback.
+        alloc = Allocation(address=spec.get("address", ""),
+                           prefix=spec.get("prefix", -1), gateway=spec.get("gateway"),
                            family=request.family, handle=claim["metadata"]["name"],
                            backend=f"capi {ref['kind']}/{ref['name']}")
         return validate_allocation(alloc, request)

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from agent.config import checks
 from agent.config.fields import Duration, setting
-from agent.errors import AgentError
+from agent.errors import AgentError, shown
 from agent.ipam.base import (
     Allocation,
     ClaimRequest,
@@ -128,11 +128,20 @@ class NetBoxPlugin:
     # -- the interface ----------------------------------------------------------------
 
     def claim(self, request: ClaimRequest) -> Allocation:
+        """The address for the claim key; a malformed answer (not JSON, a field missing or
+        of the wrong type, not an address) is InvalidAllocation naming the field."""
+        try:
+            return self._claim(request)
+        except (ValueError, TypeError) as err:  # the few the field helpers do not name
+            raise InvalidAllocation(f"netbox {self.base}: unusable answer: "
+                                    f"{shown(str(err), 200)}") from None
+
+    def _claim(self, request: ClaimRequest) -> Allocation:
         pool = self._pool(request)
         row = self._find(request.claim_key)
         if row is None:
             row = self._allocate(request, pool)
-        address = ipaddress.ip_interface(row["address"])
+        address = ipaddress.ip_interface(_text(row, "address", "address"))
         if not pool.holds(address.ip):
             raise InvalidAllocation(
                 f"netbox: claim key {request.claim_key!r} already holds {address}, which is "
@@ -170,8 +179,9 @@ class NetBoxPlugin:
         response = self._call("POST", f"/api/ipam/{pool.kind}/{pool.id}/available-ips/",
                               json=body, ok=(201, 400, 409))
         if response.status_code == 201:
-            created = response.json()
-            row: dict[str, Any] = created[0] if isinstance(created, list) else created
+            created = _json(response, "the allocation")
+            row: dict[str, Any] = _row(created[0] if isinstance(created, list) and created
+                                       else created, "the allocation")
             self.host.record_effect(f"create NetBox IP address {row.get('address')} for "
                                     f"claim key {request.claim_key}")
             return row
@@ -193,7 +203,7 @@ class NetBoxPlugin:
         if self._address_exists(gateway):
             return
         prefix = self._prefix_containing(gateway)
-        length = ipaddress.ip_network(prefix["prefix"]).prefixlen if prefix else (
+        length = ipaddress.ip_network(_text(prefix, "prefix", "pool")).prefixlen if prefix else (
             32 if gateway.version == 4 else 128)
         response = self._call("POST", "/api/ipam/ip-addresses/", ok=(201, 400), json={
             "address": f"{gateway}/{length}", "status": "reserved",
@@ -210,7 +220,8 @@ class NetBoxPlugin:
 
     def _address_exists(self, address: IP) -> bool:
         rows = self._results("/api/ipam/ip-addresses/", {"address": str(address)})
-        return any(ipaddress.ip_interface(r["address"]).ip == address for r in rows)
+        return any(ipaddress.ip_interface(_text(r, "address", "address")).ip == address
+                   for r in rows)
 
     def _pool(self, request: ClaimRequest) -> Pool:
         """The NetBox prefix or IP range of the claim's pool."""
@@ -223,43 +234,43 @@ class NetBoxPlugin:
         if pool.prefix is not None:
             want = ipaddress.ip_network(pool.prefix)
             rows = [r for r in self._results("/api/ipam/prefixes/", {"prefix": str(want)})
-                    if ipaddress.ip_network(r["prefix"]) == want]
+                    if ipaddress.ip_network(_text(r, "prefix", "pool")) == want]
             kind, label = "prefixes", f"prefix {want}"
         else:
             start = ipaddress.ip_address(str(pool.ip_range))
             rows = [r for r in self._results("/api/ipam/ip-ranges/",
                                              {"start_address": str(start)})
-                    if ipaddress.ip_interface(r["start_address"]).ip == start]
+                    if ipaddress.ip_interface(_text(r, "start_address", "pool")).ip == start]
             kind, label = "ip-ranges", f"IP range starting at {start}"
         if not rows:
             raise PoolNotFound(f"netbox: the {label} of pool {request.pool!r} does not "
                                f"exist in {self.base}")
         row = rows[0]
         if kind == "prefixes":
-            net = ipaddress.ip_network(row["prefix"])
+            net = ipaddress.ip_network(_text(row, "prefix", "pool"))
             first, last = net.network_address, net.broadcast_address
         else:
-            first = ipaddress.ip_interface(row["start_address"]).ip
-            last = ipaddress.ip_interface(row["end_address"]).ip
+            first = ipaddress.ip_interface(_text(row, "start_address", "pool")).ip
+            last = ipaddress.ip_interface(_text(row, "end_address", "pool")).ip
             label = f"IP range {first}-{last}"
         if first.version != (4 if request.family == "ipv4" else 6):
             raise PoolNotFound(f"netbox: pool {request.pool!r} ({label}) is not "
                                f"{request.family}")
-        return Pool(kind, int(row["id"]), first, last, label)
+        return Pool(kind, _number(row, "id", "pool"), first, last, label)
 
     def _to_allocation(self, row: dict[str, Any], request: ClaimRequest) -> Allocation:
-        iface = ipaddress.ip_interface(row["address"])
+        iface = ipaddress.ip_interface(_text(row, "address", "address"))
         gateway = self._gateway_of(iface.ip)
         return Allocation(address=str(iface.ip), prefix=iface.network.prefixlen,
                           gateway=str(gateway) if gateway is not None else None,
-                          family=request.family, handle=str(row["id"]),
+                          family=request.family, handle=str(_number(row, "id", "address")),
                           backend=f"netbox {self.base}")
 
     def _prefix_containing(self, address: IP) -> dict[str, Any] | None:
         """The most specific prefix that holds `address`."""
         rows = [r for r in self._results("/api/ipam/prefixes/", {"contains": str(address)})
-                if address in ipaddress.ip_network(r["prefix"])]
-        rows.sort(key=lambda r: -ipaddress.ip_network(r["prefix"]).prefixlen)
+                if address in ipaddress.ip_network(_text(r, "prefix", "pool"))]
+        rows.sort(key=lambda r: -ipaddress.ip_network(_text(r, "prefix", "pool")).prefixlen)
         return rows[0] if rows else None
 
     def _gateway_of(self, address: IP) -> IP | None:
@@ -271,17 +282,21 @@ class NetBoxPlugin:
         value = (prefix.get("custom_fields") or {}).get(GATEWAY_FIELD)
         if value:
             return ipaddress.ip_interface(str(value)).ip
-        net = ipaddress.ip_network(prefix["prefix"])
+        net = ipaddress.ip_network(_text(prefix, "prefix", "pool"))
         for row in self._results("/api/ipam/ip-addresses/",
                                  {"parent": str(net), "tag": GATEWAY_TAG}):
-            ip = ipaddress.ip_interface(row["address"]).ip
+            ip = ipaddress.ip_interface(_text(row, "address", "address")).ip
             if ip in net and any(t.get("slug") == GATEWAY_TAG for t in row.get("tags") or []):
                 return ip
         return None
 
     def _results(self, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
-        body = self._call("GET", path, params={**params, "limit": "1000"}).json()
-        return list(body.get("results") or [])
+        body = _json(self._call("GET", path, params={**params, "limit": "1000"}), path)
+        results = body.get("results") if isinstance(body, dict) else None
+        if not isinstance(results, list):
+            raise InvalidAllocation(f"netbox: the answer to {path} has no list 'results': "
+                                    f"{shown(str(body), 80)}")
+        return [_row(r, path) for r in results]
 
     def _trust(self) -> Trust:
         """How NetBox's certificate is verified, in the words of the plugin's settings."""
@@ -328,6 +343,40 @@ class NetBoxPlugin:
             raise IPAMUnavailable(f"netbox answered {response.status_code} on {method} {path}")
         raise AgentError(f"netbox answered {response.status_code} on {method} {path}: "
                          f"{_detail(response)}")
+
+
+def _json(response: requests.Response, what: str) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        raise InvalidAllocation(f"netbox: the answer to {what} is not JSON: "
+                                f"{shown(response.text)}") from None
+
+
+def _row(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidAllocation(f"netbox: the answer to {what} holds {shown(str(value))} "
+                                "where an object was expected")
+    return value
+
+
+def _text(row: dict[str, Any], name: str, what: str) -> str:
+    """A string field of a NetBox object, refused by name when missing or not a string."""
+    value = row.get(name)
+    if not isinstance(value, str) or not value:
+        got = "missing" if value is None else shown(repr(value))
+        raise InvalidAllocation(f"netbox: field {name!r} of a NetBox {what} object is "
+                                f"{got}, not a non-empty string")
+    return value
+
+
+def _number(row: dict[str, Any], name: str, what: str) -> int:
+    value = row.get(name)
+    if not isinstance(value, int) or isinstance(value, bool):
+        got = "missing" if value is None else shown(repr(value))
+        raise InvalidAllocation(f"netbox: field {name!r} of a NetBox {what} object is {got}, "
+                                "not a number")
+    return value
 
 
 def _detail(response: requests.Response) -> str:

@@ -16,10 +16,11 @@ import logging
 
 from agent.config.management import ManagementSpec
 from agent.host import Host
+from agent.state import STATE_DIR
 
 log = logging.getLogger(__name__)
 
-CREDENTIALS_DIR = "/var/lib/machine-agent/credentials"
+CREDENTIALS_DIR = f"{STATE_DIR}/credentials"
 
 
 def store_credentials(spec: ManagementSpec, host: Host) -> ManagementSpec:
@@ -34,6 +35,9 @@ def store_credentials(spec: ManagementSpec, host: Host) -> ManagementSpec:
             continue
         path = f"{CREDENTIALS_DIR}/{name}"
         text = data.strip() + "\n"
+        # The state directory first: made as a parent of CREDENTIALS_DIR it would get
+        # the default 0755, and keep it.
+        host.make_dir(STATE_DIR, mode=0o700)
         host.make_dir(CREDENTIALS_DIR, mode=0o700)
         if _current(host, path) != text:
             host.write_file(path, text, mode=0o600, dir_mode=0o700)

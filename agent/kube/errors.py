@@ -108,6 +108,11 @@ _HINTS: dict[type[APIError], str] = {
                   "node a valid token or kubeconfig (spec.management, docs/identity.md); "
                   "a 401 is not retried",
     Forbidden: "apply templates/rbac/node-rbac.yaml for this node's identity",
+    # An answer came back: the route and firewall are fine (the Reason's default fix
+    # would send the operator there).
+    ServerError: "the API server (or a proxy or load balancer in front of it) answered "
+                 "but failed: look at its logs, etcd and any webhook or aggregated API; "
+                 "the agent retries",
 }
 
 

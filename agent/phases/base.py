@@ -41,6 +41,9 @@ class Change:
     diff: str = ""
     probe: Callable[[Host], str] | None = None
     """Fingerprint of the state the change affects, for changes not safe to repeat."""
+    argv: tuple[str, ...] = ()
+    """The command the change runs, if any: `plan` says what becomes of it on an image
+    tree (Host.command_disposition: run inside it, deferred to first boot, refused)."""
 
 
 @dataclass
@@ -119,6 +122,10 @@ class PhaseContext:
     after the first one expired; None when there is no management cluster to ask."""
     management: Client | None = None
     """The management-cluster client (e.g. for IPAM claims); None without one."""
+    show_secrets: bool = False
+    """`plan --show-secrets`, asked for at the node: show the bootstrap data's file
+    contents and command lines. Otherwise they are secret (credentials ride in them):
+    paths, sizes and digests only."""
 
 
 class PhaseOf(Generic[R]):

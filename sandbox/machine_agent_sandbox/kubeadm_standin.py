@@ -27,7 +27,10 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   failNext            failures for the next joins, one consumed per join:
                       "kubelet-unhealthy", "preflight:<Check>:<message>", "hang:<seconds>",
                       "phase-error:<phase>:<message>" (any other error of a phase),
-                      "node-not-registered" (join succeeds; the kubelet never registers)
+                      "node-not-registered" (join succeeds; the kubelet never registers),
+                      "killed-after:kubelet-conf" / "killed-after:registered" (kubeadm and
+                      the agent that ran it are killed with SIGKILL right after kubelet.conf
+                      is written / after the Node registered: a power cut mid-join)
   joins               (written) the names that joined, in order
 Run as `python -m machine_agent_sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
 `kubeadm` and `kubelet` wrappers into a bin directory with the root and world baked in.
@@ -38,6 +41,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -197,16 +201,30 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
         credential = _issue(endpoint, api, name) if api else None
         _write_kubeconfig(root / KUBELET_CONF,
                           _kubeconfig(endpoint, "default-auth", api, credential))
+        if failure == "killed-after:kubelet-conf":
+            _killed_with_the_agent(world)
     finally:
         (root / BOOTSTRAP_CONF).unlink(missing_ok=True)
     if api and credential and failure != "node-not-registered":
         _register_node(root, endpoint, api, credential, name)
     world.setdefault("joins", []).append(name)
     world.setdefault("readyNodes", []).append(name)
+    if failure == "killed-after:registered":
+        _killed_with_the_agent(world)
     print("\nThis node has joined the cluster:\n* Certificate signing request was sent to "
           "apiserver and a response was received.\n* The Kubelet was informed of the new "
           "secure connection details.")
     return 0
+
+
+def _killed_with_the_agent(world: dict[str, Any]) -> None:
+    """SIGKILL the agent that ran this kubeadm (its parent: the wrapper execs), then
+    this process: the world is saved first, so the failure is consumed."""
+    world_path = os.environ.get("KUBEADM_STANDIN_WORLD")
+    if world_path:
+        Path(world_path).write_text(json.dumps(world, indent=1))
+    os.kill(os.getppid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _kubelet_unhealthy(version: str) -> None:

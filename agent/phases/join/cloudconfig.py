@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import re
 import shlex
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from agent.config import checks
-from agent.errors import PermanentError, Reason
+from agent.config.sources import yaml_structure_problem
+from agent.errors import PermanentError, Reason, shown
 
 SENTINEL = "/run/cluster-api/bootstrap-success.complete"
 """CABPK's success sentinel (cluster-api: bootstrap/kubeadm/internal/cloudinit/cloudinit.go)."""
@@ -39,6 +40,13 @@ _JINJA_VAR = re.compile(r"\{\{\s*([A-Za-z0-9_.]+)\s*\}\}")
 
 _SENTINEL_COMMAND = f"echo success > {SENTINEL}"
 
+MAX_FILE_BYTES = 16 << 20
+"""The most one write_files entry may unpack to: CABPK's files (certificates, kubeadm
+configuration) are kilobytes, and a gzip bomb of 389 kB unpacked to 1.5 GB, held in memory
+and diffed by `plan`."""
+MAX_FILES_BYTES = 64 << 20
+"""The most all write_files entries together may unpack to."""
+
 
 class BootstrapDataError(PermanentError):
     reason = Reason.ConfigInvalid
@@ -56,10 +64,14 @@ class WriteFile:
 @dataclass(frozen=True)
 class Command:
     """A runcmd entry run as given: a string through `sh -c` (as cloud-init does), a
-    list as the argument vector."""
+    list as the argument vector. `shown` is what the journal, the log, conditions,
+    Events and `plan` say of it: the program and the size and digest of the rest, never
+    the arguments (`curl -u admin:pw`); `text` is the command itself, for
+    `plan --show-secrets` only."""
 
     argv: tuple[str, ...]
     shown: str
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -109,12 +121,19 @@ def parse_cloud_config(text: str, *, node_name: str | None) -> CloudConfig:
                                  hint="the Machine's bootstrap Secret must have format "
                                       "cloud-config")
     try:
+        refused = yaml_structure_problem(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        if refused is not None:
+            raise BootstrapDataError(f"the bootstrap data {refused[0]}", hint=refused[1])
         doc = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise BootstrapDataError(f"the bootstrap data is not valid YAML: {err}") from err
+        raise BootstrapDataError(f"the bootstrap data is not valid YAML: "
+                                 f"{shown(str(err), 200)}") from None
     if not isinstance(doc, dict):
         raise BootstrapDataError("the bootstrap data is not a cloud-config mapping")
     files = [_write_file(entry, i) for i, entry in enumerate(_list(doc, "write_files"))]
+    if sum(len(f.content) for f in files) > MAX_FILES_BYTES:
+        raise BootstrapDataError(f"the bootstrap data's write_files unpack to more than "
+                                 f"{MAX_FILES_BYTES} bytes together")
     steps = [_step(entry, i) for i, entry in enumerate(_list(doc, "runcmd"))]
     ignored = sorted(k for k in doc if k not in ("write_files", "runcmd"))
     return CloudConfig(files, steps, ignored)
@@ -156,6 +175,18 @@ def _write_file(entry: Any, index: int) -> WriteFile:
                      bool(entry.get("append", False)))
 
 
+def _gunzip(raw: bytes, where: str) -> bytes:
+    """gzip data unpacked, never past MAX_FILE_BYTES (the unpacker stops there)."""
+    unpacker = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    out = unpacker.decompress(raw, MAX_FILE_BYTES + 1)
+    if len(out) > MAX_FILE_BYTES:
+        raise BootstrapDataError(f"cloud-config {where}: content unpacks to more than "
+                                 f"{MAX_FILE_BYTES} bytes (a gzip bomb, not a file)")
+    if not unpacker.eof:
+        raise zlib.error("the gzip stream is truncated")
+    return out
+
+
 def _decode(content: Any, encoding: Any, where: str) -> bytes:
     if not isinstance(content, str) or not isinstance(encoding, str):
         raise BootstrapDataError(f"cloud-config {where}: content and encoding must be text")
@@ -167,12 +198,13 @@ def _decode(content: Any, encoding: Any, where: str) -> bytes:
         if encoding in _B64:
             return base64.b64decode("".join(content.split()), validate=True)
         if encoding in _GZ_B64:
-            return gzip.decompress(base64.b64decode("".join(content.split()), validate=True))
+            return _gunzip(base64.b64decode("".join(content.split()), validate=True), where)
         if encoding in _GZ:
-            return gzip.decompress(content.encode("latin-1"))
-    except (binascii.Error, OSError, EOFError, UnicodeEncodeError) as err:
+            return _gunzip(content.encode("latin-1"), where)
+    except (binascii.Error, zlib.error, UnicodeEncodeError) as err:
         raise BootstrapDataError(
-            f"cloud-config {where}: content does not decode as {encoding}: {err}") from err
+            f"cloud-config {where}: content does not decode as {encoding}: "
+            f"{shown(str(err), 120)}") from None
     raise BootstrapDataError(f"cloud-config {where}: unknown encoding {encoding!r}",
                              hint="use b64, gz+b64 or plain text")
 
@@ -204,7 +236,7 @@ def _step(entry: Any, index: int) -> Step:
         shown = shlex.join(argv)
         if _is_kubeadm_join(argv):
             return _kubeadm_join(argv, None, shown, where)
-        return Command(argv, shown)
+        return Command(argv, secret_summary(argv[0], argv[1:]), shown)
     if not isinstance(entry, str) or not entry.strip():
         raise BootstrapDataError(f"cloud-config {where} is neither a string nor a list of "
                                  "strings")
@@ -219,7 +251,22 @@ def _step(entry: Any, index: int) -> Step:
                 f"cloud-config {where} runs kubeadm join inside other shell commands",
                 hint="put `kubeadm join --config FILE` in an entry of its own")
         return _kubeadm_join(argv, rest.strip() or None, entry.strip(), where)
-    return Command(("sh", "-c", entry), entry.strip())
+    return Command(("sh", "-c", entry), secret_summary("sh -c", [entry]), entry.strip())
+
+
+def secret_summary(program: str, rest: list[str] | tuple[str, ...]) -> str:
+    """A command as it may be shown anywhere: its program, and of its arguments (or
+    `sh -c`'s script) only the size and digest: enough to tell two apart, nothing to read."""
+    import hashlib
+
+    blob = "\0".join(rest).encode()
+    digest = hashlib.sha256(blob).hexdigest()[:12]
+    if program == "sh -c":
+        what = "script"
+    else:
+        program = program.rsplit("/", 1)[-1]
+        what = f"{len(rest)} argument{'s' if len(rest) != 1 else ''}"
+    return f"{program} <{what}: {len(blob)} bytes, sha256:{digest}>"
 
 
 def _is_kubeadm_join(argv: tuple[str, ...]) -> bool:

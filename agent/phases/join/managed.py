@@ -25,7 +25,7 @@ from agent.logs import REDACT
 from agent.phases.base import PhaseContext
 from agent.phases.join.classify import Classified, classify_output, last_line
 from agent.phases.join.cloudconfig import WriteFile
-from agent.phases.join.result import JoinAttempt, JoinRecord, KubeadmReset
+from agent.phases.join.result import JoinAttempt, JoinInFlight, JoinRecord, KubeadmReset
 from agent.retry import Backoff
 
 # What `kubeadm join` writes on a worker (cmd/kubeadm/app/cmd/phases/join/kubelet.go:
@@ -38,6 +38,8 @@ OUTPUT_TAIL = 1000
 """Characters of each attempt's kubeadm output kept in the journal (the log has it all)."""
 
 NodeState = Literal["joined", "partial", "clean"]
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+"""Set by kubeadm's mark-control-plane phase, the last of a control-plane join."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class JoinTarget:
     expected_server: str | None
     node_name: str
     ignore_preflight_errors: tuple[str, ...]
+    control_plane: bool = False
 
 
 def kubeconfig_server(text: str | None) -> str | None:
@@ -77,11 +80,38 @@ def kubeconfig_server(text: str | None) -> str | None:
     return server if isinstance(server, str) else None
 
 
-def node_state(host: Host, expected_server: str | None) -> NodeState:
+def node_state(host: Host, expected_server: str | None,
+               started: JoinInFlight | None = None) -> NodeState:
+    """Joined to `expected_server`, partly joined, or clean. `started` is the join the
+    journal holds as started and not as finished (the agent was killed while kubeadm
+    ran): it counts as joined only on evidence a completed join leaves
+    (`completed_join`); else the node is partly joined, and reset."""
     server = kubeconfig_server(host.read_text(KUBELET_CONF))
     if server is not None and server == expected_server:
-        return "joined"
+        if started is None:
+            return "joined"
+        # `plan` (a read-only host) cannot ask: the join stays planned, and the managed
+        # join decides when it runs.
+        return "joined" if not host.read_only and completed_join(host, started) else "partial"
     return "partial" if any(host.exists(p) for p in JOIN_FILES) else "clean"
+
+
+def completed_join(host: Host, started: JoinInFlight) -> bool:
+    """Whether an interrupted join finished: the Node is registered, read with the
+    kubelet's own credentials from kubelet.conf (the cluster trusts them, and the kubelet
+    runs with them: it registered), and for a control-plane join marked control plane.
+    An unreachable cluster raises (temporary): a good node is never reset on a guess."""
+    from agent.kube.workload import KubeconfigCluster
+
+    cluster = KubeconfigCluster(host, KUBELET_CONF, reason=Reason.KubeletNotHealthy,
+                                missing_hint="kubeadm join writes it")
+    node = cluster.node(started.node)
+    if node is None:
+        return False
+    if started.control_plane:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        return CONTROL_PLANE_LABEL in labels
+    return True
 
 
 class ManagedJoin:
@@ -99,8 +129,9 @@ class ManagedJoin:
                           attempts=limit)
         last: AgentError | None = None
         for attempt in range(1, limit + 1):
-            state = node_state(self.host, target.expected_server)
+            state = node_state(self.host, target.expected_server, self._in_flight())
             if state == "joined":
+                self._finished()
                 self._record(attempt, "already-joined", None, reset=False)
                 return
             reset = state == "partial"
@@ -108,8 +139,12 @@ class ManagedJoin:
                 self._reset(f"attempt {attempt}: the node is partly joined")
             self._write_files(target)
             self.ctx.progress(f"kubeadm join, attempt {attempt} of {limit}")
+            self.ctx.journal.section(JoinRecord).in_flight = JoinInFlight(
+                attempt, self._now(), target.node_name, target.control_plane)
+            self.ctx.journal.save()  # before kubeadm starts: a kill from here on is seen
             outcome, output = self._join(target)
             if outcome is None:
+                self._finished()  # kubeadm exited 0: whatever it wrote is a whole join
                 if node_state(self.host, target.expected_server) != "joined":
                     outcome = Classified(Reason.KubeletNotHealthy,
                                          "kubeadm join exited 0 but wrote no kubelet.conf "
@@ -118,7 +153,7 @@ class ManagedJoin:
                     self._record(attempt, "joined", None, reset=reset, output=output)
                     return
             self._record(attempt, "failed", outcome, reset=reset, output=output)
-            if node_state(self.host, target.expected_server) != "clean":
+            if node_state(self.host, target.expected_server, self._in_flight()) != "clean":
                 self._reset(f"attempt {attempt} failed ({outcome.reason})")
             last = _error(outcome, attempt)
             if outcome.reason is Reason.TokenExpired:
@@ -159,8 +194,10 @@ class ManagedJoin:
         except CommandTimeoutError as err:
             raise PermanentError(f"kubeadm reset -f did not finish: {err.message}",
                                  reason=Reason.CommandTimeout) from err
-        self.ctx.journal.section(JoinRecord).resets.append(
-            KubeadmReset(self._now(), why, result.returncode))
+        record = self.ctx.journal.section(JoinRecord)
+        record.resets.append(KubeadmReset(self._now(), why, result.returncode))
+        if result.ok:
+            record.in_flight = None  # clean again: no join in flight
         self.ctx.journal.save()
         if not result.ok:
             raise CommandError(f"kubeadm reset -f exited {result.returncode}: "
@@ -205,6 +242,15 @@ class ManagedJoin:
         attempts.append(entry)
         del attempts[:-ATTEMPTS_KEPT]
         self.ctx.journal.save()
+
+    def _finished(self) -> None:
+        record = self.ctx.journal.section(JoinRecord)
+        if record.in_flight is not None:
+            record.in_flight = None
+            self.ctx.journal.save()
+
+    def _in_flight(self) -> JoinInFlight | None:
+        return self.ctx.journal.section(JoinRecord).in_flight
 
     def _now(self) -> str:
         return self.host.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -13,6 +13,7 @@ fails once every step ran, naming each failed command (see `JoinPhase.apply`).
 from __future__ import annotations
 
 import difflib
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -66,14 +67,16 @@ class JoinPhase(PhaseOf[JoinResult]):
                           f"{source.version}")
         plan.notes.extend(f"not applied by the agent: cloud-config {key}"
                           for key in source.cloud.ignored)
-        joined = node_state(ctx.host, source.target.expected_server) == "joined"
+        joined = node_state(ctx.host, source.target.expected_server,
+                            ctx.journal.section(JoinRecord).in_flight) == "joined"
         if joined:
             plan.notes.append(f"already joined ({KUBELET_CONF} points at "
                               f"{source.target.expected_server}): kubeadm join and runcmd "
                               "are skipped")
         else:
             plan.changes.extend(c for wf in source.cloud.files
-                                if (c := _file_change(ctx.host, wf, source)) is not None)
+                                if (c := _file_change(ctx.host, wf, source,
+                                                      ctx.show_secrets)) is not None)
             for index, step in enumerate(source.cloud.steps):
                 if isinstance(step, KubeadmJoin):
                     plan.changes.append(self._join_change(ctx, step, source))
@@ -108,7 +111,7 @@ class JoinPhase(PhaseOf[JoinResult]):
         return Change(JOIN_KEY,
                       f"{step.shown} (managed: preflight, classified failures, reset and "
                       f"retry, at most {spec.max_attempts} attempt(s))", join,
-                      diff=source.masked_config)
+                      diff=source.masked_config, argv=(spec.kubeadm_path, "join"))
 
     def apply(self, ctx: PhaseContext, plan: PhasePlan) -> None:
         """Run every step; fail afterwards if a runcmd entry failed.
@@ -150,7 +153,7 @@ class JoinPhase(PhaseOf[JoinResult]):
     def verify(self, ctx: PhaseContext, plan: PhasePlan) -> JoinResult:
         source = resolve(ctx.config, ctx.machine, ctx.host)
         server = source.target.expected_server
-        if node_state(ctx.host, server) != "joined":
+        if node_state(ctx.host, server, ctx.journal.section(JoinRecord).in_flight) != "joined":
             raise PermanentError(f"{KUBELET_CONF} does not point at {server}: the node did "
                                  "not join", reason=Reason.KubeletNotHealthy)
         if not ctx.host.exists(SENTINEL):
@@ -171,7 +174,8 @@ class JoinPhase(PhaseOf[JoinResult]):
 
     def still_holds(self, ctx: PhaseContext, result: JoinResult) -> bool:
         """kubelet.conf still points at the server joined (a `kubeadm reset` removes it)."""
-        return node_state(ctx.host, result.api_server) == "joined"
+        return node_state(ctx.host, result.api_server,
+                          ctx.journal.section(JoinRecord).in_flight) == "joined"
 
     def message(self, result: JoinResult) -> str:
         registered = (f"; Node {result.node_registered} registered"
@@ -212,7 +216,12 @@ def _time_gate(ctx: PhaseContext) -> str | None:
     return f"the time phase has not completed ({record.state}{why})"
 
 
-def _file_change(host: Host, wf: WriteFile, source: JoinSource) -> Change | None:
+def _file_change(host: Host, wf: WriteFile, source: JoinSource,
+                 show_secrets: bool = False) -> Change | None:
+    """Write (or append to) a bootstrap data file. Its diff, which `plan` prints, names
+    sizes and digests only: bootstrap files hold keys and credentials (client-key-data,
+    AWS_SECRET_ACCESS_KEY=...), and a masking list cannot know them all; the contents
+    with `plan --show-secrets`."""
     owner = owner_ids(host, wf.owner)
     current = host.read_bytes(wf.path) if host.exists(wf.path) else None
     shown = "\n".join(REDACT(wf.content.decode(errors="replace")).splitlines()) + "\n"
@@ -225,14 +234,19 @@ def _file_change(host: Host, wf: WriteFile, source: JoinSource) -> Change | None
             return digest(h.read_text(wf.path) if h.exists(wf.path) else None)
 
         return Change(f"append:{wf.path}", f"append to {wf.path}", append,
-                      diff="".join(f"+{line}\n" for line in shown.splitlines()),
+                      diff="".join(f"+{line}\n" for line in shown.splitlines())
+                      if show_secrets else f"+ {_sized(wf.content)}\n",
                       probe=fingerprint)
     if current == wf.content:
         return None
-    before = REDACT(current.decode(errors="replace")) if current is not None else ""
-    diff = "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), shown.splitlines(keepends=True),
-        fromfile=wf.path if current is not None else "/dev/null", tofile=wf.path))
+    if show_secrets:
+        before = REDACT(current.decode(errors="replace")) if current is not None else ""
+        diff = "".join(difflib.unified_diff(
+            before.splitlines(keepends=True), shown.splitlines(keepends=True),
+            fromfile=wf.path if current is not None else "/dev/null", tofile=wf.path))
+    else:
+        diff = (f"- {_sized(current)}\n" if current is not None else "") + \
+            f"+ {_sized(wf.content)} (contents hidden: `plan --show-secrets` shows them)\n"
 
     def write(h: Host) -> None:
         h.write_file(wf.path, wf.content, mode=wf.mode, owner=owner)
@@ -240,6 +254,10 @@ def _file_change(host: Host, wf: WriteFile, source: JoinSource) -> Change | None
     verb = "update" if current is not None else "create"
     return Change(f"write:{wf.path}", f"{verb} {wf.path} (mode {wf.mode:04o})", write,
                   diff=diff)
+
+
+def _sized(content: bytes) -> str:
+    return f"{len(content)} bytes, sha256:{hashlib.sha256(content).hexdigest()[:12]}"
 
 
 def _command_change(ctx: PhaseContext, index: int, step: Command,
@@ -254,7 +272,7 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
         status: int | None
         try:
             result = host.run(list(step.argv), timeout=timeout, check=False,
-                              sandboxed=False)
+                              sandboxed=False, secret_args=True)
             status, tail = result.returncode, REDACT(result.tail(TAIL))
         except AgentError as err:  # not found (a list entry), or its time-out
             status, tail = None, REDACT(err.message)
@@ -265,4 +283,6 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
             failed[key] = f"runcmd[{index}] `{shown}` {how}: {tail or '(no output)'}"
             ctx.log.warning("%s", failed[key])
 
-    return Change(key, f"run {shown}", run)
+    return Change(key, f"run {shown}", run,
+                  diff=f"$ {REDACT(step.text)}\n" if ctx.show_secrets and step.text else "",
+                  argv=step.argv)

@@ -62,6 +62,19 @@ class KubeadmReset:
 
 
 @dataclass
+class JoinInFlight:
+    """A `kubeadm join` journaled before kubeadm starts, removed once it finished or the
+    node was reset. kubeadm writes kubelet.conf long before it is done (a control plane's
+    etcd member and mark-control-plane come after), so after a kill kubelet.conf alone
+    does not prove a join."""
+
+    attempt: int = 0
+    at: str = ""
+    node: str = ""
+    control_plane: bool = False
+
+
+@dataclass
 class JoinRecord(Section):
     """What the join phase keeps across runs: its attempts (the last ones), the resets
     before them, and the bootstrap data's commands as they ran (never run twice)."""
@@ -70,3 +83,4 @@ class JoinRecord(Section):
     attempts: list[JoinAttempt] = field(default_factory=list)
     resets: list[KubeadmReset] = field(default_factory=list)
     commands: list[CommandRun] = field(default_factory=list)
+    in_flight: JoinInFlight | None = None

@@ -91,7 +91,7 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
                              "Machine was read", reason=Reason.ConfigInvalid,
                              hint="set spec.join.nodeRegistration.name")
     target = JoinTarget(cloud.join.config_path, tuple(cloud.files), facts.token, server, name,
-                        cloud.join.ignore_preflight_errors)
+                        cloud.join.ignore_preflight_errors, control_plane=facts.control_plane)
     return JoinSource(origin, cloud, facts, version, target, REDACT(masked))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.phases.network.model import NetworkPlan
-from agent.templating import render
+from agent.templating import refuse_separators, render
 
 if TYPE_CHECKING:
     pass
@@ -82,6 +82,8 @@ def render_hostname(plan: NetworkPlan, current_hosts: str | None) -> dict[str, s
     short = name.split(".")[0]
     # Debian's convention (hosts(5)): a host without a static address maps to 127.0.1.1.
     address = plan.primary_address or "127.0.1.1"
+    for what, value in (("spec.network.hostname", name), ("the host name's address", address)):
+        refuse_separators(value, what)  # written without a template
     entry = f"{address}\t{name}" + (f" {short}" if short != name else "")
     kept: list[str] = []
     inside = False

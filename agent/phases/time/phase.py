@@ -63,8 +63,8 @@ class TimePhase(PhaseOf[TimeResult]):
             change = dataclasses.replace(change, probe=lambda h: digest(h.read_text(path)))
             plan.changes.append(change)
         if change is not None or _reload_unfinished(ctx, f"write:{rendered.path}"):
-            summary, action = _reload(spec)
-            plan.changes.append(Change(RELOAD, summary, action))
+            summary, action, argv = _reload(spec)
+            plan.changes.append(Change(RELOAD, summary, action, argv=argv))
         plan.notes.append(
             f"wait up to {spec.sync_timeout} until {spec.renderer} reports the clock "
             f"synchronised within {spec.max_offset} of: "
@@ -126,18 +126,21 @@ def _reload_unfinished(ctx: PhaseContext, write_key: str) -> bool:
             and RELOAD not in record.steps)
 
 
-def _reload(spec: TimeSpec) -> tuple[str, Callable[[Host], None]]:
+def _reload(spec: TimeSpec) -> tuple[str, Callable[[Host], None], tuple[str, ...]]:
     """How the daemon is made to read the new file: spec.time.reloadCommand, or the
-    renderer's own way."""
+    renderer's own way; with the command it runs."""
     if spec.reload_command:
         argv = list(spec.reload_command)
-        return f"reload: {' '.join(argv)}", lambda h: _run(h, argv)
+        return f"reload: {' '.join(argv)}", lambda h: _run(h, argv), tuple(argv)
     if spec.renderer == "timesyncd":
-        return "restart systemd-timesyncd", _restart("systemd-timesyncd")
+        return ("restart systemd-timesyncd", _restart("systemd-timesyncd"),
+                ("systemctl", "restart", "systemd-timesyncd"))
     if spec.chrony.target == "dropin":
         argv = chronyc.chronyc_argv(spec.chrony, "reload", "sources")
-        return f"reload chronyd's sources: {' '.join(argv)}", lambda h: _run(h, argv)
-    return "restart chronyd: systemctl restart chrony", _restart("chrony")
+        return (f"reload chronyd's sources: {' '.join(argv)}", lambda h: _run(h, argv),
+                tuple(argv))
+    return ("restart chronyd: systemctl restart chrony", _restart("chrony"),
+            ("systemctl", "restart", "chrony"))
 
 
 def _run(host: Host, argv: list[str]) -> None:

@@ -63,7 +63,8 @@ def test_a_certificate_from_the_configured_ca_for_the_address_is_accepted(
         trusted: Issuer, tmp_path: Path) -> None:
     chain, key = good_serving_cert(trusted, tmp_path)
     # The server knows no prefix: TLS passed and the plugin asked for the pool.
-    with https_server(chain, key) as netbox, pytest.raises(PoolNotFound):
+    with https_server(chain, key, body=b'{"count": 0, "results": []}') as netbox, \
+            pytest.raises(PoolNotFound):
         netbox_plugin(tmp_path / "node", netbox.url, trusted).claim(REQUEST)
     assert netbox.seen == [f"Bearer {TOKEN}"]
 

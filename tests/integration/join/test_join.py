@@ -17,6 +17,7 @@ from agent.kube.facts import MachineFacts
 from agent.orchestrator import Orchestrator
 from agent.phases.base import PhaseContext
 from agent.phases.join import JoinPhase
+from agent.phases.join.cloudconfig import secret_summary
 from agent.phases.join.result import JoinRecord
 from agent.report import Condition
 from agent.state import Journal
@@ -31,6 +32,11 @@ class Said:
 
     def publish(self, conditions: list[Condition], final: bool) -> None:
         self.messages += [c.message for c in conditions if c.type == "NodeJoined"]
+
+
+def sh(script: str) -> str:
+    """How a runcmd string entry is named anywhere it is shown (never its text)."""
+    return secret_summary("sh -c", [script])
 
 
 def journal_text(node: Node) -> str:
@@ -58,8 +64,9 @@ def test_cabpk_bootstrap_data_is_written_run_and_joined(node: Node) -> None:
     assert "name: 'worker-0'" in config.read_text()  # the jinja node name, filled in
     assert node.file("/run/cluster-api/bootstrap-success.complete").read_text() == "success\n"
     commands = json.loads(journal_text(node))["extra"]["join"]["commands"]
+    # commands are named by program, size and digest: their arguments may hold secrets
     assert [(c["command"], c["exitStatus"], c["outputTail"]) for c in commands] == [
-        ("echo pre-kubeadm", 0, "pre-kubeadm"), ("echo post-kubeadm", 0, "post-kubeadm")]
+        (sh("echo pre-kubeadm"), 0, "pre-kubeadm"), (sh("echo post-kubeadm"), 0, "post-kubeadm")]
     for text in (journal_text(node),
                  node.file("/var/lib/machine-agent/status.json").read_text()
                  if node.file("/var/lib/machine-agent/status.json").exists() else "",
@@ -78,8 +85,8 @@ def test_a_failing_runcmd_command_does_not_stop_the_others_and_fails_the_phase(
     assert (joined.status, joined.reason) == ("False", "CommandFailed")
     assert joined.message == (
         "2 runcmd command(s) failed (the other steps ran, the node joined): "
-        "runcmd[0] `echo pre-one; exit 3` exited 3: pre-one; "
-        "runcmd[3] `echo broken >&2; exit 5` exited 5: broken (fix preKubeadmCommands/"
+        f"runcmd[0] `{sh('echo pre-one; exit 3')}` exited 3: pre-one; "
+        f"runcmd[3] `{sh('echo broken >&2; exit 5')}` exited 5: broken (fix preKubeadmCommands/"
         "postKubeadmCommands; every command's exit status and output tail is in the journal)")
     # every command ran, in order, around the managed join, which still joined
     assert node.joined() and node.world["joins"] == ["worker-0"]
@@ -92,8 +99,8 @@ def test_a_failing_runcmd_command_does_not_stop_the_others_and_fails_the_phase(
     joined = machine.conditions["NodeJoined"]
     assert again.ok and joined.reason == "Joined"
     assert joined.message.endswith(
-        "; failed in an earlier run and not run again: runcmd[0] `echo pre-one; exit 3`, "
-        "runcmd[3] `echo broken >&2; exit 5`")
+        f"; failed in an earlier run and not run again: runcmd[0] `{sh('echo pre-one; exit 3')}`, "
+        f"runcmd[3] `{sh('echo broken >&2; exit 5')}`")
     assert len(json.loads(journal_text(node))["extra"]["join"]["commands"]) == 4
 
 
@@ -107,8 +114,9 @@ def test_a_failed_command_runs_again_when_the_join_is_retried(node: Node) -> Non
     joined = machine.conditions["NodeJoined"]
     assert joined.reason == "KubeletNotHealthy"
     # the join's own failure first, and the pre-command that failed before it named too
-    assert f"; before it, 1 runcmd command(s) failed: runcmd[0] `test -e {marker} || " \
-           "{ touch" in joined.message and "exited 1: first" in joined.message
+    script = f"test -e {marker} || {{ touch {marker}; echo first; exit 1; }}"
+    assert f"; before it, 1 runcmd command(s) failed: runcmd[0] `{sh(script)}`" \
+           in joined.message and "exited 1: first" in joined.message
     second, machine = node.run(loaded, machine_facts(data))
     assert second.ok and machine.conditions["NodeJoined"].message == (
         f"Node worker-0 joined https://{node.endpoint} (Kubernetes v1.31.2); Node worker-0 "
@@ -615,7 +623,8 @@ def test_the_join_configuration_version_follows_the_machines_kubernetes_version(
                                  "caCertHashes": ["sha256:" + "5e" * 32]}}})
     facts = MachineFacts("default", "worker-0", "uid-0", "demo",
                          kubernetes_version=machine_version)  # wins over the config's
-    (plan,) = Orchestrator(loaded, node.host, phases=[JoinPhase()], machine=facts).plan()
+    (plan,) = Orchestrator(loaded, node.host, phases=[JoinPhase()], machine=facts).plan(
+        show_secrets=True)  # the file's contents, as `plan --show-secrets` shows them
     assert (f"kubeadm.k8s.io/{api_version} JoinConfiguration from spec.join, Kubernetes "
             f"{machine_version}") in plan.notes[0]
     (write,) = [c for c in plan.changes if c.summary.startswith(

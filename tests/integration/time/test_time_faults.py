@@ -6,7 +6,9 @@ time that process reads."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +32,11 @@ def start_server(home: Path, address: str, port: int, *, offset: str | None = No
                     f"pidfile {home}/{address}.pid\n")
     argv = ["chronyd", "-f", str(conf), "-x", "-u", "root", "-d"]
     with open(home / f"{address}.log", "w") as log:
+        # Its own process group: faketime forks chronyd as its child and waits, so
+        # ending the wrapper alone would leave chronyd running (issue 26 #13).
         server = subprocess.Popen(["faketime", "-f", offset, *argv] if offset else argv,
-                                  stdout=log, stderr=subprocess.STDOUT)
+                                  stdout=log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
     wait_for(lambda: ntp_answers(port, address),
              f"the NTP server on {address}:{port} to answer")
     return server
@@ -51,7 +56,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str
         yield found
     finally:
         for server in started:
-            server.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGTERM)  # the wrapper and its chronyd
             server.wait(timeout=10)
 
 

@@ -45,7 +45,15 @@ from agent.phases.join.joinconfig import (
     render_join_configuration,
 )
 from agent.phases.network.model import LinkPlan, NetworkPlan, build_plan
-from agent.phases.network.render import render_dns, render_netplan, render_networkd
+from agent.phases.network.render import (
+    HOSTS_BEGIN,
+    HOSTS_END,
+    render_dns,
+    render_hostname,
+    render_netplan,
+    render_networkd,
+)
+from agent.phases.time.render import MIN_SOURCES_FROM
 from agent.phases.time.render import render as render_time
 from tests.unit.network.netconfig import network_spec
 
@@ -275,8 +283,9 @@ NETWORK_FIELDS: list[Field] = [
     ("interfaces", 0, "gateway"), ("interfaces", 0, "addresses", 0, "static"),
     ("interfaces", 0, "routes", 0, "to"), ("interfaces", 0, "routes", 0, "via"),
     ("interfaces", 1, "name"),
-    ("interfaces", 1, "addresses", 0, "static"), ("interfaces", 1, "dns", "nameservers", 0),
-    ("interfaces", 1, "dns", "search", 0), ("dns", "nameservers", 0), ("dns", "search", 0)]
+    ("interfaces", 1, "addresses", 0, "static"), ("interfaces", 1, "gateway"),
+    ("interfaces", 1, "dns", "nameservers", 0), ("interfaces", 1, "dns", "search", 0),
+    ("dns", "nameservers", 0), ("dns", "search", 0)]
 
 
 def check_networkd(doc: dict[str, Any]) -> None:
@@ -290,6 +299,35 @@ def check_netplan(doc: dict[str, Any]) -> None:
     assert_netplan_holds(plan, text)
 
 
+def check_resolv_conf(doc: dict[str, Any]) -> None:
+    """resolv.conf(5): one keyword a line; glibc reads lines up to "\\n"."""
+    plan = build_plan(network_spec(doc))
+    (text,) = render_dns(plan, "resolvconf").values()
+    lines = [line.split() for line in text.split("\n")
+             if line.strip() and not line.lstrip().startswith(("#", ";"))]
+    servers, search = plan.all_dns()  # resolv.conf has no per-link place: links' DNS too
+    assert lines == [*(["nameserver", s] for s in servers),
+                     *([["search", *search]] if search else [])]
+
+
+def check_hostname(doc: dict[str, Any]) -> None:
+    """/etc/hostname is one line, the name; /etc/hosts keeps what was there and holds,
+    between the markers, exactly one entry (split as str.splitlines does: on every
+    separator some reader ends a line at)."""
+    plan = build_plan(network_spec(doc))
+    admin = "127.0.0.1\tlocalhost\n10.0.0.1\tother\n"
+    files = render_hostname(plan, admin)
+    assert plan.hostname is not None
+    name = plan.hostname.rstrip(".")
+    assert files["/etc/hostname"].splitlines() == [name]
+    lines = files["/etc/hosts"].splitlines()
+    assert lines[:2] == ["127.0.0.1\tlocalhost", "10.0.0.1\tother"]
+    assert lines[2] == HOSTS_BEGIN and lines[4:] == [HOSTS_END]
+    address, *names = lines[3].split()
+    assert address == (plan.primary_address or "127.0.1.1")
+    assert names == [name] + ([name.split(".")[0]] if "." in name else [])
+
+
 def check_resolved(doc: dict[str, Any]) -> None:
     plan = build_plan(network_spec(doc))
     (text,) = render_dns(plan, "resolved").values()
@@ -298,9 +336,10 @@ def check_resolved(doc: dict[str, Any]) -> None:
 
 
 TIME = {"servers": [{"host": "ntp1.example.net", "port": 11123, "minpoll": 4},
-                    {"host": "192.0.2.123", "pool": True}],
+                    {"host": "192.0.2.123", "pool": True}, {"host": "2001:db8::123"}],
         "nts": False, "chrony": {"driftFile": "/var/lib/chrony/drift"}}
 TIME_FIELDS: list[Field] = [("servers", 0, "host"), ("servers", 1, "host"),
+                            ("servers", 2, "host"),
                             ("chrony", "driftFile")]
 
 
@@ -328,7 +367,9 @@ def check_chrony(doc: dict[str, Any]) -> None:
     directives = parse_chrony(render_time(spec).content)
     sources = _chrony_sources(spec)
     assert directives[:len(sources)] == sources
-    assert [d[0] for d in directives[len(sources):]] == ["makestep", "driftfile", "rtcsync"]
+    assert [d[0] for d in directives[len(sources):]] == [
+        "makestep", *(["minsources"] if len(sources) >= MIN_SOURCES_FROM else []),
+        "driftfile", "rtcsync"]
     assert ["driftfile", spec.chrony.drift_file] in directives
 
 
@@ -483,6 +524,9 @@ RENDERERS = [
     Renderer("networkd", NETWORK, NETWORK_FIELDS, check_networkd, NETWORK_SAME),
     Renderer("netplan", NETWORK, NETWORK_FIELDS, check_netplan, NETWORK_SAME),
     Renderer("resolved", NETWORK, NETWORK_FIELDS, check_resolved, NETWORK_SAME),
+    Renderer("resolv.conf", NETWORK, NETWORK_FIELDS, check_resolv_conf, NETWORK_SAME),
+    Renderer("hostname", NETWORK, [*NETWORK_FIELDS, ("hostname",)], check_hostname,
+             NETWORK_SAME),
     Renderer("chrony", TIME, TIME_FIELDS, check_chrony),
     Renderer("chrony-dropin", TIME, TIME_FIELDS, check_chrony_dropin),
     Renderer("timesyncd", TIME, TIME_FIELDS, check_timesyncd),
@@ -503,6 +547,10 @@ HOSTILE_PIECES = [
     "\u202e", "é", "\nNTP=evil.example", "\n[Match]\nName=*", "\nserver evil.example",
     "\nkind: ClusterRole", "\n---\nkind: ClusterRoleBinding", "\", \"evil\": \"1",
     "\U00010000", "\ud800", "\x7f", "yes", "null", "0x1f", "123", "1e3",
+    # issue 26 #2: an IPv6 scope id (Python's parser takes anything after `%`) and every
+    # other line or record separator some reader splits on
+    "%x\nallow all", "%eth0\ncmdallow all", "%x\u2028y", "%x\r[Route]", "%eth0",
+    "\x1c", "\x1d", "\x1e", "\u2029",
 ]
 PIECE = st.sampled_from(HOSTILE_PIECES)
 
@@ -580,3 +628,18 @@ def test_a_hostile_value_is_refused_by_name_or_the_file_holds_exactly_the_model(
     field = data.draw(st.sampled_from(renderer.fields), label="field")
     value = data.draw(hostile_values(get(renderer.base, field)), label="value")
     assert_refused_by_name_or_exact(renderer, field, value)
+
+
+APPENDED = ["%x\nallow all", "%eth0\ncmdallow all", "%x\u2028y", "%x\r[Route]", "\n",
+            "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+"""Issue 26 #2, enumerated (the fuzz above draws them too, but rarely on an address):
+a scope id or a separator at the end of every value of every renderer."""
+
+
+@pytest.mark.parametrize("renderer", RENDERERS, ids=[r.name for r in RENDERERS])
+def test_a_scope_id_or_separator_after_any_value_is_refused_or_the_file_is_exact(
+        renderer: Renderer) -> None:
+    for field in renderer.fields:
+        for piece in APPENDED:
+            value = str(get(renderer.base, field)) + piece
+            assert_refused_by_name_or_exact(renderer, field, value)

@@ -13,7 +13,12 @@ import yaml
 from machine_agent_sandbox.testkit.bootstrap import cloud_config
 
 from agent.errors import AgentError
-from agent.phases.join.cloudconfig import Command, KubeadmJoin, parse_cloud_config
+from agent.phases.join.cloudconfig import (
+    Command,
+    KubeadmJoin,
+    parse_cloud_config,
+    secret_summary,
+)
 
 SECRET = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
@@ -45,12 +50,17 @@ def test_runcmd_keeps_its_order_and_the_join_is_managed() -> None:
         "echo pre", ["systemctl", "restart", "containerd"],
         f"{JOIN} && echo success > /run/cluster-api/bootstrap-success.complete",
         "echo post"]), node_name="n")
+    # shown: the program, and the size and digest of the rest (arguments may be secret)
     assert parsed.steps == [
-        Command(("sh", "-c", "echo pre"), "echo pre"),
-        Command(("systemctl", "restart", "containerd"), "systemctl restart containerd"),
+        Command(("sh", "-c", "echo pre"), "sh -c <script: 8 bytes, sha256:b11fe3caedd0>",
+                "echo pre"),
+        Command(("systemctl", "restart", "containerd"),
+                secret_summary("systemctl", ["restart", "containerd"]),
+                "systemctl restart containerd"),
         KubeadmJoin("/run/kubeadm/kubeadm-join-config.yaml", (), True,
                     f"{JOIN} && echo success > /run/cluster-api/bootstrap-success.complete"),
-        Command(("sh", "-c", "echo post"), "echo post")]
+        Command(("sh", "-c", "echo post"), secret_summary("sh -c", ["echo post"]),
+                "echo post")]
 
 
 @pytest.mark.parametrize("entry", [
