@@ -30,6 +30,16 @@ exit status:
 PHASES = ("network", "time", "join", "cni")
 """The phase names, in order (agent.config.PHASES; repeated here to keep --help fast)."""
 
+STATUS_EXIT_CODES = """\
+exit status (as cloud-init status):
+  0    bootstrapped, or no outcome yet (running, or not started on this boot)
+  1    failed: a phase failed, or the run ended with phases not done
+  2    bootstrapped with recoverable problems (a phase completed with a warning)
+  4    disabled by the kill switch (/etc/machine-agent/disabled, or machine-agent.disabled
+       on the kernel command line) and no outcome on this boot: no run will come
+  124  --wait: no outcome within --timeout; the run goes on
+"""
+
 DOCTOR_AREAS = ("config", "management", "network", "ipam", "time", "join", "cni", "journal")
 """`doctor --phase` names (agent.doctor.AREAS; repeated here to keep --help fast)."""
 
@@ -89,16 +99,32 @@ def _parser() -> argparse.ArgumentParser:
     with_selection(plan)
 
     status = sub.add_parser(
-        "status", help="show each phase's state from the journal",
-        description="Show each phase's condition from the last run. With --wait, follow "
-                    "the run in progress until its outcome is known (a finished run is "
-                    "reported at once); exit 0 when the node is bootstrapped, 1 when not "
-                    "or when the time-out passes first.")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
+        "status", help="show this boot's outcome and each phase's condition",
+        description="Show this boot's outcome and each phase's condition from the last "
+                    "run. With --wait, follow the run in progress until its outcome is "
+                    "known (a finished run is reported at once).",
+        epilog=STATUS_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    status.add_argument("--format", choices=("text", "json", "yaml"), default="text",
+                        help="text for people; json or yaml (the Machine's camelCase) "
+                             "for scripts")
+    status.add_argument("--json", action="store_const", const="json", dest="format",
+                        help="same as --format json")
+    status.add_argument("--long", action="store_true",
+                        help="each phase with its timing, attempts, reason, whole message "
+                             "and fix")
     status.add_argument("--wait", action="store_true",
                         help="block until the run's outcome is known, showing progress")
     status.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
-                        help="with --wait: give up after this long (default: 1800)")
+                        help="with --wait: give up after this long (default: 1800; exit "
+                             "124)")
+
+    analyze = sub.add_parser(
+        "analyze", help="where this boot's run spent its time, per phase and per wait",
+        description="Like `cloud-init analyze blame`: the run's set-up, each phase and "
+                    "each external wait inside it (a gateway, the clock, kubeadm join, "
+                    "the Node's registration) with its duration, then the slowest waits.")
+    analyze.add_argument("--format", choices=("text", "json"), default="text",
+                         help="text for people, json for scripts")
 
     daemon = sub.add_parser(
         "daemon", help="the systemd service: bootstrap, then stay until stopped",
@@ -161,7 +187,26 @@ def _plugin_commands() -> list[Any]:
                                        key=lambda ep: ep.name)]
 
 
+EXIT_BROKEN_PIPE = 141
+"""The reader of our output went away (`machine-agent status | head`): the status a
+program killed by SIGPIPE has in the shell, without Python's traceback."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
+        return code
+    except BrokenPipeError:
+        # Later writes (the interpreter's own flush at exit) go nowhere instead of
+        # raising again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     from agent.logs import setup_logging
 
@@ -188,10 +233,10 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         return _doctor(args)
     host = _host(args.root, args.netns)
-    if args.command == "status" and args.wait:
-        return _status_wait(host, as_json=args.json, timeout=args.timeout)
     if args.command == "status":
-        return _status(host, as_json=args.json)
+        return _status(host, args)
+    if args.command == "analyze":
+        return _analyze(host, args.format)
     if args.command == "daemon":
         return _daemon(host, args.config, _duration(args.cloud_init_wait))
     if args.command == "config":
@@ -309,85 +354,25 @@ def _print_outcomes(result: object) -> None:
         print("nothing to do: every phase is up to date")
 
 
-def _status_document(host: Host) -> dict[str, object]:
-    """`status --json`: the conditions as last published, and the journal's phases."""
-    from dataclasses import asdict
+def _status(host: Host, args: argparse.Namespace) -> int:
+    from agent.console.status import condition_phases, read_view, render
+    from agent.console.wait import wait_for_outcome
 
-    from agent.report import from_previous_boot, read_status
-    from agent.state import Journal
-
-    journal = Journal.load(host)
-    status = read_status(host)
-    return {
-        "final": status[1] if status else False,
-        "previous_boot": from_previous_boot(host),
-        "conditions": [asdict(c) for c in status[0]] if status else [],
-        "phases": {n: asdict(r) for n, r in journal.phases.items()},
-    }
+    if args.wait:
+        return wait_for_outcome(host, fmt=args.format, timeout=args.timeout)
+    view = read_view(host)
+    print(render(view, args.format, long=args.long,
+                 phase_of=condition_phases() if args.long else None))
+    return view.exit_code
 
 
-def _status(host: Host, *, as_json: bool) -> int:
-    from agent.report import from_previous_boot, read_status
+def _analyze(host: Host, fmt: str) -> int:
+    from agent.console.status import condition_phases
+    from agent.console.timeline import analyze, render
+    from agent.report import read_status_document
 
-    if as_json:
-        print(json.dumps(_status_document(host), indent=2))
-        return 0
-    status = read_status(host)
-    if status is None:
-        print("no run recorded yet (nothing under /var/lib/machine-agent)")
-        return 0
-    conditions, final = status
-    for c in conditions:
-        print(f"{c.type:<18} {c.status:<8} {c.reason:<20} {c.message}")
-    if from_previous_boot(host):
-        print("(from a previous boot: this boot's run has not reported yet)")
-    elif not final:
-        print("(a run is in progress or was interrupted)")
+    print(render(analyze(read_status_document(host), condition_phases()), fmt))
     return 0
-
-
-WAIT_POLL = 0.5
-"""Seconds between reads of the status file while `status --wait` follows a run."""
-
-
-def _status_wait(host: Host, *, as_json: bool, timeout: float) -> int:
-    """Follow this boot's run to its outcome. The status file outlives a reboot, so one
-    written in an earlier boot (agent.report.BOOT_ID) counts as no run yet; the daemon
-    also marks it not final as it starts."""
-    from agent.report import SUMMARY, from_previous_boot, read_status
-
-    deadline = host.clock.monotonic() + timeout
-    shown: dict[str, tuple[str, str, str]] = {}
-    said_waiting = False
-    while True:
-        status = None if from_previous_boot(host) else read_status(host)
-        if status is not None:
-            conditions, final = status
-            for c in conditions:
-                now = (c.status, c.reason, c.message)
-                if not as_json and c.type != SUMMARY and shown.get(c.type) != now:
-                    print(f"{c.type:<18} {c.status:<8} {c.reason:<20} {c.message}", flush=True)
-                shown[c.type] = now
-            if final:
-                break
-        elif not as_json and not said_waiting:
-            print("waiting for the agent to start a run", flush=True)
-            said_waiting = True
-        if host.clock.monotonic() >= deadline:
-            print(f"machine-agent: no outcome within {timeout:g}s; the run goes on "
-                  "(`machine-agent status` shows where it is)", file=sys.stderr)
-            if as_json:
-                print(json.dumps({**_status_document(host), "outcome": "timeout"}, indent=2))
-            return 1
-        host.clock.sleep(WAIT_POLL)
-    summary = next((c for c in conditions if c.type == SUMMARY), None)
-    ok = summary is not None and summary.status == "True"
-    if as_json:
-        print(json.dumps({**_status_document(host),
-                          "outcome": "bootstrapped" if ok else "failed"}, indent=2))
-    elif summary is not None:
-        print(f"{SUMMARY:<18} {summary.status:<8} {summary.reason:<20} {summary.message}")
-    return 0 if ok else 1
 
 
 def _daemon(host: Host, files: list[str], cloud_init_wait: float) -> int:
