@@ -63,10 +63,16 @@ def _parser() -> argparse.ArgumentParser:
                         help="network namespace holding the node's links, changed live by "
                              "the network phase even when --root is not / (sandboxes, "
                              "tests); default: the agent's own namespace")
-    parser.add_argument("--log-format", choices=("text", "json"), default="text",
-                        help="text lines for a terminal, or JSON lines for journald")
+    parser.add_argument("--log-format", choices=("auto", "text", "json", "journal"),
+                        default="auto",
+                        help="auto (default): the journal's native protocol, with "
+                             "priority and the fields PHASE, REASON, MACHINE, ATTEMPT, when "
+                             "standard error is the journal (a systemd service), else text; "
+                             "json: JSON lines for log shippers")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                        default="info")
+                        default="info",
+                        help="the least severe messages logged (default: info; debug adds "
+                             "each request and command, never a secret)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def with_config(p: argparse.ArgumentParser) -> None:
@@ -168,7 +174,8 @@ def _parser() -> argparse.ArgumentParser:
                     "deleted. Exit status 0 when every address was released.")
     with_config(reset)
 
-    sub.add_parser("version", help="print the version")
+    sub.add_parser("version", help="print the version",
+                   description="Print the agent's version (as --version does).")
 
     for command in _plugin_commands():
         command.add_parser(sub)

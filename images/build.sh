@@ -124,7 +124,9 @@ install_units() {  # $1: tree
   install -D -m 0644 "$HERE/files/cni-links.link" "$tree/usr/lib/systemd/network/50-cni-links.link"
   mkdir -p "$tree/etc/machine-agent/config.d"
   # networkd applies what the network phase renders (its default renderer).
-  systemctl --root="$tree" enable machine-agent.service systemd-networkd.service >&2
+  # machine-agent-bootstrap.service fails when the node did not bootstrap (systemctl --failed).
+  systemctl --root="$tree" enable machine-agent.service machine-agent-bootstrap.service \
+    systemd-networkd.service >&2
 }
 
 build_image() {
