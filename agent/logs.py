@@ -131,7 +131,8 @@ class JournalHandler(logging.Handler):
 
     def fields(self, record: logging.LogRecord) -> dict[str, str]:
         message = record.getMessage()
-        if record.exc_info and logging.root.level <= logging.DEBUG:
+        if record.exc_info and (logging.root.level <= logging.DEBUG or
+                                record.levelno >= logging.CRITICAL):
             message += "\n" + self.text.formatException(record.exc_info)
         out = {"MESSAGE": message, "PRIORITY": str(PRIORITIES.get(record.levelno, 6)),
                "SYSLOG_IDENTIFIER": IDENTIFIER, "LOGGER": record.name,
@@ -212,6 +213,14 @@ class _ConsoleFormatter(_TextFormatter):
                 + super().format(record))
 
 
+def _log_uncaught(kind: type[BaseException], err: BaseException, tb: Any) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, err, tb)
+        return
+    logging.getLogger("agent").critical("crashed: %s: %s", kind.__name__, err,
+                                        exc_info=(kind, err, tb))
+
+
 def setup_logging(fmt: str = "text", level: str = "info", stream: TextIO | None = None, *,
                   env: Mapping[str, str] | None = None,
                   journal_socket: str = JOURNAL_SOCKET,
@@ -235,10 +244,15 @@ def setup_logging(fmt: str = "text", level: str = "info", stream: TextIO | None 
             fmt = "text"
     if fmt == "journal":
         handlers.insert(0, JournalHandler(journal_socket, fallback=None if handlers else out))
+        # A crash's traceback would reach standard error alone (the console, not the
+        # journal, in the unit): log it, as a critical entry with the traceback.
+        sys.excepthook = _log_uncaught
     else:
         handler = logging.StreamHandler(out)
         handler.setFormatter(_JSONFormatter() if fmt == "json" else _TextFormatter())
         handlers.append(handler)
+        if sys.excepthook is _log_uncaught:
+            sys.excepthook = sys.__excepthook__
     root = logging.getLogger()
     for old in root.handlers:
         if isinstance(old, JournalHandler):

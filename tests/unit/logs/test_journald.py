@@ -9,6 +9,7 @@ import io
 import logging
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def journal(tmp_path: Path) -> Iterator[FakeJournal]:
         yield fake
     finally:
         setup_logging("text")
+        sys.excepthook = sys.__excepthook__
         set_context(machine=None)
         fake.close()
 
@@ -150,3 +152,13 @@ def test_with_the_console_as_standard_error_it_gets_a_copy_as_journald_would_pri
     # the shape the image boot test reads from the serial console
     assert re.fullmatch(r"\[\s*\d+\.\d{6}\] machine-agent\[\d+\]: \S+ ERROR\s+network: "
                         r"gateway down\n", line), line
+
+
+def test_a_crash_reaches_the_journal_with_its_traceback(journal: FakeJournal) -> None:
+    try:
+        raise RuntimeError("a bug")
+    except RuntimeError as err:
+        sys.excepthook(type(err), err, err.__traceback__)
+    (entry,) = entries(journal)
+    assert entry["PRIORITY"] == "2"
+    assert entry["MESSAGE"].startswith("crashed: RuntimeError: a bug\nTraceback")
