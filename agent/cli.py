@@ -142,15 +142,34 @@ def _parser() -> argparse.ArgumentParser:
                     "daemon waits for it to be fixed).")
     with_config(daemon)
 
-    config = sub.add_parser("config", help="show or validate the configuration")
+    config = sub.add_parser("config", help="show, validate or describe the configuration")
     config_sub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
-    show = config_sub.add_parser("show", help="the merged configuration, defaults included")
+    show = config_sub.add_parser(
+        "show", help="the merged configuration, defaults included (offline)",
+        description="The configuration from this node's own sources (defaults, the baked "
+                    "file, drop-ins, cloud-init, the kernel command line, --config), "
+                    "secrets masked. Offline: the management cluster is not asked unless "
+                    "--from-machine is given.")
     show.add_argument("--origin", action="store_true",
                       help="say where each value came from (file, drop-in, default)")
+    show.add_argument("--from-machine", action="store_true",
+                      help="with spec.management: also read the Machine's ConfigMap or "
+                           "Secret (machine-agent.io/config) from the management cluster, "
+                           "as the agent does")
     with_config(show)
     validate = config_sub.add_parser(
-        "validate", help="check AgentConfig files offline; lists every error with its path")
+        "validate", help="check AgentConfig files offline; lists every error with its path",
+        description="Check each file on its own (every error with its file and path), or "
+                    "with --merged the files as one stack in the order given, later "
+                    "winning, as the agent merges its sources. Exit 0 valid, 2 not.")
     validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument("--merged", action="store_true",
+                          help="validate the files merged into one configuration instead")
+    config_sub.add_parser(
+        "schema", help="print the JSON Schema of AgentConfig",
+        description="The JSON Schema (draft 2020-12) of an AgentConfig document, generated "
+                    "from the same model as docs/configuration.md: for editors (yaml-"
+                    "language-server), CI linting and kubeconform.")
 
     doctor = sub.add_parser(
         "doctor", help="diagnose the node read-only: every check with what was seen and the fix",
@@ -392,34 +411,30 @@ def _daemon(host: Host, files: list[str], cloud_init_wait: float) -> int:
 
 
 def _config(host: Host, args: argparse.Namespace) -> int:
-    from agent.config import load_config
-    from agent.config.sources import FileSource
-
     if args.config_command == "validate":
-        load_config(host, [FileSource(os.path.abspath(f), required=True, outside_root=True)
-                           for f in args.files])
-        print(f"{len(args.files)} file(s) valid")
+        from agent.config.validate import validate_files
+
+        valid, error = validate_files(host, args.files, merged=args.merged)
+        for line in valid:
+            print(line)
+        if error is not None:
+            raise error
         return 0
-    import yaml
+    if args.config_command == "schema":
+        from agent.config.schema import agent_config_schema
 
-    from agent.config.fields import encode
-
-    loaded = _load(host, args)
-    doc = encode(loaded.config)
-    if not args.origin:
-        print(yaml.safe_dump(doc, sort_keys=False), end="")
+        print(json.dumps(agent_config_schema(), indent=2))
         return 0
-    from agent.config.fields import join_path
+    from agent.config import default_sources, load_config
+    from agent.config.show import render_show
 
-    def walk(value: object, path: str) -> None:
-        if isinstance(value, dict) and value:
-            for key, sub in value.items():
-                walk(sub, join_path(path, key))
-            return
-        shown = json.dumps(value)
-        print(f"{path} = {shown}  # {loaded.origin_of(path)}")
-
-    walk(doc, "")
+    if args.from_machine:
+        loaded = _load(host, args)
+    else:
+        loaded = load_config(host, default_sources(
+            [os.path.abspath(f) for f in args.config],
+            cloud_init_wait=_duration(args.cloud_init_wait)))
+    print(render_show(loaded, origin=args.origin))
     return 0
 
 
