@@ -185,13 +185,37 @@ def _parser() -> argparse.ArgumentParser:
                         choices=DOCTOR_AREAS,
                         help="show only this area (repeatable): " + ", ".join(DOCTOR_AREAS))
 
-    reset = sub.add_parser(
-        "reset", help="give back the IPAM addresses this node claimed",
+    release = sub.add_parser(
+        "release-addresses", aliases=["reset"],
+        help="give back the IPAM addresses this node claimed (also: reset)",
         description="Release every address the network phase claimed from an IPAM backend "
                     "(as recorded in the journal), so NetBox and other backends can hand "
-                    "them out again. capi claims also go with the Machine when it is "
-                    "deleted. Exit status 0 when every address was released.")
-    with_config(reset)
+                    "them out again; nothing else on the node changes (no kubeadm reset: "
+                    "the daemon's spec.lifecycle.onDelete does that when the Machine is "
+                    "deleted). capi claims also go with the Machine when it is deleted. "
+                    "`reset` is the old name. Exit status 0 when every address was "
+                    "released.")
+    with_config(release)
+
+    clean = sub.add_parser(
+        "clean", help="seal an image: remove this node's agent state (like cloud-init clean)",
+        description="Remove what makes this machine a particular node, so an image made "
+                    "from it bootstraps as a new one: the agent's state under "
+                    "/var/lib/machine-agent (journal of runs, status, stored credentials) "
+                    "and the bootstrap success sentinel. The configuration in "
+                    "/etc/machine-agent and what the phases wrote stay. Refused while the "
+                    "journal records IPAM addresses the node holds (run release-addresses "
+                    "first) unless --force.")
+    clean.add_argument("--logs", action="store_true",
+                       help="also remove the journal's files (/var/log/journal under "
+                            "--root; on a running system: journalctl --rotate and "
+                            "--vacuum-time=1s)")
+    clean.add_argument("--machine-id", action="store_true",
+                       help="also empty /etc/machine-id, so each machine made from the "
+                            "image gets its own at first boot")
+    clean.add_argument("--force", action="store_true",
+                       help="clean even though IPAM addresses are still recorded (they "
+                            "stay claimed in the backend)")
 
     sub.add_parser("version", help="print the version",
                    description="Print the agent's version (as --version does).")
@@ -267,6 +291,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _daemon(host, args.config, _duration(args.cloud_init_wait))
     if args.command == "config":
         return _config(host, args)
+    if args.command == "clean":
+        from agent.console.clean import clean
+
+        report = clean(host, logs=args.logs, machine_id=args.machine_id, force=args.force)
+        print("\n".join(report.lines()))
+        return 0
     from agent.session import open_session
 
     session = open_session(host, [os.path.abspath(f) for f in args.config],
@@ -274,7 +304,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                            cloud_init_wait=_duration(args.cloud_init_wait))
     if args.command == "plan":
         return _plan(session.orchestrator(host, reporting=False), args)
-    if args.command == "reset":
+    if args.command in ("release-addresses", "reset"):
         return _reset(host, session)
     result = session.orchestrator(host).run(args.only, args.skip)
     _print_outcomes(result)
