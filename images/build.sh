@@ -88,9 +88,12 @@ build_wheels() {  # $1: directory. The project's wheel and every dependency's.
   fi
   mkdir -p "$wheels"
   "$python" -m pip wheel -q --no-deps --wheel-dir "$wheels" "$REPO"
-  # The dependencies as the host's pip resolves them (same Python 3.11 as bookworm's);
-  # the image installs offline from these files.
-  "$python" -m pip wheel -q --wheel-dir "$wheels" "$wheels"/machine_agent-*.whl
+  # The dependencies exactly as requirements/runtime.txt pins them, each file checked
+  # against its hash (same Python 3.11 as bookworm's); the image installs offline from
+  # these files, with the same check.
+  "$python" -m pip wheel -q --require-hashes --wheel-dir "$wheels" \
+    -r "$REPO/requirements/runtime.txt"
+  cp "$REPO/requirements/runtime.txt" "$wheels/runtime.txt"
 }
 
 install_agent() {  # $1: tree. The project's wheel and its dependencies, into its own venv.
@@ -98,7 +101,9 @@ install_agent() {  # $1: tree. The project's wheel and its dependencies, into it
   build_wheels "$wheels"
   chroot "$tree" python3 -m venv "$VENV"
   chroot "$tree" "$VENV/bin/pip" install -q --no-index --find-links /tmp/machine-agent-wheels \
-    --disable-pip-version-check machine-agent
+    --disable-pip-version-check --require-hashes -r /tmp/machine-agent-wheels/runtime.txt
+  chroot "$tree" "$VENV/bin/pip" install -q --no-index --find-links /tmp/machine-agent-wheels \
+    --disable-pip-version-check --no-deps machine-agent
   rm -rf "$wheels"
   chroot "$tree" "$VENV/bin/machine-agent" --version >&2
 }
