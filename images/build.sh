@@ -35,6 +35,8 @@ VENV=/opt/machine-agent
 CMDLINE="root=/dev/vda rw console=ttyS0 net.ifnames=0"
 
 say() { printf '[build %3ss] %s\n' "$SECONDS" "$*" >&2; }
+# shellcheck source=../.ci/progress.sh
+source "$REPO/.ci/progress.sh"
 
 build_base() {  # $1: the directory to create
   local packages
@@ -69,7 +71,8 @@ ensure_base() {  # prints the cached tree's path
   else
     say "base tree not cached: debootstrap $SUITE into $dir (minutes)"
     rm -rf "$dir"
-    build_base "$dir/rootfs"
+    # (with_progress here, not in build_base: its text is part of the cache key)
+    with_progress "the base tree (debootstrap $SUITE)" build_base "$dir/rootfs"
     touch "$dir/complete"
     say "base tree ready"
     # Trees of other inputs (older recipes, other branches) go after a week unused.
