@@ -27,6 +27,16 @@ exit status:
   3  a phase failed temporarily and retries ran out; running again may succeed
 """
 
+STATUS_EXIT_CODES = """\
+exit status (as cloud-init status):
+  0    bootstrapped, or no outcome yet (running, or not started on this boot)
+  1    failed: a phase failed, or the run ended with phases not done
+  2    bootstrapped with recoverable problems (a phase completed with a warning)
+  4    disabled by the kill switch (/etc/machine-agent/disabled, or machine-agent.disabled
+       on the kernel command line) and no outcome on this boot: no run will come
+  124  --wait: no outcome within --timeout; the run goes on
+"""
+
 CRASH_AFTER_ENV = "MACHINE_AGENT_CRASH_AFTER"
 """Test hook: kill the process right after its Nth side effect (the crash harness)."""
 COMMANDS_ON_HOST_ENV = "MACHINE_AGENT_COMMANDS_ON_HOST"
@@ -57,10 +67,16 @@ def _parser() -> argparse.ArgumentParser:
                         help="network namespace holding the node's links, changed live by "
                              "the network phase even when --root is not / (sandboxes, "
                              "tests); default: the agent's own namespace")
-    parser.add_argument("--log-format", choices=("text", "json"), default="text",
-                        help="text lines for a terminal, or JSON lines for journald")
+    parser.add_argument("--log-format", choices=("auto", "text", "json", "journal"),
+                        default="auto",
+                        help="auto (default): the journal's native protocol, with "
+                             "priority and the fields PHASE, REASON, MACHINE, ATTEMPT, when "
+                             "standard error is the journal (a systemd service), else text; "
+                             "json: JSON lines for log shippers")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                        default="info")
+                        default="info",
+                        help="the least severe messages logged (default: info; debug adds "
+                             "each request and command, never a secret)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def with_config(p: argparse.ArgumentParser) -> None:
@@ -103,16 +119,32 @@ def _parser() -> argparse.ArgumentParser:
                            "(secret by default: paths, sizes and digests only)")
 
     status = sub.add_parser(
-        "status", help="show each phase's state from the journal",
-        description="Show each phase's condition from the last run. With --wait, follow "
-                    "the run in progress until its outcome is known (a finished run is "
-                    "reported at once); exit 0 when the node is bootstrapped, 1 when not "
-                    "or when the time-out passes first.")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
+        "status", help="show this boot's outcome and each phase's condition",
+        description="Show this boot's outcome and each phase's condition from the last "
+                    "run. With --wait, follow the run in progress until its outcome is "
+                    "known (a finished run is reported at once).",
+        epilog=STATUS_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    status.add_argument("--format", choices=("text", "json", "yaml"), default="text",
+                        help="text for people; json or yaml (the Machine's camelCase) "
+                             "for scripts")
+    status.add_argument("--json", action="store_const", const="json", dest="format",
+                        help="same as --format json")
+    status.add_argument("--long", action="store_true",
+                        help="each phase with its timing, attempts, reason, whole message "
+                             "and fix")
     status.add_argument("--wait", action="store_true",
                         help="block until the run's outcome is known, showing progress")
     status.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
-                        help="with --wait: give up after this long (default: 1800)")
+                        help="with --wait: give up after this long (default: 1800; exit "
+                             "124)")
+
+    analyze = sub.add_parser(
+        "analyze", help="where this boot's run spent its time, per phase and per wait",
+        description="Like `cloud-init analyze blame`: the run's set-up, each phase and "
+                    "each external wait inside it (a gateway, the clock, kubeadm join, "
+                    "the Node's registration) with its duration, then the slowest waits.")
+    analyze.add_argument("--format", choices=("text", "json"), default="text",
+                         help="text for people, json for scripts")
 
     daemon = sub.add_parser(
         "daemon", help="the systemd service: bootstrap, then stay until stopped",
@@ -124,15 +156,34 @@ def _parser() -> argparse.ArgumentParser:
                     "daemon waits for it to be fixed).")
     with_config(daemon)
 
-    config = sub.add_parser("config", help="show or validate the configuration")
+    config = sub.add_parser("config", help="show, validate or describe the configuration")
     config_sub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
-    show = config_sub.add_parser("show", help="the merged configuration, defaults included")
+    show = config_sub.add_parser(
+        "show", help="the merged configuration, defaults included (offline)",
+        description="The configuration from this node's own sources (defaults, the baked "
+                    "file, drop-ins, cloud-init, the kernel command line, --config), "
+                    "secrets masked. Offline: the management cluster is not asked unless "
+                    "--from-machine is given.")
     show.add_argument("--origin", action="store_true",
                       help="say where each value came from (file, drop-in, default)")
+    show.add_argument("--from-machine", action="store_true",
+                      help="with spec.management: also read the Machine's ConfigMap or "
+                           "Secret (machine-agent.io/config) from the management cluster, "
+                           "as the agent does")
     with_config(show)
     validate = config_sub.add_parser(
-        "validate", help="check AgentConfig files offline; lists every error with its path")
+        "validate", help="check AgentConfig files offline; lists every error with its path",
+        description="Check each file on its own (every error with its file and path), or "
+                    "with --merged the files as one stack in the order given, later "
+                    "winning, as the agent merges its sources. Exit 0 valid, 2 not.")
     validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.add_argument("--merged", action="store_true",
+                          help="validate the files merged into one configuration instead")
+    config_sub.add_parser(
+        "schema", help="print the JSON Schema of AgentConfig",
+        description="The JSON Schema (draft 2020-12) of an AgentConfig document, generated "
+                    "from the same model as docs/configuration.md: for editors (yaml-"
+                    "language-server), CI linting and kubeconform.")
 
     doctor = sub.add_parser(
         "doctor", help="diagnose the node read-only: every check with what was seen and the fix",
@@ -148,16 +199,41 @@ def _parser() -> argparse.ArgumentParser:
                         choices=doctor_areas,
                         help="show only this area (repeatable): " + ", ".join(doctor_areas))
 
-    reset = sub.add_parser(
-        "reset", help="give back the IPAM addresses this node claimed",
+    release = sub.add_parser(
+        "release-addresses", aliases=["reset"],
+        help="give back the IPAM addresses this node claimed (also: reset)",
         description="Release every address the network phase claimed from an IPAM backend "
                     "(as recorded in the journal), so NetBox and other backends can hand "
-                    "them out again. capi claims also go with the Machine when it is "
-                    "deleted. Exit status 0 when every address was released.")
-    with_config(reset)
-    with_lock(reset)
+                    "them out again; nothing else on the node changes (no kubeadm reset: "
+                    "the daemon's spec.lifecycle.onDelete does that when the Machine is "
+                    "deleted). capi claims also go with the Machine when it is deleted. "
+                    "`reset` is the old name. Exit status 0 when every address was "
+                    "released.")
+    with_config(release)
+    with_lock(release)
 
-    sub.add_parser("version", help="print the version")
+    clean = sub.add_parser(
+        "clean", help="seal an image: remove this node's agent state (like cloud-init clean)",
+        description="Remove what makes this machine a particular node, so an image made "
+                    "from it bootstraps as a new one: the agent's state under "
+                    "/var/lib/machine-agent (journal of runs, status, stored credentials) "
+                    "and the bootstrap success sentinel. The configuration in "
+                    "/etc/machine-agent and what the phases wrote stay. Refused while the "
+                    "journal records IPAM addresses the node holds (run release-addresses "
+                    "first) unless --force.")
+    clean.add_argument("--logs", action="store_true",
+                       help="also remove the journal's files (/var/log/journal under "
+                            "--root; on a running system: journalctl --rotate and "
+                            "--vacuum-time=1s)")
+    clean.add_argument("--machine-id", action="store_true",
+                       help="also empty /etc/machine-id, so each machine made from the "
+                            "image gets its own at first boot")
+    clean.add_argument("--force", action="store_true",
+                       help="clean even though IPAM addresses are still recorded (they "
+                            "stay claimed in the backend)")
+
+    sub.add_parser("version", help="print the version",
+                   description="Print the agent's version (as --version does).")
 
     for command in _plugin_commands():
         command.add_parser(sub)
@@ -176,7 +252,26 @@ def _plugin_commands() -> list[Any]:
                                        key=lambda ep: ep.name)]
 
 
+EXIT_BROKEN_PIPE = 141
+"""The reader of our output went away (`machine-agent status | head`): the status a
+program killed by SIGPIPE has in the shell, without Python's traceback."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
+        return code
+    except BrokenPipeError:
+        # Later writes (the interpreter's own flush at exit) go nowhere instead of
+        # raising again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         parser = _parser()
     except Exception as err:  # a phase plugin that cannot be loaded (agent.errors is
@@ -212,14 +307,20 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "doctor":
         return _doctor(args)
     host = _host(args.root, args.netns)
-    if args.command == "status" and args.wait:
-        return _status_wait(host, as_json=args.json, timeout=args.timeout)
     if args.command == "status":
-        return _status(host, as_json=args.json)
+        return _status(host, args)
+    if args.command == "analyze":
+        return _analyze(host, args.format)
     if args.command == "daemon":
         return _daemon(host, args.config, _duration(args.cloud_init_wait))
     if args.command == "config":
         return _config(host, args)
+    if args.command == "clean":
+        from agent.console.clean import clean
+
+        report = clean(host, logs=args.logs, machine_id=args.machine_id, force=args.force)
+        print("\n".join(report.lines()))
+        return 0
     from agent.session import open_session
 
     if args.command == "plan":  # read-only: never waits for the node lock
@@ -237,7 +338,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         session = open_session(host, [os.path.abspath(f) for f in args.config],
                                wait_for_bootstrap=args.command == "run",
                                cloud_init_wait=_duration(args.cloud_init_wait))
-        if args.command == "reset":
+        if args.command in ("release-addresses", "reset"):
             return _reset(host, session)
         result = session.orchestrator(host).run(args.only, args.skip)
     _print_outcomes(result)
@@ -358,85 +459,25 @@ def _print_outcomes(result: object) -> None:
         print("nothing to do: every phase is up to date")
 
 
-def _status_document(host: Host) -> dict[str, object]:
-    """`status --json`: the conditions as last published, and the journal's phases."""
-    from dataclasses import asdict
+def _status(host: Host, args: argparse.Namespace) -> int:
+    from agent.console.status import condition_phases, read_view, render
+    from agent.console.wait import wait_for_outcome
 
-    from agent.report import from_previous_boot, read_status
-    from agent.state import Journal
-
-    journal = Journal.load(host)
-    status = read_status(host)
-    return {
-        "final": status[1] if status else False,
-        "previous_boot": from_previous_boot(host),
-        "conditions": [asdict(c) for c in status[0]] if status else [],
-        "phases": {n: asdict(r) for n, r in journal.phases.items()},
-    }
+    if args.wait:
+        return wait_for_outcome(host, fmt=args.format, timeout=args.timeout)
+    view = read_view(host)
+    print(render(view, args.format, long=args.long,
+                 phase_of=condition_phases() if args.long else None))
+    return view.exit_code
 
 
-def _status(host: Host, *, as_json: bool) -> int:
-    from agent.report import from_previous_boot, read_status
+def _analyze(host: Host, fmt: str) -> int:
+    from agent.console.status import condition_phases
+    from agent.console.timeline import analyze, render
+    from agent.report import read_status_document
 
-    if as_json:
-        print(json.dumps(_status_document(host), indent=2))
-        return 0
-    status = read_status(host)
-    if status is None:
-        print("no run recorded yet (nothing under /var/lib/machine-agent)")
-        return 0
-    conditions, final = status
-    for c in conditions:
-        print(f"{c.type:<18} {c.status:<8} {c.reason:<20} {c.message}")
-    if from_previous_boot(host):
-        print("(from a previous boot: this boot's run has not reported yet)")
-    elif not final:
-        print("(a run is in progress or was interrupted)")
+    print(render(analyze(read_status_document(host), condition_phases()), fmt))
     return 0
-
-
-WAIT_POLL = 0.5
-"""Seconds between reads of the status file while `status --wait` follows a run."""
-
-
-def _status_wait(host: Host, *, as_json: bool, timeout: float) -> int:
-    """Follow this boot's run to its outcome. The status file outlives a reboot, so one
-    written in an earlier boot (agent.report.BOOT_ID) counts as no run yet; the daemon
-    also marks it not final as it starts."""
-    from agent.report import SUMMARY, from_previous_boot, read_status
-
-    deadline = host.clock.monotonic() + timeout
-    shown: dict[str, tuple[str, str, str]] = {}
-    said_waiting = False
-    while True:
-        status = None if from_previous_boot(host) else read_status(host)
-        if status is not None:
-            conditions, final = status
-            for c in conditions:
-                now = (c.status, c.reason, c.message)
-                if not as_json and c.type != SUMMARY and shown.get(c.type) != now:
-                    print(f"{c.type:<18} {c.status:<8} {c.reason:<20} {c.message}", flush=True)
-                shown[c.type] = now
-            if final:
-                break
-        elif not as_json and not said_waiting:
-            print("waiting for the agent to start a run", flush=True)
-            said_waiting = True
-        if host.clock.monotonic() >= deadline:
-            print(f"machine-agent: no outcome within {timeout:g}s; the run goes on "
-                  "(`machine-agent status` shows where it is)", file=sys.stderr)
-            if as_json:
-                print(json.dumps({**_status_document(host), "outcome": "timeout"}, indent=2))
-            return 1
-        host.clock.sleep(WAIT_POLL)
-    summary = next((c for c in conditions if c.type == SUMMARY), None)
-    ok = summary is not None and summary.status == "True"
-    if as_json:
-        print(json.dumps({**_status_document(host),
-                          "outcome": "bootstrapped" if ok else "failed"}, indent=2))
-    elif summary is not None:
-        print(f"{SUMMARY:<18} {summary.status:<8} {summary.reason:<20} {summary.message}")
-    return 0 if ok else 1
 
 
 def _daemon(host: Host, files: list[str], cloud_init_wait: float) -> int:
@@ -449,34 +490,33 @@ def _daemon(host: Host, files: list[str], cloud_init_wait: float) -> int:
 
 
 def _config(host: Host, args: argparse.Namespace) -> int:
-    from agent.config.sources import FileSource
+    if args.config_command == "validate":
+        from agent.config.validate import validate_files
+        from agent.session import load
+
+        valid, error = validate_files(host, args.files, load, merged=args.merged)
+        for line in valid:
+            print(line)
+        if error is not None:
+            raise error
+        return 0
+    if args.config_command == "schema":
+        from agent.config.schema import agent_config_schema
+        from agent.phases import registry
+
+        print(json.dumps(agent_config_schema([p.name for p in registry.load()]), indent=2))
+        return 0
+    from agent.config import default_sources
+    from agent.config.show import render_show
     from agent.session import load
 
-    if args.config_command == "validate":
-        load(host, [FileSource(os.path.abspath(f), required=True, outside_root=True)
-                           for f in args.files])
-        print(f"{len(args.files)} file(s) valid")
-        return 0
-    import yaml
-
-    from agent.config.fields import encode
-
-    loaded = _load(host, args)
-    doc = encode(loaded.config)
-    if not args.origin:
-        print(yaml.safe_dump(doc, sort_keys=False), end="")
-        return 0
-    from agent.config.fields import join_path
-
-    def walk(value: object, path: str) -> None:
-        if isinstance(value, dict) and value:
-            for key, sub in value.items():
-                walk(sub, join_path(path, key))
-            return
-        shown = json.dumps(value)
-        print(f"{path} = {shown}  # {loaded.origin_of(path)}")
-
-    walk(doc, "")
+    if args.from_machine:
+        loaded = _load(host, args)
+    else:
+        loaded = load(host, default_sources(
+            [os.path.abspath(f) for f in args.config],
+            cloud_init_wait=_duration(args.cloud_init_wait)))
+    print(render_show(loaded, origin=args.origin))
     return 0
 
 

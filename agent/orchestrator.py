@@ -185,7 +185,8 @@ class Orchestrator:
             out = retry(attempt, backoff, sleep=self.host.clock.sleep,
                         on_retry=lambda err, n, pause: log.warning(
                             "attempt %d failed (%s); retrying in %.1fs", n, err, pause,
-                            extra={"phase": name, "reason": str(err.reason)}))
+                            extra={"phase": name, "reason": str(err.reason),
+                                   "attempt": n}))
         except AgentError as err:
             return self._failed(phase, err.reason, str(err), err.temporary)
         except Exception as err:  # a bug: report it rather than die silently

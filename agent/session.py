@@ -28,6 +28,7 @@ from agent.kube.machine import (
     ManagementSource,
 )
 from agent.kube.reporter import MachineReporter
+from agent.logs import set_context
 from agent.orchestrator import Orchestrator
 from agent.phases import registry
 from agent.phases.base import Phase
@@ -143,6 +144,8 @@ def open_session(host: Host, files: Iterable[str] = (), *,
     if isinstance(outcome, BootstrapDataMissing):
         raise outcome
     machine = outcome
+    # Every later log line names the Machine (the journal's MACHINE= field).
+    set_context(machine=f"{machine.facts.namespace}/{machine.facts.name}")
     if machine.config is None:
         return Session(local, machine, client, sources)
     try:

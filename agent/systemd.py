@@ -89,6 +89,11 @@ def status_line(conditions: list[Condition], final: bool) -> str:
     phases = [c for c in conditions if c.type != SUMMARY]
     done = sum(c.status == "True" for c in phases)
     summary = next((c for c in conditions if c.type == SUMMARY), None)
+    failed = next((c for c in phases if c.status == "False"), None)
+    if final and failed is not None and summary is not None and summary.status == "False":
+        # The phase's own condition names it and its reason; the summary only repeats it.
+        return _one_line(f"bootstrap failed: {failed.type} False ({failed.reason}): "
+                         f"{failed.message}")
     if final and summary is not None:
         word = {"True": "bootstrapped", "False": "failed"}.get(summary.status, "incomplete")
         return _one_line(f"{word}: {summary.reason}: {summary.message}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from os import PathLike
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Trust:
     """How a client verifies its server, in the words of its configuration."""
 
     trusted: str
-    """What the client trusts: a CA file's path, or the default bundle's."""
+    """What the client trusts: a CA file's path, or the system's bundle."""
     ca_fix: str
     """What to do when the server's certificate is not from a trusted CA."""
     name: str
@@ -29,16 +30,48 @@ class Trust:
     """Appended to the node's time in the clock fix (e.g. when the time phase runs)."""
 
 
-def default_bundle(*, environment: bool = False) -> str:
-    """The CA bundle requests verifies against with verify=True; for a session that
-    honours the environment, the one REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE names."""
+SYSTEM_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu (update-ca-certificates)
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  # RHEL, Fedora (update-ca-trust)
+    "/etc/pki/tls/certs/ca-bundle.crt",  # older RHEL, Fedora
+    "/etc/ssl/ca-bundle.pem",  # openSUSE, SLES
+    "/etc/ssl/cert.pem",  # Alpine
+)
+"""Where operating systems keep the CA bundle their own tools trust, in the order Go's
+crypto/x509 looks for one (root_linux.go): a site's CA installed the distribution's way
+(/usr/local/share/ca-certificates + update-ca-certificates, as on-prem images do) is in
+it."""
+
+
+def system_bundle(root: str | PathLike[str] = "/") -> str | None:
+    """The operating system's CA bundle under `root` (the Host's root), as a real path;
+    None when the system has none."""
     import os
 
-    from requests.utils import DEFAULT_CA_BUNDLE_PATH
+    for path in SYSTEM_BUNDLES:
+        found = os.path.join(os.fspath(root), path.lstrip("/"))
+        if os.path.isfile(found):
+            return found
+    return None
+
+
+def default_bundle(root: str | PathLike[str] = "/", *, environment: bool = False) -> str:
+    """What a client verifies against when its configuration names no CA: for a client
+    that honours the environment, the bundle REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE names;
+    else the operating system's trust store under `root`; requests' own bundle (certifi)
+    only on a system that has none."""
+    import os
 
     named = (os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
              if environment else None)
-    return named or DEFAULT_CA_BUNDLE_PATH
+    if named:
+        return named
+    found = system_bundle(root)
+    if found is not None:
+        return found
+    from requests.utils import DEFAULT_CA_BUNDLE_PATH
+
+    return str(DEFAULT_CA_BUNDLE_PATH)
 
 
 def explain(err: BaseException, trust: Trust) -> tuple[str, str]:

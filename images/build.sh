@@ -5,6 +5,10 @@
 #       make sure the cached debootstrap tree exists; print its path
 #   images/build.sh wheels DIR
 #       the agent's wheel and its dependencies' wheels (for images/ansible)
+#   images/build.sh deb DIR
+#       DIR/machine-agent_VERSION_amd64.deb: the agent in a venv under /opt/machine-agent
+#       (its dependencies as requirements/runtime.txt pins them), its units and drop-ins,
+#       a default /etc/machine-agent/config.yaml; its postinst enables, never starts
 #   images/build.sh image --out DIR [--site-bin DIR] [--overlay DIR]... [--enable UNIT]...
 #       build DIR/rootfs.raw (ext4, no partition table), DIR/vmlinuz, DIR/initrd.img and
 #       DIR/cmdline; boot it with images/boot.sh DIR (qemu, -kernel/-initrd: no boot loader)
@@ -35,6 +39,8 @@ VENV=/opt/machine-agent
 CMDLINE="root=/dev/vda rw console=ttyS0 net.ifnames=0"
 
 say() { printf '[build %3ss] %s\n' "$SECONDS" "$*" >&2; }
+# shellcheck source=../.ci/progress.sh
+source "$REPO/.ci/progress.sh"
 
 build_base() {  # $1: the directory to create
   local packages
@@ -69,7 +75,8 @@ ensure_base() {  # prints the cached tree's path
   else
     say "base tree not cached: debootstrap $SUITE into $dir (minutes)"
     rm -rf "$dir"
-    build_base "$dir/rootfs"
+    # (with_progress here, not in build_base: its text is part of the cache key)
+    with_progress "the base tree (debootstrap $SUITE)" build_base "$dir/rootfs"
     touch "$dir/complete"
     say "base tree ready"
     # Trees of other inputs (older recipes, other branches) go after a week unused.
@@ -88,22 +95,67 @@ build_wheels() {  # $1: directory. The project's wheel and every dependency's.
   fi
   mkdir -p "$wheels"
   "$python" -m pip wheel -q --no-deps --wheel-dir "$wheels" "$REPO"
-  # The dependencies as the host's pip resolves them (same Python 3.11 as bookworm's);
-  # the image installs offline from these files.
-  "$python" -m pip wheel -q --wheel-dir "$wheels" "$wheels"/machine_agent-*.whl
+  # The dependencies exactly as requirements/runtime.txt pins them, each file checked
+  # against its hash (same Python 3.11 as bookworm's); the image installs offline from
+  # these files, with the same check.
+  "$python" -m pip wheel -q --require-hashes --wheel-dir "$wheels" \
+    -r "$REPO/requirements/runtime.txt"
+  cp "$REPO/requirements/runtime.txt" "$wheels/runtime.txt"
 }
 
-install_agent() {  # $1: tree. The project's wheel and its dependencies, into its own venv.
-  local tree=$1 wheels=$1/tmp/machine-agent-wheels
-  build_wheels "$wheels"
-  chroot "$tree" python3 -m venv "$VENV"
-  chroot "$tree" "$VENV/bin/pip" install -q --no-index --find-links /tmp/machine-agent-wheels \
-    --disable-pip-version-check machine-agent
-  rm -rf "$wheels"
-  chroot "$tree" "$VENV/bin/machine-agent" --version >&2
+DEB_PYTHON=/usr/bin/python3  # bookworm's 3.11: the venv's python is a link to it
+
+build_deb() {  # $1: output directory; prints the .deb's path
+  local out=$1 work stage venv version
+  mkdir -p "$out"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  build_wheels "$work/wheels" >&2
+  stage=$work/stage
+  venv=$stage$VENV
+  # Made where it is staged, then its paths moved to $VENV: a venv records its own path
+  # only in bin/ (scripts' #! lines, activate) and pyvenv.cfg. No pip inside (pip
+  # --python installs into it) and no .pyc files (postinst compiles them in place).
+  "$DEB_PYTHON" -m venv --without-pip "$venv"
+  "$DEB_PYTHON" -m pip --python "$venv/bin/python" install -q --no-compile --no-index \
+    --disable-pip-version-check --find-links "$work/wheels" --require-hashes \
+    -r "$work/wheels/runtime.txt" >&2
+  "$DEB_PYTHON" -m pip --python "$venv/bin/python" install -q --no-compile --no-index \
+    --disable-pip-version-check --find-links "$work/wheels" --no-deps machine-agent >&2
+  grep -rlI --null "$stage" "$venv" | xargs -0 -r sed -i "s#$stage##g"
+  if grep -rlI "$stage" "$venv" >&2; then
+    echo "the staging path is left in the files above" >&2
+    return 1
+  fi
+  version=$("$venv/bin/python" -c 'import agent; print(agent.__version__)')
+  install_units "$stage"
+  install -D -m 0644 "$HERE/deb/config.yaml" "$stage/etc/machine-agent/config.yaml"
+  mkdir -p "$stage/usr/bin" "$stage/DEBIAN"
+  ln -s "$VENV/bin/machine-agent" "$stage/usr/bin/machine-agent"
+  install -m 0755 -t "$stage/DEBIAN" "$HERE/deb/postinst" "$HERE/deb/prerm" "$HERE/deb/postrm"
+  (cd "$stage" && find etc -type f | sed 's#^#/#' | sort) >"$stage/DEBIAN/conffiles"
+  cat >"$stage/DEBIAN/control" <<CONTROL
+Package: machine-agent
+Version: $version
+Architecture: amd64
+Maintainer: machine-agent maintainers <machine-agent@example.net>
+Depends: python3 (>= 3.11), python3 (<< 3.12), init-system-helpers (>= 1.54), iproute2, systemd
+Recommends: chrony | systemd-timesyncd, containernetworking-plugins
+Section: admin
+Priority: optional
+Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+Homepage: https://cluster-api.sigs.k8s.io
+Description: turns a freshly booted machine into a Cluster API node
+ machine-agent configures network (with IPAM) and time, joins the cluster with
+ kubeadm, installs the CNI and reports each step on the Machine's status. Runs from
+ its own virtualenv in /opt/machine-agent; the units are enabled, not started.
+CONTROL
+  local deb=$out/machine-agent_${version}_amd64.deb
+  dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >&2
+  echo "$deb"
 }
 
-install_units() {  # $1: tree
+install_units() {  # $1: tree (the .deb's staging tree): the units and the files they rely on
   local tree=$1
   install -D -m 0644 -t "$tree/usr/lib/systemd/system" "$REPO"/units/*.service
   local dropins
@@ -123,8 +175,6 @@ install_units() {  # $1: tree
   # Pod veths and bridges keep the MAC their CNI plugin set (udev would change it).
   install -D -m 0644 "$HERE/files/cni-links.link" "$tree/usr/lib/systemd/network/50-cni-links.link"
   mkdir -p "$tree/etc/machine-agent/config.d"
-  # networkd applies what the network phase renders (its default renderer).
-  systemctl --root="$tree" enable machine-agent.service systemd-networkd.service >&2
 }
 
 build_image() {
@@ -146,9 +196,15 @@ build_image() {
   rm -rf "$tree"
   say "copying the base tree"
   cp -a --reflink=auto "$base" "$tree"
-  say "installing the agent into $VENV"
-  install_agent "$tree"
-  install_units "$tree"
+  say "installing the agent's package (images/build.sh deb)"
+  local deb
+  deb=$(build_deb "$out/deb")
+  cp "$deb" "$tree/tmp/"
+  chroot "$tree" dpkg -i "/tmp/$(basename "$deb")" >&2
+  rm "$tree/tmp/$(basename "$deb")"
+  chroot "$tree" "$VENV/bin/machine-agent" --version >&2
+  # networkd applies what the network phase renders (its default renderer).
+  systemctl --root="$tree" enable systemd-networkd.service >&2
   printf '/dev/vda / ext4 defaults 0 1\n' >"$tree/etc/fstab"
   echo machine-agent-image >"$tree/etc/hostname"
   if [ -n "$site_bin" ]; then
@@ -177,6 +233,7 @@ build_image() {
 case ${1:-} in
   base) ensure_base ;;
   wheels) build_wheels "${2:?wheels needs a directory}" ;;
+  deb) build_deb "${2:?deb needs a directory}" ;;
   image) shift; build_image "$@" ;;
   *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -32,16 +32,20 @@ owns (7).
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import yaml
 
+from agent import __version__
 from agent.config.fields import Decoder, Problem, join_path
 from agent.config.model import API_VERSION, KIND, AgentConfig
 from agent.errors import ConfigError, FieldError, shown
 from agent.host import Host
+
+log = logging.getLogger(__name__)
 
 BAKED_FILE = "/etc/machine-agent/config.yaml"
 DROP_IN_DIR = "/etc/machine-agent/config.d"
@@ -54,6 +58,10 @@ class Fragment:
 
     origin: str
     document: dict[str, Any]
+    shared: bool = False
+    """Shared by nodes that may run other versions of the agent (the Machine's ConfigMap
+    or Secret): a key this agent does not know is a warning, not an error (the version
+    skew policy, docs/version-skew.md)."""
 
 
 class Source(Protocol):
@@ -158,9 +166,13 @@ def parse_fragment(text: str, origin: str, errors: list[FieldError]) -> Fragment
         return None
     ok = True
     if doc.get("apiVersion") != API_VERSION:
-        errors.append(FieldError("apiVersion", f"{shown(str(doc.get('apiVersion')))} is not "
-                                 "supported",
-                                 f"use apiVersion: {API_VERSION}", origin=origin))
+        # A newer apiVersion may change what fields mean: never guessed at.
+        version = shown(str(doc.get("apiVersion")))
+        errors.append(FieldError(
+            "apiVersion", f"{version} is not supported by this agent ({__version__}), "
+            f"which reads {API_VERSION}",
+            f"use apiVersion: {API_VERSION}, or an image with an agent that reads {version}",
+            origin=origin))
         ok = False
     if doc.get("kind") != KIND:
         errors.append(FieldError("kind", f"{shown(str(doc.get('kind')))} is not supported",
@@ -243,6 +255,8 @@ class LoadedConfig:
     config: AgentConfig
     document: dict[str, Any]
     origins: Origins = field(default_factory=Origins)
+    warnings: list[FieldError] = field(default_factory=list)
+    """Keys of a shared source this agent does not know, ignored (docs/version-skew.md)."""
 
     def origin_of(self, path: str) -> str:
         return self.origins.of_value(path)
@@ -325,8 +339,22 @@ def load_config(host: Host, sources: Iterable[Source],
     for check in checks:
         for path, message, hint in check(document):
             decoder.fail(path, message, hint)
-    errors.extend(FieldError(e.path, e.message, e.hint, origin=origins.of_problem(e.path))
-                  for e in decoder.errors)
+    shared = {f.origin for f in fragments if f.shared}
+    warnings: list[FieldError] = []
+    for e in decoder.errors:
+        found = FieldError(e.path, e.message, e.hint, origin=origins.of_problem(e.path))
+        (warnings if _newer_agents_key(found, shared) else errors).append(found)
     if errors or not isinstance(config, AgentConfig):
         raise ConfigError(errors)
-    return LoadedConfig(config, document, origins)
+    for w in warnings:
+        log.warning("%s: %s: unknown to this agent (%s), ignored: a setting of a newer "
+                    "agent? (docs/version-skew.md)", w.origin, w.path, __version__)
+    return LoadedConfig(config, document, origins, warnings)
+
+
+def _newer_agents_key(error: FieldError, shared: set[str]) -> bool:
+    """An unknown key in a shared source that resembles no known one: taken for a setting
+    a newer agent knows. A near miss ("did you mean ...") stays an error: a typo must
+    not be ignored silently."""
+    return (error.message == "unknown field" and error.origin in shared
+            and not (error.hint or "").startswith("did you mean"))

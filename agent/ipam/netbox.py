@@ -120,8 +120,10 @@ class NetBoxPlugin:
         REDACT.add(token)
         scheme = "Bearer" if token.startswith("nbt_") else "Token"
         self._headers = {"Authorization": f"{scheme} {token}", "Accept": "application/json"}
-        self._verify: str | bool = (str(env.host.path(options.ca_file))
-                                    if options.ca_file else True)
+        # Without caFile: the operating system's trust store under the Host's root (a
+        # site CA installed in the image), not requests' certifi bundle.
+        self._ca_file = str(env.host.path(options.ca_file)) if options.ca_file else None
+        self._verify: str = self._ca_file or default_bundle(env.host.root)
         self._session = requests.Session()
         self._session.trust_env = False  # no proxy or CA bundle from the environment
 
@@ -300,11 +302,12 @@ class NetBoxPlugin:
 
     def _trust(self) -> Trust:
         """How NetBox's certificate is verified, in the words of the plugin's settings."""
-        if isinstance(self._verify, str):
-            trusted, fix = self._verify, "spec.ipam.plugins.netbox.caFile must hold NetBox's CA"
+        if self._ca_file is not None:
+            trusted, fix = self._ca_file, "spec.ipam.plugins.netbox.caFile must hold NetBox's CA"
         else:
-            trusted, fix = default_bundle(), ("give NetBox's CA in "
-                                              "spec.ipam.plugins.netbox.caFile")
+            trusted, fix = self._verify, ("give NetBox's CA in "
+                                          "spec.ipam.plugins.netbox.caFile, or install it in "
+                                          "the system's trust store")
         return Trust(trusted=trusted, ca_fix=fix, name=urlsplit(self.base).hostname or "",
                      name_setting="spec.ipam.plugins.netbox.url")
 

@@ -1,4 +1,4 @@
-"""`machine-agent reset`: give back every IPAM address this node claimed.
+"""`machine-agent release-addresses` (also `reset`): give back every IPAM address this node claimed.
 
 The addresses come from the journal's IPAM ledger (written at each claim, so a network
 phase that failed half-way is covered too). Each is released through the plugin that

@@ -251,7 +251,8 @@ def _trust(creds: Credentials) -> Trust:
     else:
         name = urlsplit(creds.server).hostname or creds.server
         setting = "spec.management's server (or the kubeconfig's)"
-    return Trust(trusted=creds.ca_file or default_bundle(), ca_fix=_CA_HINT, name=name,
+    return Trust(trusted=creds.ca_file or creds.trust_store or default_bundle(),
+                 ca_fix=_CA_HINT, name=name,
                  name_setting=setting, clock_note="; the time phase runs later")
 
 

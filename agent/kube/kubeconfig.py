@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import logging
 import posixpath
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from agent.config.management import ManagementSpec
 from agent.errors import PermanentError, Reason
 from agent.host import Host
 from agent.logs import REDACT
+from agent.tls import default_bundle
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +46,15 @@ class Credentials:
     insecure: bool = False
     tls_server_name: str | None = None
     """The name to verify the server's certificate against instead of the URL's host."""
+    trust_store: str | None = None
+    """The operating system's CA bundle (agent.tls.default_bundle), used without ca_file."""
 
     @property
     def verify(self) -> bool | str:
-        """requests' `verify=`: the CA bundle, the system store, or (insecure) nothing."""
+        """requests' `verify=`: the CA file, the system store, or (insecure) nothing."""
         if self.insecure:
             return False
-        return self.ca_file or True
+        return self.ca_file or self.trust_store or True
 
     @property
     def cert(self) -> tuple[str, str] | None:
@@ -76,6 +80,9 @@ def load_credentials(spec: ManagementSpec, host: Host, *,
     else:
         raise _bad("spec.management", "neither kubeconfig nor server is set",
                    "set spec.management.kubeconfig, or server with tokenFile and caFile")
+    # Without a CA of its own, the server is verified against the operating system's
+    # trust store (a site CA installed in the image), not requests' certifi bundle.
+    creds = dataclasses.replace(creds, trust_store=default_bundle(host.root))
     if creds.insecure:
         log.warning("TLS VERIFICATION OF THE MANAGEMENT CLUSTER IS DISABLED "
                     "(spec.management.insecureSkipTLSVerify): anyone on the path can "

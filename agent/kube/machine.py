@@ -91,7 +91,9 @@ class ManagementSource:
                     f"spec.{section}", "cannot come from the management cluster",
                     "set it in /etc/machine-agent/config.yaml on the node",
                     origin=self.origin))
-        return [fragment]
+        # Shared by the nodes of every image version the Machines run: keys of a newer
+        # agent are warnings here (docs/version-skew.md).
+        return [Fragment(fragment.origin, fragment.document, shared=True)]
 
 
 class MachineInvalid(PermanentError):

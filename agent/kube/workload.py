@@ -75,8 +75,10 @@ class KubeconfigCluster:
         self.session = requests.Session()
         # Passed with every request: REQUESTS_CA_BUNDLE would silently override a
         # Session.verify (requests merges the environment over session settings).
-        self.verify: str | bool = self._file(host, cluster, "certificate-authority",
-                                             "ca.crt") or True
+        # Without a CA in the kubeconfig: the bundle the environment names, else the
+        # operating system's trust store (agent.tls.default_bundle), never certifi's.
+        self.verify: str = self._file(host, cluster, "certificate-authority", "ca.crt") \
+            or default_bundle(host.root, environment=True)
         cert = self._file(host, user, "client-certificate", "client.crt")
         key = self._file(host, user, "client-key", "client.key")
         if cert and key:
@@ -174,8 +176,7 @@ class KubeconfigCluster:
         from urllib.parse import urlsplit
 
         return Trust(
-            trusted=(self.verify if isinstance(self.verify, str)
-                     else default_bundle(environment=True)),
+            trusted=self.verify,
             ca_fix=f"{self.kubeconfig} must hold the workload cluster's CA "
                    "(certificate-authority-data, as kubeadm writes it)",
             name=urlsplit(self.server).hostname or "",

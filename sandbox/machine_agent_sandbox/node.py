@@ -180,9 +180,12 @@ class Node:
 
     def status(self) -> dict[str, Any]:
         """`machine-agent status --json` of this node."""
-        out = subprocess.run(self.agent("status", "--json"), capture_output=True, text=True,
-                             timeout=30, check=True, env=self.env()).stdout
-        doc: dict[str, Any] = json.loads(out)
+        # Exits 1 or 2 for a failed or degraded outcome, as cloud-init status does.
+        done = subprocess.run(self.agent("status", "--json"), capture_output=True, text=True,
+                              timeout=30, env=self.env())
+        if done.returncode not in (0, 1, 2):
+            raise RuntimeError(f"machine-agent status --json: {done.stderr}")
+        doc: dict[str, Any] = json.loads(done.stdout)
         return doc
 
     @property

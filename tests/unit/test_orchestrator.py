@@ -160,7 +160,7 @@ def test_only_and_skip_select_phases(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_status_before_and_after_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     without_join(tmp_path)
     assert main(["--root", str(tmp_path), "status"]) == 0
-    assert "no run recorded yet" in capsys.readouterr().out
+    assert "no run recorded on this boot yet" in capsys.readouterr().out
     main(["--root", str(tmp_path), "run", "-c", EXAMPLE])
     capsys.readouterr()
     assert main(["--root", str(tmp_path), "status", "--json"]) == 0

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import _status, _status_wait
+from agent.console.status import read_view, render
+from agent.console.wait import wait_for_outcome
 from agent.host import Clock, Host
 from agent.report import SUMMARY, Conditions, LocalStatus
 
@@ -64,7 +65,7 @@ def test_follows_each_phase_change_and_exits_0_when_bootstrapped(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     host = Host(tmp_path)
     host.clock = ScriptedClock(agent_run(host, "ok"))
-    assert _status_wait(host, as_json=False, timeout=60) == 0
+    assert wait_for_outcome(host, timeout=60) == 0
     lines = [" ".join(line.split()) for line in capsys.readouterr().out.splitlines()]
     assert lines == [
         "waiting for the agent to start a run",
@@ -81,7 +82,7 @@ def test_a_failed_run_exits_1_with_the_reason(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     host = Host(tmp_path)
     host.clock = ScriptedClock(agent_run(host, "failed"))
-    assert _status_wait(host, as_json=False, timeout=60) == 1
+    assert wait_for_outcome(host, timeout=60) == 1
     out = capsys.readouterr().out
     assert "TimeSynchronized   False    TimeNotSynchronized  no server answered" in out
     assert out.splitlines()[-1].startswith("NodeBootstrapped   False    TimeNotSynchronized")
@@ -91,7 +92,7 @@ def test_json_prints_only_the_final_document(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     host = Host(tmp_path)
     host.clock = ScriptedClock(agent_run(host, "ok"))
-    assert _status_wait(host, as_json=True, timeout=60) == 0
+    assert wait_for_outcome(host, fmt="json", timeout=60) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["final"] is True and doc["outcome"] == "bootstrapped"
     assert {c["type"]: c["status"] for c in doc["conditions"]} == {
@@ -103,7 +104,7 @@ def test_gives_up_after_the_timeout_and_says_the_run_goes_on(
     host = Host(tmp_path)
     clock = ScriptedClock(agent_run(host, "ok")[:2])  # the run never finishes
     host.clock = clock
-    assert _status_wait(host, as_json=False, timeout=5) == 1
+    assert wait_for_outcome(host, timeout=5) == 124  # not 1: nothing failed
     assert clock.t == pytest.approx(5.0)
     captured = capsys.readouterr()
     assert "NetworkReady       Unknown  InProgress" in captured.out
@@ -116,7 +117,7 @@ def test_a_finished_run_is_reported_at_once(tmp_path: Path) -> None:
         step()
     clock = ScriptedClock([])
     host.clock = clock
-    assert _status_wait(host, as_json=False, timeout=60) == 0
+    assert wait_for_outcome(host, timeout=60) == 0
     assert clock.t == 0
 
 
@@ -124,7 +125,7 @@ def test_the_command_line_wires_wait_and_timeout(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from agent.cli import main
 
-    assert main(["--root", str(tmp_path), "status", "--wait", "--timeout", "0"]) == 1
+    assert main(["--root", str(tmp_path), "status", "--wait", "--timeout", "0"]) == 124
     assert "no outcome within 0s" in capsys.readouterr().err
 
 
@@ -132,7 +133,7 @@ def test_json_says_timeout_when_the_outcome_did_not_come(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     host = Host(tmp_path)
     host.clock = ScriptedClock(agent_run(host, "ok")[:2])  # the run never finishes
-    assert _status_wait(host, as_json=True, timeout=5) == 1
+    assert wait_for_outcome(host, fmt="json", timeout=5) == 124
     doc = json.loads(capsys.readouterr().out)
     assert (doc["outcome"], doc["final"]) == ("timeout", False)
     assert {c["type"]: c["status"] for c in doc["conditions"]}["NetworkReady"] == "Unknown"
@@ -152,14 +153,14 @@ def test_an_outcome_from_a_previous_boot_is_not_this_boots(
     for step in agent_run(host, "failed"):  # the boot before ended failed ...
         step()
     booted(tmp_path, "5d2f9c3e-boot-2")  # ... and the machine rebooted
-    assert _status(host, as_json=False) == 0
-    assert "(from a previous boot: this boot's run has not reported yet)" in \
-        capsys.readouterr().out
+    view = read_view(host)
+    assert (view.outcome, view.exit_code) == ("not-started", 0)
+    assert "(the conditions below are from a previous boot)" in render(view, "text")
 
     # This boot's run starts a few polls later; --wait waits for its outcome.
     clock = ScriptedClock([lambda: None, lambda: None, *agent_run(host, "ok")])
     host.clock = clock
-    assert _status_wait(host, as_json=False, timeout=60) == 0
+    assert wait_for_outcome(host, timeout=60) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "waiting for the agent to start a run"
     assert "TimeNotSynchronized" not in out

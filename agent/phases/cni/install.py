@@ -59,7 +59,7 @@ def fetch_bundle(host: Host, source: PluginSource) -> Bundle | None:
         origin = source.path
     else:
         assert source.url is not None
-        payload = download(source.url, "spec.cni.plugins.url",
+        payload = download(host, source.url, "spec.cni.plugins.url",
                            "ship the plugins on the node (spec.cni.plugins.source: bundle)")
         origin = source.url
     actual = hashlib.sha256(payload).hexdigest()
@@ -71,13 +71,15 @@ def fetch_bundle(host: Host, source: PluginSource) -> Bundle | None:
     return Bundle(origin, actual, read_plugins(payload, origin))
 
 
-def download(url: str, setting: str, instead: str) -> bytes:
+def download(host: Host, url: str, setting: str, instead: str) -> bytes:
     """The body of an https URL, TLS verified, at most MAX_BUNDLE bytes. For the fixes:
     `setting` names the URL's setting, `instead` how to do without the download."""
     import requests
 
+    # The bundle REQUESTS_CA_BUNDLE names, else the system's trust store under the root.
+    bundle = default_bundle(host.root, environment=True)
     try:
-        with requests.get(url, stream=True, timeout=DOWNLOAD_TIMEOUT, verify=True) as resp:
+        with requests.get(url, stream=True, timeout=DOWNLOAD_TIMEOUT, verify=bundle) as resp:
             if resp.status_code != 200:
                 raise TemporaryError(f"downloading {url} answered HTTP {resp.status_code}",
                                      reason=Reason.CNIBroken,
@@ -90,19 +92,18 @@ def download(url: str, setting: str, instead: str) -> bytes:
                                       hint=f"check {setting}")
             return bytes(body)
     except requests.exceptions.SSLError as err:
-        problem, fix = explain(err, _trust(url, setting, instead))
+        problem, fix = explain(err, _trust(url, bundle, setting, instead))
         raise BundleError(f"TLS verification of {url} failed: {problem}", hint=fix) from err
     except requests.RequestException as err:
         raise TemporaryError(f"cannot download {url}: {err}", reason=Reason.CNIBroken,
                              hint="check the route and proxy; the agent retries") from err
 
 
-def _trust(url: str, setting: str, instead: str) -> Trust:
-    """How the download server is verified: requests' CA bundle, or the one the
-    environment names (requests.get honours it)."""
+def _trust(url: str, bundle: str, setting: str, instead: str) -> Trust:
+    """How the download server is verified: against `bundle`, the system's trust store
+    or the one the environment names."""
     from urllib.parse import urlsplit
 
-    bundle = default_bundle(environment=True)
     return Trust(trusted=bundle, name=urlsplit(url).hostname or "",
                  name_setting=setting,
                  ca_fix=f"the download server needs a certificate from a CA in {bundle}, "

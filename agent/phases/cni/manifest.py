@@ -90,7 +90,7 @@ def load_manifest(host: Host, spec: ManifestSpec, management: Client | None = No
     if spec.url is not None:
         from agent.phases.cni.install import download
 
-        payload = download(spec.url, "spec.cni.manifest.url",
+        payload = download(host, spec.url, "spec.cni.manifest.url",
                            "give the manifest as spec.cni.manifest.file or configMapRef")
         origin = spec.url
     elif spec.config_map_ref is not None:

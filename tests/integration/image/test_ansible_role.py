@@ -52,12 +52,13 @@ def test_role_installs_and_enables_the_agent_and_is_idempotent(tmp_path: Path) -
     version = run(["chroot", str(tree), "/opt/machine-agent/bin/machine-agent", "--version"])
     assert version.startswith("machine-agent ")
     system = tree / "usr/lib/systemd/system"
-    assert (system / "machine-agent.service").read_text() == \
-        (REPO / "units/machine-agent.service").read_text()
+    for unit_file in (REPO / "units").glob("*.service"):
+        assert (system / unit_file.name).read_text() == unit_file.read_text(), unit_file
     for dropin in (REPO / "units").glob("*.service.d/*.conf"):
         installed = system / dropin.parent.name / dropin.name
         assert installed.read_text() == dropin.read_text(), dropin
-    for unit in ("machine-agent.service", "systemd-networkd.service"):
+    for unit in ("machine-agent.service", "machine-agent-bootstrap.service",
+                 "systemd-networkd.service"):
         wants = tree / "etc/systemd/system/multi-user.target.wants" / unit
         assert os.readlink(wants).endswith(f"/systemd/system/{unit}"), unit
     assert "config: disabled" in (tree / "etc/cloud/cloud.cfg.d/99-machine-agent.cfg").read_text()
@@ -81,3 +82,5 @@ def test_role_installs_and_enables_the_agent_and_is_idempotent(tmp_path: Path) -
     assert [line for line in venv_dropin.read_text().splitlines()
             if line.startswith("ExecStart=")] == [
         "ExecStart=", "ExecStart=/opt/agent-venv/bin/machine-agent daemon"]
+    gate = (system / "machine-agent-bootstrap.service.d/10-venv.conf").read_text()
+    assert "ExecStart=/opt/agent-venv/bin/machine-agent status --wait --timeout 3600" in gate

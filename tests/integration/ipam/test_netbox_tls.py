@@ -117,7 +117,8 @@ def test_without_ca_file_the_default_bundle_is_named_and_ca_file_is_the_fix(
         err = refused(netbox_plugin(tmp_path / "node", netbox.url, None), netbox.url)
     assert re.search(r"not signed by a CA this node trusts \(/.*\.pem\)", err.message), \
         err.message
-    assert err.hint == "give NetBox's CA in spec.ipam.plugins.netbox.caFile"
+    assert err.hint == ("give NetBox's CA in spec.ipam.plugins.netbox.caFile, or install "
+                        "it in the system's trust store")
     assert netbox.seen == []
 
 

@@ -55,7 +55,8 @@ def test_run_reads_the_machine_and_reports_every_phase_onto_it(
                "machine-agent.io/machine-agent" for e in admin.events())
     assert (node.root / SENTINEL.lstrip("/")).exists()
     capsys.readouterr()
-    assert main(["--root", str(node.root), "config", "show", "--origin"]) == 0
+    assert main(["--root", str(node.root), "config", "show", "--origin",
+                 "--from-machine"]) == 0
     shown = capsys.readouterr().out
     assert f'spec.time.maxOffset = "250ms"  # configmap {admin.ns}/{CONFIGMAP}' in shown
     assert "spec.retry.attempts = 4  # /etc/machine-agent/config.yaml" in shown

@@ -35,6 +35,8 @@ _nb_t0=$(date +%s.%N)
 _nb_step_t0=$_nb_t0
 _nb_step_name=""
 NB_TAG="${NB_TAG:-netbox}"
+# shellcheck source=../../../.ci/progress.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../../.ci/progress.sh"
 
 _nb_elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
@@ -80,8 +82,9 @@ ensure_apt_packages() {
   fi
   note "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  with_progress "apt-get update" apt-get update -qq
+  with_progress "apt-get install" bash -c \
+    'apt-get install -y -qq --no-install-recommends "$@" >/dev/null' apt-get "${missing[@]}"
   step_done "installed ${missing[*]}"
 }
 
@@ -196,7 +199,9 @@ ensure_venv() {
   "$py" -m venv "$NETBOX_VENV"
   # pip's stderr is kept for failures only: some hosts print one warning per index entry.
   local log="$NETBOX_HOME/pip-install.log"
-  if ! "$NETBOX_VENV/bin/pip" install --disable-pip-version-check -q "netbox==$NETBOX_VERSION" >"$log" 2>&1; then
+  note "pip install netbox==$NETBOX_VERSION (about 2 minutes the first time)"
+  if ! with_progress "pip install netbox" bash -c '"$0" install --disable-pip-version-check -q \
+      "netbox==$1" >"$2" 2>&1' "$NETBOX_VENV/bin/pip" "$NETBOX_VERSION" "$log"; then
     tail -30 "$log" >&2
     die "pip install netbox==$NETBOX_VERSION failed (log: $log)"
   fi

@@ -37,7 +37,8 @@ else
   restart=1
   drop_db "$NETBOX_DB_NAME"
   create_db "$NETBOX_DB_NAME"
-  gunzip -c "$NETBOX_DUMP" | pg_netbox --single-transaction -d "$NETBOX_DB_NAME" >/dev/null
+  restore() { gunzip -c "$NETBOX_DUMP" | pg_netbox --single-transaction -d "$NETBOX_DB_NAME" >/dev/null; }
+  with_progress "restoring $(basename "$NETBOX_DUMP")" restore
   echo "$dump_sha" >"$NETBOX_HOME/db.sha256"
   step_done "restored $(basename "$NETBOX_DUMP")"
 fi

@@ -14,6 +14,8 @@ from agent.host import CommandResult, Host
 REPO = Path(__file__).parents[3]
 UNITS = REPO / "units"
 AGENT_UNIT = "machine-agent.service"
+BOOTSTRAP_UNIT = "machine-agent-bootstrap.service"
+"""The oneshot whose state is the bootstrap's outcome (`systemctl --failed`)."""
 
 
 def analyze(*args: str, env: dict[str, str] | None = None) -> CommandResult:
@@ -29,7 +31,8 @@ def root(tmp_path: Path) -> Path:
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system",
                     symlinks=True)
     system = root / "usr/lib/systemd/system"
-    shutil.copy(UNITS / AGENT_UNIT, system)
+    for unit in UNITS.glob("*.service"):
+        shutil.copy(unit, system)
     for dropins in UNITS.glob("*.service.d"):
         shutil.copytree(dropins, system / dropins.name, dirs_exist_ok=True)
     # kubelet.service as kubeadm's packages ship it (kubernetes/release:
@@ -54,7 +57,7 @@ def verify(root: Path, unit: str) -> CommandResult:
     return analyze("verify", f"--root={root}", str(root / "usr/lib/systemd/system" / unit))
 
 
-@pytest.mark.parametrize("unit", [AGENT_UNIT, "kubelet.service",
+@pytest.mark.parametrize("unit", [AGENT_UNIT, BOOTSTRAP_UNIT, "kubelet.service",
                                   "systemd-networkd-wait-online.service"])
 def test_units_verify_without_any_warning(root: Path, unit: str) -> None:
     result = verify(root, unit)
@@ -163,3 +166,70 @@ def test_every_open_exposure_is_justified_in_a_comment(root: Path) -> None:
         if not any(v in comment for v in values):
             missing.append(item)
     assert not missing, f"open without a justification in {AGENT_UNIT}: {missing}"
+
+
+def unit_settings(name: str) -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in (UNITS / name).read_text().splitlines():
+        if line and not line.startswith(("#", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key, []).append(value)
+    return settings
+
+
+def test_the_bootstrap_unit_shares_the_kill_switch_and_is_not_ordered_after_the_daemon(
+        root: Path) -> None:
+    gate, daemon = unit_settings(BOOTSTRAP_UNIT), unit_settings(AGENT_UNIT)
+    for condition in ("ConditionPathExists", "ConditionKernelCommandLine"):
+        assert gate[condition] == daemon[condition]
+    assert (gate["Type"], gate["RemainAfterExit"]) == (["oneshot"], ["yes"])
+    # Beside the daemon, following the run: After= would wait for the daemon's READY=1.
+    assert "After" not in gate and gate["Wants"] == [AGENT_UNIT]
+    assert gate["WantedBy"] == ["multi-user.target"]
+    off = analyze("condition", f"--root={root}", f"--unit={BOOTSTRAP_UNIT}",
+                  env={"SYSTEMD_PROC_CMDLINE": "root=/dev/vda machine-agent.disabled"})
+    assert off.returncode == 1
+
+
+@pytest.mark.allow_processes
+@pytest.mark.parametrize(("outcome", "unit_result"), [
+    ("bootstrapped", "success"), ("degraded", "success"), ("failed", "failed"),
+    ("no run", "failed")])
+def test_the_bootstrap_unit_fails_exactly_when_the_node_did_not_bootstrap(
+        tmp_path: Path, outcome: str, unit_result: str) -> None:
+    """Its ExecStart=, run against a node's state, and systemd's rule for a oneshot's
+    result: exit 0 or a SuccessExitStatus= is success, anything else `failed`."""
+    import subprocess
+    import sys
+
+    from agent.config import load_config
+    from agent.errors import PermanentError, Reason
+    from agent.orchestrator import Orchestrator
+    from agent.phases.base import Phase, PhaseContext, PhasePlan
+    from agent.report import LocalStatus
+
+    class Time(Phase):
+        name, condition, success = "time", "TimeSynchronized", Reason.TimeSynchronized
+
+        def plan(self, ctx: PhaseContext) -> PhasePlan:
+            if outcome == "failed":
+                raise PermanentError("no server answered", reason=Reason.TimeNotSynchronized)
+            return PhasePlan(self.name)
+
+        def reason(self, result: dict[str, object]) -> Reason:
+            return Reason.TimeNotSynchronized if outcome == "degraded" else self.success
+
+    if outcome != "no run":
+        host = Host(tmp_path)
+        Orchestrator(load_config(host, []), host, phases=[Time()],
+                     reporters=[LocalStatus(host)]).run()
+    gate = unit_settings(BOOTSTRAP_UNIT)
+    (command,) = gate["ExecStart"]
+    argv = command.split()
+    assert argv[:3] == ["/opt/machine-agent/bin/machine-agent", "status", "--wait"]
+    timeout = "0" if outcome == "no run" else argv[argv.index("--timeout") + 1]
+    done = subprocess.run([sys.executable, "-m", "agent.cli", "--root", str(tmp_path),
+                           "status", "--wait", "--timeout", timeout], capture_output=True,
+                          text=True, timeout=60, cwd=REPO)
+    success = {0, *(int(code) for code in " ".join(gate["SuccessExitStatus"]).split())}
+    assert ("success" if done.returncode in success else "failed") == unit_result, done

@@ -113,9 +113,20 @@ def test_reporter_says_each_phase_then_ready_with_the_outcome(
 
 
 def test_a_failure_is_the_status_line_and_long_messages_stay_one_line() -> None:
-    failed = [cond("TimeSynchronized", "False", "TimeNotSynchronized", "no server\nanswered"),
+    failed = [cond("NetworkReady", "True", "NetworkConfigured", "eth0 192.0.2.10/24"),
+              cond("TimeSynchronized", "False", "TimeNotSynchronized",
+                   "no server\nanswered " + "x" * 400),
               cond(SUMMARY, "False", "TimeNotSynchronized",
                    "TimeSynchronized: no server answered " + "x" * 400)]
     line = status_line(failed, final=True)
-    assert line.startswith("failed: TimeNotSynchronized: TimeSynchronized: no server answered")
+    # `systemctl status` names the phase's condition and its reason: never "bootstrapped"
+    assert line.startswith("bootstrap failed: TimeSynchronized False (TimeNotSynchronized): "
+                           "no server answered")
     assert "\n" not in line and len(line) <= 200
+
+
+def test_a_configuration_that_stops_the_start_is_the_status_line() -> None:
+    # No phase ran: the summary alone says why (agent.daemon's _report_summary).
+    line = status_line([cond(SUMMARY, "False", "ConfigInvalid", "spec.tme: unknown field")],
+                       final=True)
+    assert line == "failed: ConfigInvalid: spec.tme: unknown field"

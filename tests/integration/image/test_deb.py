@@ -1,0 +1,81 @@
+"""The release's .deb (images/build.sh deb), installed with dpkg into a copy of the golden
+image's debootstrap tree as an image build does: the agent runs from its venv under
+/opt/machine-agent with the pinned dependencies, the units are enabled and not started,
+the default configuration is valid and a conffile, and removal and purge leave nothing
+of it behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[3]
+pytestmark = pytest.mark.allow_processes
+
+
+def run(argv: list[str], timeout: float = 600) -> str:
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    assert proc.returncode == 0, f"{argv[:4]} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("deb")
+    return Path(run(["bash", "images/build.sh", "deb", str(out)]).strip())
+
+
+def test_the_package_holds_the_venv_units_and_a_default_config(deb: Path) -> None:
+    assert deb.name == "machine-agent_0.1.0_amd64.deb"
+    info = run(["dpkg-deb", "--field", str(deb), "Package", "Depends"])
+    assert "python3 (>= 3.11), python3 (<< 3.12)" in info
+    files = {line.split()[5].removeprefix(".") for line in
+             run(["dpkg-deb", "--contents", str(deb)]).splitlines()}
+    for path in ("/opt/machine-agent/bin/machine-agent", "/usr/bin/machine-agent",
+                 "/usr/lib/systemd/system/machine-agent.service",
+                 "/usr/lib/systemd/system/machine-agent-bootstrap.service",
+                 "/usr/lib/systemd/system/kubelet.service.d/10-machine-agent.conf",
+                 "/etc/machine-agent/config.yaml", "/usr/share/doc/machine-agent/README.md"):
+        assert path in files, path
+    assert not [f for f in files if f.endswith(".pyc")]  # postinst compiles in place
+    assert not [f for f in files if "/pip/" in f]  # nothing installs into it later
+    conffiles = run(["dpkg-deb", "--info", str(deb), "conffiles"]).split()
+    assert "/etc/machine-agent/config.yaml" in conffiles
+
+
+def test_installed_into_the_image_tree_enabled_not_started_and_removed_cleanly(
+        deb: Path, tmp_path: Path) -> None:
+    base = run(["bash", "images/build.sh", "base"]).strip()
+    tree = tmp_path / "tree"
+    run(["cp", "-a", base, str(tree)])
+    run(["cp", str(deb), str(tree / "tmp")])
+    run(["chroot", str(tree), "dpkg", "-i", f"/tmp/{deb.name}"])
+    assert run(["chroot", str(tree), "machine-agent", "--version"]) == "machine-agent 0.1.0\n"
+    # the dependencies exactly as requirements/runtime.txt pins them
+    frozen = run(["chroot", str(tree), "/opt/machine-agent/bin/python", "-c",
+                  "from importlib.metadata import version as v; "
+                  "print(v('requests'), v('pyroute2'), v('PyYAML'))"]).split()
+    pins = (REPO / "requirements/runtime.txt").read_text()
+    for name, got in zip(("requests", "pyroute2", "pyyaml"), frozen, strict=True):
+        assert f"\n{name}=={got} \\" in pins, (name, got)
+    assert list((tree / "opt/machine-agent/lib").rglob("__pycache__"))  # compiled
+    wants = tree / "etc/systemd/system/multi-user.target.wants"
+    for unit in ("machine-agent.service", "machine-agent-bootstrap.service"):
+        assert os.readlink(wants / unit) == f"/lib/systemd/system/{unit}" or \
+            os.readlink(wants / unit).endswith(f"/systemd/system/{unit}")
+    assert not (tree / "var/lib/machine-agent").exists()  # not started: no run, no state
+    assert "valid" in run(["chroot", str(tree), "machine-agent", "config", "validate",
+                           "/etc/machine-agent/config.yaml"])
+
+    run(["chroot", str(tree), "dpkg", "--remove", "machine-agent"])
+    assert not (tree / "opt/machine-agent").exists()
+    assert (tree / "etc/machine-agent/config.yaml").exists()  # a conffile stays on remove
+    (tree / "var/lib/machine-agent").mkdir(parents=True)  # as a run would have left it
+    run(["chroot", str(tree), "dpkg", "--purge", "machine-agent"])
+    assert not (tree / "etc/machine-agent/config.yaml").exists()
+    assert not (tree / "var/lib/machine-agent").exists()
+    assert not (wants / "machine-agent.service").exists()
