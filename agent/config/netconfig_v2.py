@@ -80,7 +80,7 @@ def translate(doc: Any, base: str = "networkConfig") -> Translation:
         if key not in known:
             out.refuse(f"{base}.{key}", "is not supported by machine-agent" + (
                 "" if key not in REFUSED_SECTIONS else f" ({key} cannot be configured)"))
-    names = _names(doc, base, out)
+    names = _names(doc)
     for section, kind in SECTIONS:
         entries = doc.get(section) or {}
         if not isinstance(entries, dict):
@@ -95,15 +95,16 @@ def translate(doc: Any, base: str = "networkConfig") -> Translation:
     return out
 
 
-def _names(doc: dict[str, Any], base: str, out: Translation) -> dict[str, str]:
-    """Each device id → the agent's interface name: the set-name of a matched ethernet,
-    else the id (v2 refers to devices by id; the agent by name)."""
+def _names(doc: dict[str, Any]) -> dict[str, str]:
+    """Each device id → the agent's interface name: the set-name of an ethernet, else
+    the id (v2 refers to devices by id; the agent by name)."""
     names: dict[str, str] = {}
     for section, _ in SECTIONS:
         entries = doc.get(section)
         for ident, entry in (entries.items() if isinstance(entries, dict) else ()):
             new = entry.get("set-name") if isinstance(entry, dict) else None
-            names[str(ident)] = new if isinstance(new, str) else str(ident)
+            ethernet = section == "ethernets" and isinstance(new, str)
+            names[str(ident)] = new if ethernet and isinstance(new, str) else str(ident)
     return names
 
 

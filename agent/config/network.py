@@ -425,6 +425,9 @@ class NetworkSpec:
                 if iface.type == "macvlan":
                     yield (f"interfaces[{i}].type", "netplan cannot describe a macvlan",
                            "use renderer networkd")
+                if iface.vlan is not None and iface.vlan.protocol == "802.1ad":
+                    yield (f"interfaces[{i}].vlan.protocol",
+                           "netplan cannot describe an 802.1ad VLAN", "use renderer networkd")
         servers = list(self.dns.nameservers)
         for iface in self.interfaces:  # per-link servers join them in /etc/resolv.conf
             servers += [s for s in (iface.dns.nameservers if iface.dns else [])

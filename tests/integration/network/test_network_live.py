@@ -57,6 +57,9 @@ def test_second_run_on_a_configured_node_changes_nothing(seg: Segment, tmp_path:
                                   "addresses": static("192.0.2.10/24", "192.0.2.11/24")}]})
     first = run_phase(tmp_path, seg, cfg)
     assert first.result.netlink_changes == 6  # MTU, accept_ra, up, 2 addresses, route
+    # the kernel adds n0's link-local address once its link watch sees the carrier, up to
+    # a second after up under load: the state is taken once it is there (was flaky)
+    seg.up_and_settled("n0")
     state = seg.state()
     again = run_phase(tmp_path, seg, cfg)
     assert again.result.netlink_changes == 0

@@ -111,3 +111,17 @@ def test_router_advertisements_asked_for_are_accepted_live_while_forwarding(
         endpoint=None))
     assert accept_ra(seg, "n0") == 2
     assert "IPv6AcceptRA=yes" in (tmp_path / f"{NETWORKD}-n0.network").read_text()
+
+
+def test_an_on_link_route_outside_the_subnets_is_made_live_as_the_files_say(
+        seg: Segment, tmp_path: Path) -> None:
+    # the kernel refuses a next hop outside the link's subnets unless it is marked onlink
+    cfg = config({"interfaces": [
+        {"name": "n0", "addresses": [{"static": "192.0.2.10/24"}],
+         "routes": [{"to": "203.0.113.0/24", "via": "198.51.100.1", "onLink": True}]}]},
+        endpoint=None)
+    run_phase(tmp_path, seg, cfg)
+    assert "203.0.113.0/24 via 198.51.100.1 dev n0 proto static onlink" in \
+        seg.node_ip("route", "show")
+    assert "GatewayOnLink=yes" in (tmp_path / f"{NETWORKD}-n0.network").read_text()
+    assert run_phase(tmp_path, seg, cfg).result["netlinkChanges"] == 0

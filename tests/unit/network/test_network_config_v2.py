@@ -261,3 +261,20 @@ def test_any_document_is_translated_or_refused_by_name_never_a_traceback(doc: An
         if not errors:  # what is accepted renders
             plan = build_plan(network_spec({"networkConfig": network_config}))
             render_networkd(plan)
+
+
+def test_with_the_datasources_document_cloud_init_networking_is_never_disabled(
+        tmp_path: Path) -> None:
+    from agent.phases.network.phase import persistent_changes
+    from agent.phases.network.render import CLOUD_INIT_DROPIN
+
+    def written(network: dict[str, Any]) -> list[str]:
+        spec = network_spec(network)
+        changes = persistent_changes(Host(tmp_path, read_only=True), spec, build_plan(spec))
+        return [c.key for c in changes]
+
+    doc = {"version": 2, "ethernets": {"eth0": {"addresses": ["192.0.2.10/24"]}}}
+    assert any(CLOUD_INIT_DROPIN in key for key in written({"networkConfig": doc}))
+    # cloud-init hands the document out only while its network configuration is on
+    assert not any(CLOUD_INIT_DROPIN in key for key in written(
+        {"networkConfig": doc, "networkConfigFrom": "cloud-init"}))

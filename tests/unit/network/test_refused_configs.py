@@ -160,3 +160,12 @@ def test_a_macvlan_above_its_parents_mtu_is_refused() -> None:
         {"name": "mv0", "type": "macvlan", "mtu": 9000, "macvlan": {"parent": "eth0"}}]})
     assert error.startswith("spec.network.interfaces[1].mtu: 9000 is above the MTU of its "
                             "parent eth0")
+
+
+def test_an_802_1ad_vlan_with_the_netplan_renderer_is_refused() -> None:
+    error = one_error({"renderer": "netplan", "interfaces": [
+        {"name": "eth0"},
+        {"name": "qinq", "type": "vlan",
+         "vlan": {"id": 5, "parent": "eth0", "protocol": "802.1ad"}}]})
+    assert error == ("spec.network.interfaces[1].vlan.protocol: netplan cannot describe an "
+                     "802.1ad VLAN (use renderer networkd)")
