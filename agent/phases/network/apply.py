@@ -58,6 +58,9 @@ RT_SCOPE_UNIVERSE, RT_SCOPE_LINK = 0, 253
 IFA_F_NODAD = 0x02
 KERNEL_MODULE = {"vlan": "8021q", "bond": "bonding", "bridge": "bridge", "macvlan": "macvlan"}
 EOPNOTSUPP = 95
+BOND_MODES = ("balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad",
+              "balance-tlb", "balance-alb")
+"""IFLA_BOND_MODE is the mode's number in this order (linux/if_bonding.h BOND_MODE_*)."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,8 @@ def _create(name: str, plan: NetworkPlan, names: dict[str, str]) -> NetOp:
     elif link.kind == "bridge":
         params.append(("br_stp_state", 1 if link.stp else 0))
     elif link.kind == "bond" and link.bond is not None:
-        params += [("bond_mode", link.bond.mode), ("bond_miimon", link.bond.miimon)]
+        params += [("bond_mode", BOND_MODES.index(link.bond.mode)),
+                   ("bond_miimon", link.bond.miimon)]
     return NetOp("link-add", name, tuple(params), f"create {link.kind} {name}")
 
 

@@ -167,8 +167,6 @@ def test_ipv4_addresses_carry_the_subnet_broadcast_on_every_path(
         {a for a in got["networkd"]["addresses"] if ":" not in a[1]}
 
 
-@pytest.mark.xfail(strict=True, reason=LIVE_APPLY_OPEN + "a bond is created with its mode "
-                   "as a string, which pyroute2 refuses: InternalError before the kernel")
 @pytest.mark.parametrize("case", UNMAKEABLE)
 def test_live_apply_names_the_missing_kernel_module(case: str, tmp_path: Path) -> None:
     # a veth's driver is veth: a NIC found by driver is found by its name here
