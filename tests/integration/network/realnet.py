@@ -274,14 +274,24 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 # -- the kernel's state ---------------------------------------------------------------
 
+STATE_COMMANDS = {"link": ("-j", "-d", "link", "show"), "addr": ("-j", "addr", "show"),
+                  "route4": ("-4", "-j", "route", "show", "table", "all"),
+                  "route6": ("-6", "-j", "route", "show", "table", "all")}
+"""The `ip` commands kernel_state reads (the qemu boot test runs them in its guest)."""
+
+
 def kernel_state(s: Site) -> dict[str, Any]:
+    return state_of({key: s.node_ip(*argv) for key, argv in STATE_COMMANDS.items()}, s.nics)
+
+
+def state_of(shown: dict[str, str], nics: list[str]) -> dict[str, Any]:
     """Links, MTUs, masters, addresses, routes (every table but the kernel's local one,
-    with metrics) of the node namespace, as `ip -j` shows them. MACs only for the NICs
+    with metrics) from what the STATE_COMMANDS printed. MACs only for the NICs `nics`
     (a created link's MAC is the kernel's or networkd's choice) and IPv6 link-local
     addresses only as present or not (they follow the MAC)."""
     links: dict[str, Any] = {}
     link_local: set[str] = set()
-    for link in json.loads(s.node_ip("-j", "-d", "link", "show")):
+    for link in json.loads(shown["link"]):
         name = link["ifname"]
         if name == "lo":
             continue
@@ -291,7 +301,7 @@ def kernel_state(s: Site) -> dict[str, Any]:
         entry: dict[str, Any] = {"kind": kind, "mtu": link["mtu"],
                                  "up": "UP" in link.get("flags", []),
                                  "master": link.get("master")}
-        if name in s.nics:
+        if name in nics:
             entry["mac"] = link["address"]
         if kind == "bridge":
             entry["stp_state"] = data.get("stp_state")
@@ -300,7 +310,7 @@ def kernel_state(s: Site) -> dict[str, Any]:
             entry["parent"] = link.get("link")
         links[name] = entry
     addresses = []
-    for link in json.loads(s.node_ip("-j", "addr", "show")):
+    for link in json.loads(shown["addr"]):
         for a in link.get("addr_info", []):
             if a["family"] == "inet6" and a.get("scope") == "link":
                 link_local.add(link["ifname"])
@@ -308,8 +318,8 @@ def kernel_state(s: Site) -> dict[str, Any]:
                 addresses.append((link["ifname"], f"{a['local']}/{a['prefixlen']}",
                                   a.get("broadcast"), a.get("scope")))
     routes = []
-    for family in ("-4", "-6"):
-        for r in json.loads(s.node_ip(family, "-j", "route", "show", "table", "all")):
+    for family in ("route4", "route6"):
+        for r in json.loads(shown[family]):
             if r.get("table") == "local" or r.get("type") == "multicast" or \
                     r.get("dst", "").startswith("fe80::"):
                 continue
