@@ -11,6 +11,7 @@ must end in KernelFeatureMissing naming the module; the qemu boot test
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,35 @@ def test_a_nic_found_by_mac_is_matched_alike_by_both_renderers(tmp_path: Path) -
     assert ours.get("PermanentMACAddress") == theirs.get("PermanentMACAddress") == \
         "52:54:00:ab:cd:01"
     assert "MACAddress" not in ours
+
+
+V2 = Path(__file__).parent / "network-config-v2"
+"""The same networks as the user writes them (cloud-init network-config v2), by case."""
+
+
+def cloud_init_netplan(case: str, root: Path) -> Path:
+    """cloud-init's own netplan of the v2 file (`cloud-init devel net-convert`) under
+    ROOT/etc/netplan, as cloud-init would leave it on a node."""
+    proc = subprocess.run(
+        ["cloud-init", "devel", "net-convert", "-p", str(V2 / f"{case}.yaml"), "-k", "yaml",
+         "-d", str(root), "-D", "debian", "-O", "netplan"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    # cloud-init 22.4 writes it world-readable, which netplan warns about (later
+    # cloud-init writes 0600, as the agent does: its own netplan file passes unchanged)
+    (root / "etc/netplan/50-cloud-init.yaml").chmod(0o600)
+    return root
+
+
+@pytest.mark.parametrize("case", [c for c in RUNNABLE if (V2 / f"{c}.yaml").exists()])
+def test_the_users_v2_through_cloud_init_makes_what_the_live_apply_makes(
+        case: str, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    live = states(case, tmp_path_factory)["live"]
+    doc = golden(case)
+    generated = netplan_generate(cloud_init_netplan(case, tmp_path / "ci"))
+    with site(doc) as s, networkd(s, tmp_path / "networkd", wanted_links(doc),
+                                  run_files=generated) as run:
+        said = [m for m in run.diagnostics if not NETPLAN_SCOPE.search(m)]
+        theirs = kernel_state(s)
+    assert said == []
+    same(without_kernel_choices(live), without_kernel_choices(theirs))
