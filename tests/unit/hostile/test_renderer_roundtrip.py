@@ -98,7 +98,7 @@ def parse_yaml_documents(text: str) -> list[Any]:
 # -- networkd and netplan: exactly the plan ----------------------------------------------
 
 _NETWORKD_KEYS = {
-    "Match": {"MACAddress", "Driver", "Name"}, "Link": {"MTUBytes"},
+    "Match": {"PermanentMACAddress", "Driver", "Name"}, "Link": {"MTUBytes"},
     "Network": {"DHCP", "IPv6AcceptRA", "Bond", "Bridge", "PrimarySlave",
                 "ConfigureWithoutCarrier", "VLAN", "MACVLAN", "Address"},
     "Route": {"Destination", "Gateway", "Metric", "Table"},
@@ -130,7 +130,7 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
         assert [name for name, _ in net if name != "Route"] == (
             ["Match"] + (["Link"] if link.mtu else []) + ["Network"])
         match = {k: v for name, items in net if name == "Match" for k, v in items}
-        assert match == ({"MACAddress": link.match_mac} if link.match_mac else
+        assert match == ({"PermanentMACAddress": link.match_mac} if link.match_mac else
                          {"Driver": link.match_driver} if link.match_driver else
                          {"Name": link.match_name or link.name})
         assert ini_values(net, "Link", "MTUBytes") == ([str(link.mtu)] if link.mtu else [])
