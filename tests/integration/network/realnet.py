@@ -14,6 +14,7 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -174,10 +175,11 @@ def _veth_mac_match(text: str) -> str:
 
 
 def _mount_script(etc_dir: Path, run_dir: Path, empty: Path) -> str:
-    binds = [f"mount --bind {run_dir} /run/systemd",
-             f"mount --bind {etc_dir} /etc/systemd/network"]
+    q = shlex.quote
+    binds = [f"mount --bind {q(str(run_dir))} /run/systemd",
+             f"mount --bind {q(str(etc_dir))} /etc/systemd/network"]
     if os.path.isdir("/run/dbus"):  # never the host's system bus
-        binds.append(f"mount --bind {empty} /run/dbus")
+        binds.append(f"mount --bind {q(str(empty))} /run/dbus")
     # read-only /sys: networkd then does not wait for udev (none runs in this namespace)
     binds.append("mount -o remount,bind,ro /sys")
     return " && ".join(binds) + f" && exec {NETWORKD}"
