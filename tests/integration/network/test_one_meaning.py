@@ -124,4 +124,4 @@ def test_an_on_link_route_outside_the_subnets_is_made_live_as_the_files_say(
     assert "203.0.113.0/24 via 198.51.100.1 dev n0 proto static onlink" in \
         seg.node_ip("route", "show")
     assert "GatewayOnLink=yes" in (tmp_path / f"{NETWORKD}-n0.network").read_text()
-    assert run_phase(tmp_path, seg, cfg).result["netlinkChanges"] == 0
+    assert run_phase(tmp_path, seg, cfg).result.netlink_changes == 0
