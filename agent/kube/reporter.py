@@ -11,10 +11,12 @@ management cluster is unreachable or across an agent restart; then it delivers:
 - Events for transitions to True or False, each once (named by the transition).
 Delivery during the run is rate-limited (one write per `interval`, a timer sends what is
 left) and never holds the bootstrap up; after a failure it waits a jittered backoff
-before trying again. The final publish retries until delivered or `final_attempts` run
-out; what is left stays in the journal for the next run, or for `flush()` when the
-daemon sees the management cluster answer again. After a 401 (the credentials
-expired or were revoked) nothing more is sent by this run: each try would be refused too.
+before trying again, from the timer (nothing waits for the next publish). The final
+publish retries until delivered or `final_attempts` run out; what is left stays in the
+journal for the next run (the daemon's reporter, `keep_trying`, goes on from its timer),
+or for `flush()` when the daemon sees the management cluster answer again. After a 401
+(the credentials expired or were revoked) nothing more is sent by this run: each try
+would be refused too.
 """
 
 from __future__ import annotations
@@ -83,6 +85,9 @@ class MachineReporter:
         self._failures = 0
         self._unauthorized = False
         """Set by a 401: this process's credentials will not be accepted again."""
+        self._closed = False
+        """Set by close(): a timer that fired meanwhile must not send (the daemon's next
+        reporter shares the journal's state)."""
         key = f"{machine.facts.namespace}/{machine.facts.name}"
         state = journal.extra.get(JOURNAL_KEY)
         if not isinstance(state, dict) or state.get("machine") != key:
@@ -124,6 +129,7 @@ class MachineReporter:
     def close(self) -> None:
         """Stop the timer (what is pending stays in the journal)."""
         with self._lock:
+            self._closed = True
             self._cancel_timer()
 
     # -- recording --------------------------------------------------------------------
@@ -161,7 +167,13 @@ class MachineReporter:
     def _on_timer(self) -> None:
         with self._lock:
             self._timer = None
-            if self.pending:
+            if self._closed or not self.pending:
+                return
+            self._deliver_soon()
+            if self.pending and self._failures and self._timer is None:
+                # Failed for now: the timer tries again after the backoff rather than
+                # waiting for a publish that may never come (the daemon's final report
+                # after an outage; fleet bench: 7 of 719 final statuses were lost).
                 self._deliver_soon()
 
     def _cancel_timer(self) -> None:

@@ -4,10 +4,12 @@ and the identity errors a user can meet."""
 from __future__ import annotations
 
 import base64
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from agent.config.identity import DiscoverySpec, IdentitySpec, MachineRef
 from agent.errors import FieldError, PermanentError, Reason
@@ -193,3 +195,47 @@ def test_a_malformed_config_annotation_is_a_config_error() -> None:
                      problem="'cm/x' is not configmap/NAME or secret/NAME").fragments(
         Host("/", read_only=True), errors)
     assert "is not configmap/NAME or secret/NAME" in str(errors[0])
+
+
+def test_the_daemons_final_status_is_retried_in_the_background_until_delivered(
+        tmp_path: Path) -> None:
+    # The daemon's reporter (final tried once, then kept trying): an outage that outlasts
+    # several of its tries must not leave the final status undelivered while nothing
+    # else is published.
+    down = requests.ConnectionError("connection refused")
+    session = FakeSession([down, down, down, response(200), response(201)])
+    host = Host(tmp_path)
+    rep = MachineReporter(client(session), MachineView(FACTS, "v1beta2", 3, None),
+                          Journal(host), host=host, interval=0,
+                          backoff=Backoff(0.01, 0.02, 8), final_attempts=1,
+                          keep_trying=True)
+    try:
+        rep.publish([cond("NetworkReady")], final=True)
+        assert rep.pending  # the first try failed; the caller is not held up
+        for _ in range(500):  # bounded: 5 s at most
+            if not rep.pending:
+                break
+            time.sleep(0.01)
+    finally:
+        rep.close()
+    assert not rep.pending
+    assert [s.method for s in session.sent] == ["PATCH"] * 4 + ["POST"]
+    (entry,) = session.sent[3].body["status"]["conditions"]
+    assert (entry["type"], entry["status"]) == ("NetworkReady", "True")
+
+
+def test_a_closed_reporter_sends_nothing_more(tmp_path: Path) -> None:
+    # The daemon closes a run's reporter and makes the next one on the same journal: a
+    # retry left over from the first must not send beside the second.
+    down = requests.ConnectionError("connection refused")
+    session = FakeSession([down])
+    host = Host(tmp_path)
+    rep = MachineReporter(client(session), MachineView(FACTS, "v1beta2", 3, None),
+                          Journal(host), host=host, interval=0,
+                          backoff=Backoff(0.05, 0.05, 8), final_attempts=1,
+                          keep_trying=True)
+    rep.publish([cond("NetworkReady")], final=True)
+    rep.close()
+    time.sleep(0.2)  # four of its backoffs
+    assert len(session.sent) == 1
+    assert rep.pending
