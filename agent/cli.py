@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from agent import __version__
 
@@ -37,7 +37,12 @@ CRASH_AFTER_ENV = "MACHINE_AGENT_CRASH_AFTER"
 """Test hook: kill the process right after its Nth side effect (the crash harness)."""
 
 
-def _parser() -> argparse.ArgumentParser:
+BUILTIN_COMMANDS = frozenset(("run", "plan", "status", "daemon", "config", "doctor", "reset",
+                              "version"))
+"""Commands of the agent itself: parsing one of them needs no entry-point scan."""
+
+
+def _parser(plugins: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="machine-agent",
         description="Turns this machine into a node of a Cluster API cluster: configures "
@@ -144,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("version", help="print the version")
 
-    for command in _plugin_commands():
+    for command in _plugin_commands() if plugins else []:
         command.add_parser(sub)
     return parser
 
@@ -161,8 +166,28 @@ def _plugin_commands() -> list[Any]:
                                        key=lambda ep: ep.name)]
 
 
+class _Quiet(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+def _needs_plugins(argv: Sequence[str]) -> bool:
+    """Whether parsing `argv` may need a plugin's command: not when it names a built-in
+    one (or asks for --version). Scanning the entry points reads every installed
+    distribution's metadata: ~20 ms of CPU and 3.5 MiB of a bootstrap's peak."""
+    pre = _Quiet(add_help=False, allow_abbrev=False)
+    for option in ("--root", "--netns", "--log-format", "--log-level"):
+        pre.add_argument(option)
+    try:
+        _, rest = pre.parse_known_args(argv)
+    except ValueError:  # e.g. --root without a value: the full parser says so
+        return True
+    return not rest or (rest[0] not in BUILTIN_COMMANDS and rest[0] != "--version")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser(plugins=_needs_plugins(argv)).parse_args(argv)
     from agent.logs import setup_logging
 
     setup_logging(args.log_format, args.log_level)
