@@ -51,6 +51,9 @@ class Journal:
     phases: dict[str, PhaseRecord] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     """Other components' durable state (e.g. reports not yet delivered), by owner."""
+    _written: str | None = field(default=None, init=False, repr=False, compare=False)
+    """What the file holds (as read or last written): a save that would write the same
+    is skipped, with its fsyncs."""
 
     @classmethod
     def load(cls, host: Host) -> Journal:
@@ -65,6 +68,7 @@ class Journal:
             doc = json.loads(text)
             journal.phases = {name: PhaseRecord(**rec) for name, rec in doc["phases"].items()}
             journal.extra = doc.get("extra", {})
+            journal._written = text
         except (ValueError, KeyError, TypeError) as err:
             raise StateError(
                 f"the journal {JOURNAL} is unreadable ({err})",
@@ -75,8 +79,11 @@ class Journal:
     def save(self) -> None:
         doc = {"format": FORMAT, "phases": {n: asdict(r) for n, r in self.phases.items()},
                "extra": self.extra}
-        self.host.write_file(JOURNAL, json.dumps(doc, indent=1, sort_keys=True) + "\n",
-                             mode=0o600, dir_mode=0o700)
+        text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+        if text == self._written:
+            return
+        self.host.write_file(JOURNAL, text, mode=0o600, dir_mode=0o700)
+        self._written = text
 
     def record(self, phase: str) -> PhaseRecord | None:
         return self.phases.get(phase)

@@ -103,7 +103,9 @@ class MachineReporter:
 
     def publish(self, conditions: Sequence[ConditionLike], final: bool) -> None:
         with self._lock:
+            evented = len(self.state["events"])
             self._record(conditions)
+            transition = len(self.state["events"]) > evented
             if final:
                 self._cancel_timer()
                 self._deliver_final()
@@ -111,8 +113,13 @@ class MachineReporter:
                 self._deliver_soon()
             # Saved here, on the caller's thread, never from the timer: the orchestrator
             # saves the same journal. A delivery not yet saved is only repeated (apply is
-            # idempotent, an Event's name says it was sent).
-            self.journal.save()
+            # idempotent, an Event's name says it was sent). A progress report is saved
+            # when losing it would lose something: the final one, a transition's Event
+            # not sent yet, or one kept because the cluster did not answer; otherwise the
+            # orchestrator's next save carries it (a bootstrap: 6 saves with their fsyncs
+            # fewer), and a run after a crash reports its own progress anyway.
+            if final or (self.pending and (transition or self._failures)):
+                self.journal.save()
 
     def flush(self) -> bool:
         """Try what is pending now, whatever the backoff said (the management cluster

@@ -239,3 +239,17 @@ def test_a_closed_reporter_sends_nothing_more(tmp_path: Path) -> None:
     time.sleep(0.2)  # four of its backoffs
     assert len(session.sent) == 1
     assert rep.pending
+
+
+def test_a_progress_report_delivered_at_once_is_not_written_to_disk_on_its_own(
+        tmp_path: Path) -> None:
+    # The orchestrator's next journal save carries it; a final report is written.
+    session = FakeSession([response(200), response(200), response(201)])
+    rep, _ = reporter(tmp_path, session)
+    rep.publish([cond("NetworkReady", "Unknown", "InProgress", "running")], final=False)
+    assert not rep.pending
+    assert not (tmp_path / "var/lib/machine-agent/journal.json").exists()
+    rep.publish([cond("NetworkReady")], final=True)
+    assert not rep.pending
+    saved = Journal.load(Host(tmp_path)).extra[JOURNAL_KEY]
+    assert saved["conditions"]["NetworkReady"]["status"] == "True"
