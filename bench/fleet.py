@@ -79,7 +79,10 @@ class Scenario:
     outage: float = 60.0
     back: float = 60.0
     """The window after the outage whose rate is compared with the steady one."""
-    tail: float = 20.0
+    tail: float = 60.0
+    """After the window back: time for the nodes whose bootstrap the outage failed to
+    finish on their own (the daemon's pause before another run grows to 16 s and more
+    after a few failed runs)."""
     claim_timeout: float = 120.0
     """The capi plugin's default wait for the provider's answer."""
 
@@ -302,7 +305,13 @@ def rows(sc: Scenario, reqs: list[list[float]], boots: list[dict[str, Any]], t0:
     refused = sum(1 for c in claims if not c["ok"])
     claimers = [b for b in boots if b["claims"]]
     again = sum(1 for b in claimers if not b["claims"][0]["ok"])
-    lost = sum(1 for b in claimers if not any(c["ok"] for c in b["claims"]))
+    lost = [b for b in claimers if not any(c["ok"] for c in b["claims"])]
+    outage_end = t0 + sc.window("outage")[1]
+    # When the last node whose first claim failed had its address.
+    last_claim = max((c["begun"] + c["seconds"] - outage_end for b in claimers
+                      if not b["claims"][0]["ok"] for c in b["claims"] if c["ok"]),
+                     default=0.0)
+    where = ", ".join(f"{n} {at}" for at, n in Counter(b["at"] for b in lost).most_common())
     outage = f"{sc.outage * sc.scale:.3g} s"
     window = f"{sc.back * sc.scale:.3g} s"
     shown = ", ".join(f"{n} {verb}" for verb, n in sorted(served.items()))
@@ -334,8 +343,12 @@ def rows(sc: Scenario, reqs: list[list[float]], boots: list[dict[str, Any]], t0:
         Row(f"fleet: IPAM claims that failed after the phase's retries (of {len(claims)}; "
             f"{again} nodes' first, each bootstrap tried again by the daemon)",
             sample([refused], "claims"), goal="(reference)"),
-        Row(f"fleet: nodes left without their address at the end (of {len(claimers)})",
-            sample([lost], "nodes"), goal="0", max_value=0),
+        Row("fleet: the last address of a node whose first claim failed, after the outage "
+            "ended",
+            sample([max(0.0, last_claim)], "s"), goal="(reference)"),
+        Row(f"fleet: nodes left without their address at the end (of {len(claimers)})"
+            + (f": {where}" if where else ""), sample([len(lost)], "nodes"), goal="0",
+            max_value=0),
     ]
 
 
@@ -422,7 +435,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         journal = MemoryJournal(host)  # one journal across the daemon's runs
         conditions = Conditions(host, list(PHASES))
         record: dict[str, Any] = {"name": agent["name"], "finished": None,
-                                  "delivered": False, "claims": [], "runs": 0}
+                                  "delivered": False, "claims": [], "runs": 0,
+                                  "at": "booting"}
         boots.append(record)
         request = ClaimRequest(claim_key=f"{agent['uid']}/eth0/ipv6", pool=POOL,
                                family="ipv6", interface="eth0", machine_namespace=NAMESPACE,
@@ -454,6 +468,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                     break
                 # Daemon._start_again_later: a jittered pause growing to 5 minutes.
                 pause = START_BACKOFF.delay(min(record["runs"], 10)) * sc.scale
+                record["at"] = "pausing before another run"
                 if stop.wait(pause):
                     break
             if record["finished"] is not None:
@@ -472,6 +487,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             conditions.set(phase, "Unknown", Reason.InProgress, "running")
             reporter.publish(conditions.all(), final=False)
             if phase == "NetworkReady":  # the network phase claims first, as the agent
+                record["at"] = f"claiming (run {record['runs']})"
                 begun = time.monotonic()
                 try:
                     retry(lambda: plugin.claim(request), phase_backoff, sleep=clock.sleep)
@@ -486,6 +502,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                     return "temporary" if err.temporary else "stopped"
                 record["claims"].append({"begun": begun, "ok": True,
                                          "seconds": time.monotonic() - begun})
+                record["at"] = "reporting"
             for k in range(PROGRESS_STEPS):
                 # A step's length varies as real waits do (NTP, kubeadm).
                 if stop.wait(rng.uniform(0.5, 1.5) * sc.step * sc.scale):
