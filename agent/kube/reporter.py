@@ -160,14 +160,20 @@ class MachineReporter:
     # -- delivery ---------------------------------------------------------------------
 
     def _deliver_soon(self) -> None:
+        """Try now if the interval and the backoff allow, else when they do. A try that
+        fails for now schedules the next one after its backoff, rather than waiting for
+        a publish that may never come (the daemon's final report after an outage)."""
         if self._unauthorized:
             return
         now = self.clock.monotonic()
         due = max(self._last_send + self.interval, self._not_before)
         if now >= due:
-            self._try_deliver()
-        elif self._timer is None:
-            self._timer = threading.Timer(due - now, self._on_timer)
+            if self._try_deliver() or not self._failures:
+                return  # delivered, or refused for good: nothing to try again
+            now = self.clock.monotonic()
+            due = max(self._last_send + self.interval, self._not_before)
+        if self._timer is None:
+            self._timer = threading.Timer(max(0.0, due - now), self._on_timer)
             self._timer.daemon = True
             self._timer.start()
 
@@ -177,11 +183,6 @@ class MachineReporter:
             if self._closed or not self.pending:
                 return
             self._deliver_soon()
-            if self.pending and self._failures and self._timer is None:
-                # Failed for now: the timer tries again after the backoff rather than
-                # waiting for a publish that may never come (the daemon's final report
-                # after an outage; fleet bench: 7 of 719 final statuses were lost).
-                self._deliver_soon()
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:

@@ -4,6 +4,7 @@ and the identity errors a user can meet."""
 from __future__ import annotations
 
 import base64
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,7 @@ def test_unreachable_reports_are_coalesced_in_the_journal(tmp_path: Path) -> Non
 
     session = FakeSession([requests.ConnectionError("refused")])
     rep, journal = reporter(tmp_path, session)
+    rep.backoff = Pause(60, 60, 8)  # the retry after the failure is not due in this test
     rep.publish([cond("NetworkReady", "Unknown", "InProgress", "running")], final=False)
     rep.publish([cond("NetworkReady", "Unknown", "InProgress", "still running")],
                 final=False)  # within the backoff: not even tried
@@ -197,22 +199,35 @@ def test_a_malformed_config_annotation_is_a_config_error() -> None:
     assert "is not configmap/NAME or secret/NAME" in str(errors[0])
 
 
+class Pause(Backoff):
+    """A backoff without jitter: the pause given, whatever the attempt."""
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        return self.base
+
+
+def daemons_reporter(tmp_path: Path, session: FakeSession, pause: float
+                     ) -> MachineReporter:
+    """The daemon's reporter: the final report tried once, then in the background."""
+    host = Host(tmp_path)
+    return MachineReporter(client(session), MachineView(FACTS, "v1beta2", 3, None),
+                           Journal(host), host=host, interval=0,
+                           backoff=Pause(pause, pause, 8), final_attempts=1,
+                           keep_trying=True)
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.01])
 def test_the_daemons_final_status_is_retried_in_the_background_until_delivered(
-        tmp_path: Path) -> None:
-    # The daemon's reporter (final tried once, then kept trying): an outage that outlasts
-    # several of its tries must not leave the final status undelivered while nothing
-    # else is published.
+        tmp_path: Path, pause: float) -> None:
+    # An outage that outlasts several tries must not leave the final status undelivered
+    # while nothing else is published. A pause of 0: each retry is due at once, so the
+    # try made right after a failure must itself schedule the next one.
     down = requests.ConnectionError("connection refused")
     session = FakeSession([down, down, down, response(200), response(201)])
-    host = Host(tmp_path)
-    rep = MachineReporter(client(session), MachineView(FACTS, "v1beta2", 3, None),
-                          Journal(host), host=host, interval=0,
-                          backoff=Backoff(0.01, 0.02, 8), final_attempts=1,
-                          keep_trying=True)
+    rep = daemons_reporter(tmp_path, session, pause)
     try:
         rep.publish([cond("NetworkReady")], final=True)
-        assert rep.pending  # the first try failed; the caller is not held up
-        for _ in range(500):  # bounded: 5 s at most
+        for _ in range(1000):  # bounded: 10 s at least
             if not rep.pending:
                 break
             time.sleep(0.01)
@@ -226,17 +241,16 @@ def test_the_daemons_final_status_is_retried_in_the_background_until_delivered(
 
 def test_a_closed_reporter_sends_nothing_more(tmp_path: Path) -> None:
     # The daemon closes a run's reporter and makes the next one on the same journal: a
-    # retry left over from the first must not send beside the second.
+    # retry left over from the first must not send beside the second, even one whose
+    # timer fired while close() was on its way (it waits for the reporter's lock).
     down = requests.ConnectionError("connection refused")
     session = FakeSession([down])
-    host = Host(tmp_path)
-    rep = MachineReporter(client(session), MachineView(FACTS, "v1beta2", 3, None),
-                          Journal(host), host=host, interval=0,
-                          backoff=Backoff(0.05, 0.05, 8), final_attempts=1,
-                          keep_trying=True)
-    rep.publish([cond("NetworkReady")], final=True)
-    rep.close()
-    time.sleep(0.2)  # four of its backoffs
+    rep = daemons_reporter(tmp_path, session, 0.5)
+    with rep._lock:  # the timer fires meanwhile and waits for the lock
+        rep.publish([cond("NetworkReady")], final=True)
+        time.sleep(1.0)
+        rep.close()
+    time.sleep(0.2)
     assert len(session.sent) == 1
     assert rep.pending
 
