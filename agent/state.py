@@ -138,6 +138,9 @@ class Journal:
         """Forget the section `kind` (saved with the next `save()`)."""
         self.sections.pop(kind.KEY, None)
         self.stored.pop(kind.KEY, None)
+    _written: str | None = field(default=None, init=False, repr=False, compare=False)
+    """What the file holds (as read or last written): a save that would write the same
+    is skipped, with its fsyncs."""
 
     @classmethod
     def load(cls, host: Host) -> Journal:
@@ -154,6 +157,7 @@ class Journal:
             # "extra": the sections' name in the file since format 1, kept so that a node
             # upgraded in place (or downgraded) reads what the other version wrote
             journal.stored = dict(doc.get("extra", {}))
+            journal._written = text
         except (ValueError, KeyError, TypeError) as err:
             raise StateError(
                 f"the journal {JOURNAL} is unreadable ({err})",
@@ -165,8 +169,11 @@ class Journal:
         extra = {**self.stored, **{k: s.to_json() for k, s in self.sections.items()}}
         doc = {"format": FORMAT, "phases": {n: asdict(r) for n, r in self.phases.items()},
                "extra": extra}
-        self.host.write_file(JOURNAL, json.dumps(doc, indent=1, sort_keys=True) + "\n",
-                             mode=0o600, dir_mode=0o700)
+        text = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+        if text == self._written:
+            return
+        self.host.write_file(JOURNAL, text, mode=0o600, dir_mode=0o700)
+        self._written = text
 
     def record(self, phase: str) -> PhaseRecord | None:
         return self.phases.get(phase)

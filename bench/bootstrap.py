@@ -1,7 +1,8 @@
 """One whole bootstrap against the management API stand-in (the node's shipped RBAC, a
 CABPK bootstrap Secret, the kubeadm stand-in on PATH): the agent's own CPU time, its peak
 memory, the wall time with every external wait at zero, and the API requests it made by
-verb — then an up-to-date second run.
+verb — then an up-to-date second run. The anchor, `cloud-init --version` under GNU time
+(its CPU and peak memory), runs before each bootstrap.
 
 The agent runs as a child that executes `machine-agent run` in-process and reports its own
 getrusage (RUSAGE_SELF), so the kubeadm it runs is not counted as the agent's CPU."""
@@ -21,7 +22,6 @@ from machine_agent_sandbox.apiserver import ApiServer
 from machine_agent_sandbox.testkit.management import Admin, World, make_node, node_token, seed
 from machine_agent_sandbox.testkit.node import joinable
 
-from bench.startup import run_once
 from bench.table import Row, sample
 
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork and
@@ -50,6 +50,16 @@ def run_agent(root: Path, path: str) -> tuple[float, float, float]:
     if usage["code"] != 0:
         raise SystemExit(f"bootstrap failed ({usage['code']}):\n{proc.stdout}\n{proc.stderr}")
     return float(usage["cpu"]), float(usage["rss"]), wall
+
+
+def cloud_init_usage() -> tuple[float, float]:
+    """(cpu seconds, peak bytes) of one `cloud-init --version`, from GNU time."""
+    proc = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "cloud-init", "--version"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"cloud-init --version exited {proc.returncode}: {proc.stderr}")
+    user, system, kib = proc.stderr.strip().splitlines()[-1].split()
+    return float(user) + float(system), float(kib) * 1024
 
 
 def requests_by_verb(api: ApiServer) -> Counter[str]:
@@ -84,9 +94,14 @@ def one_bootstrap(tmp: Path, index: int) -> tuple[float, float, float, Counter[s
 def measure(quick: bool) -> list[Row]:
     reps = 1 if quick else 5
     cpus, rsss, walls, totals, agains = [], [], [], [], []
+    ci_cpus, ci_rss = [], []
     verbs: Counter[str] = Counter()
     with tempfile.TemporaryDirectory(prefix="ma-bench-boot-") as tmp:
         for i in range(reps):
+            # Interleaved, so a noisy moment hits both alike.
+            ci_cpu, ci_peak = cloud_init_usage()
+            ci_cpus.append(ci_cpu)
+            ci_rss.append(ci_peak)
             cpu, rss, wall, first, again = one_bootstrap(Path(tmp), i)
             cpus.append(cpu)
             rsss.append(rss)
@@ -94,15 +109,14 @@ def measure(quick: bool) -> list[Row]:
             totals.append(sum(first.values()))
             agains.append(again)
             verbs = first
-    ci_rss = [run_once(["cloud-init", "--version"])[1] for _ in range(3)]
     shown = ", ".join(f"{n} {verb}" for verb, n in sorted(verbs.items()))
     return [
-        Row("bootstrap: the agent's own CPU time", sample(cpus, "s"), goal="<= 0.3 s",
-            max_value=0.3),
+        Row("bootstrap: the agent's own CPU time", sample(cpus, "s"), sample(ci_cpus, "s"),
+            "cloud-init --version (CPU)", "<= 0.6x cloud-init", max_ratio=0.6),
         Row("bootstrap: wall time, external waits at zero", sample(walls, "s"),
             goal="(reference)"),
         Row("bootstrap: peak memory", sample(rsss, "B"), sample(ci_rss, "B"),
-            "cloud-init --version", "<= 1.0x cloud-init", max_ratio=1.0),
+            "cloud-init --version", "<= 0.6x cloud-init", max_ratio=0.6),
         Row(f"bootstrap: API requests ({shown})", sample(totals, "req"), goal="<= 12",
             max_value=12),
         Row("second run (up to date): API requests", sample(agains, "req"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -526,9 +526,24 @@ class NetworkSpec:
             seen.setdefault(key, i)
 
     def _addresses(self) -> Iterator[Problem]:
+        """Each static address once, and no subnet overlapping another link's: for every
+        address, the first earlier one (in the configuration's order) on another link
+        whose subnet overlaps it. Two CIDR blocks overlap only when one holds the other,
+        so the earlier subnets that overlap are found by lookups at the prefix lengths
+        the configuration uses (not by comparing every pair: 10,000 addresses took 12 s)."""
+        lengths: dict[int, set[int]] = {}
+        for iface in self.interfaces:
+            for spec in iface.addresses:
+                if spec.interface is not None:
+                    net = spec.interface.network
+                    lengths.setdefault(net.version, set()).add(net.prefixlen)
+        used = {version: sorted(found) for version, found in lengths.items()}
         seen_ip: dict[str, str] = {}
-        nets: list[tuple[int, int, int, ipaddress.IPv4Network | ipaddress.IPv6Network, str,
-                         str]] = []
+        same: dict[tuple[int, int, int], list[_Earlier]] = {}
+        """Earlier subnets that are exactly the block (version, prefix length, bits)."""
+        inside: dict[tuple[int, int, int], list[_Earlier]] = {}
+        """Earlier subnets strictly inside the block."""
+        order = 0
         for i, iface in enumerate(self.interfaces):
             for j, spec in enumerate(iface.addresses):
                 addr = spec.interface
@@ -540,15 +555,45 @@ class NetworkSpec:
                     yield (path, f"{ip} is also {seen_ip[ip]}", "each address once")
                     continue
                 seen_ip[ip] = path
-                # Integer bounds: comparing them is what `overlaps` does, without its
-                # per-call object work (this runs for every pair of addresses).
                 net = addr.network
-                lo, hi = int(net.network_address), int(net.broadcast_address)
-                for version, other_lo, other_hi, other, other_iface, other_path in nets:
-                    if (other_iface != iface.name and version == net.version
-                            and lo <= other_hi and other_lo <= hi):
-                        yield (path, f"{net} overlaps {other} of {other_iface} "
-                                     f"({other_path})",
-                               "one subnet per link; routing between them is ambiguous")
-                        break
-                nets.append((net.version, lo, hi, net, iface.name, path))
+                version, size, length = net.version, net.max_prefixlen, net.prefixlen
+                value = int(net.network_address)
+                keys = [(same, (version, q, value >> (size - q)))
+                        for q in used[version] if q <= length]
+                keys.append((inside, (version, length, value >> (size - length))))
+                found: _Earlier | None = None
+                for table, key in keys:
+                    other = _first_not_on(table.get(key, ()), iface.name)
+                    if other is not None and (found is None or other.order < found.order):
+                        found = other
+                if found is not None:
+                    yield (path, f"{net} overlaps {found.net} of {found.iface} "
+                                 f"({found.path})",
+                           "one subnet per link; routing between them is ambiguous")
+                entry = _Earlier(order, net, iface.name, path)
+                _remember(same, (version, length, value >> (size - length)), entry)
+                for q in used[version]:
+                    if q < length:
+                        _remember(inside, (version, q, value >> (size - q)), entry)
+                order += 1
+
+
+@dataclass(frozen=True)
+class _Earlier:
+    order: int
+    net: ipaddress.IPv4Network | ipaddress.IPv6Network
+    iface: str
+    path: str
+
+
+def _remember(table: dict[tuple[int, int, int], list[_Earlier]], key: tuple[int, int, int],
+              entry: _Earlier) -> None:
+    """Keep, per block, the first entry and the first on another link than that one's:
+    enough to answer "the first not on link X" for any X."""
+    kept = table.setdefault(key, [])
+    if not kept or (len(kept) == 1 and kept[0].iface != entry.iface):
+        kept.append(entry)
+
+
+def _first_not_on(kept: Sequence[_Earlier], iface: str) -> _Earlier | None:
+    return next((e for e in kept if e.iface != iface), None)

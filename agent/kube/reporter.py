@@ -11,10 +11,12 @@ management cluster is unreachable or across an agent restart; then it delivers:
 - Events for transitions to True or False, each once (named by the transition).
 Delivery during the run is rate-limited (one write per `interval`, a timer sends what is
 left) and never holds the bootstrap up; after a failure it waits a jittered backoff
-before trying again. The final publish retries until delivered or `final_attempts` run
-out; what is left stays in the journal for the next run, or for `flush()` when the
-daemon sees the management cluster answer again. After a 401 (the credentials
-expired or were revoked) nothing more is sent by this run: each try would be refused too.
+before trying again, from the timer (nothing waits for the next publish). The final
+publish retries until delivered or `final_attempts` run out; what is left stays in the
+journal for the next run (the daemon's reporter, `keep_trying`, goes on from its timer),
+or for `flush()` when the daemon sees the management cluster answer again. After a 401
+(the credentials expired or were revoked) nothing more is sent by this run: each try
+would be refused too.
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ class MachineReporter:
         self._failures = 0
         self._unauthorized = False
         """Set by a 401: this process's credentials will not be accepted again."""
+        self._closed = False
+        """Set by close(): a timer that fired meanwhile must not send (the daemon's next
+        reporter shares the journal's state)."""
         key = f"{machine.facts.namespace}/{machine.facts.name}"
         state = journal.section(Reports)
         if state.machine != key:
@@ -121,7 +126,9 @@ class MachineReporter:
 
     def publish(self, conditions: Sequence[ConditionLike], final: bool) -> None:
         with self._lock:
+            evented = len(self.state.events)
             self._record(conditions)
+            transition = len(self.state.events) > evented
             if final:
                 self._cancel_timer()
                 self._deliver_final()
@@ -129,8 +136,13 @@ class MachineReporter:
                 self._deliver_soon()
             # Saved here, on the caller's thread, never from the timer: the orchestrator
             # saves the same journal. A delivery not yet saved is only repeated (apply is
-            # idempotent, an Event's name says it was sent).
-            self.journal.save()
+            # idempotent, an Event's name says it was sent). A progress report is saved
+            # when losing it would lose something: the final one, a transition's Event
+            # not sent yet, or one kept because the cluster did not answer; otherwise the
+            # orchestrator's next save carries it (a bootstrap: 6 saves with their fsyncs
+            # fewer), and a run after a crash reports its own progress anyway.
+            if final or (self.pending and (transition or self._failures)):
+                self.journal.save()
 
     def flush(self) -> bool:
         """Try what is pending now, whatever the backoff said (the management cluster
@@ -147,6 +159,7 @@ class MachineReporter:
     def close(self) -> None:
         """Stop the timer (what is pending stays in the journal)."""
         with self._lock:
+            self._closed = True
             self._cancel_timer()
 
     # -- recording --------------------------------------------------------------------
@@ -170,22 +183,29 @@ class MachineReporter:
     # -- delivery ---------------------------------------------------------------------
 
     def _deliver_soon(self) -> None:
+        """Try now if the interval and the backoff allow, else when they do. A try that
+        fails for now schedules the next one after its backoff, rather than waiting for
+        a publish that may never come (the daemon's final report after an outage)."""
         if self._unauthorized:
             return
         now = self.clock.monotonic()
         due = max(self._last_send + self.interval, self._not_before)
         if now >= due:
-            self._try_deliver()
-        elif self._timer is None:
-            self._timer = threading.Timer(due - now, self._on_timer)
+            if self._try_deliver() or not self._failures:
+                return  # delivered, or refused for good: nothing to try again
+            now = self.clock.monotonic()
+            due = max(self._last_send + self.interval, self._not_before)
+        if self._timer is None:
+            self._timer = threading.Timer(max(0.0, due - now), self._on_timer)
             self._timer.daemon = True
             self._timer.start()
 
     def _on_timer(self) -> None:
         with self._lock:
             self._timer = None
-            if self.pending:
-                self._deliver_soon()
+            if self._closed or not self.pending:
+                return
+            self._deliver_soon()
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:

@@ -180,3 +180,18 @@ def test_unreadable_journal_is_a_clear_error(tmp_path: Path,
     err = capsys.readouterr().err
     assert "journal /var/lib/machine-agent/journal.json is unreadable" in err
     assert "move it aside" in err
+
+
+def test_a_journal_save_with_nothing_changed_writes_nothing(tmp_path: Path) -> None:
+    from agent.state import JOURNAL
+
+    host = Host(tmp_path)
+    journal = Journal(host)
+    journal.start("network", "sha256:1")
+    written = host.effects.recent.count(f"write {JOURNAL}")
+    journal.save()
+    Journal.load(host).save()  # as read: the same content
+    assert host.effects.recent.count(f"write {JOURNAL}") == written == 1
+    journal.step_done("network", "live")
+    assert host.effects.recent.count(f"write {JOURNAL}") == 2
+    assert Journal.load(host).phases["network"].steps == ["live"]

@@ -4,10 +4,13 @@ and the identity errors a user can meet."""
 from __future__ import annotations
 
 import base64
+import random
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from agent.config.identity import DiscoverySpec, IdentitySpec, MachineRef
 from agent.errors import FieldError, PermanentError, Reason
@@ -105,6 +108,7 @@ def test_unreachable_reports_are_coalesced_in_the_journal(tmp_path: Path) -> Non
 
     session = FakeSession([requests.ConnectionError("refused")])
     rep, journal = reporter(tmp_path, session)
+    rep.backoff = Pause(60, 60, 8)  # the retry after the failure is not due in this test
     rep.publish([cond("NetworkReady", "Unknown", "InProgress", "running")], final=False)
     rep.publish([cond("NetworkReady", "Unknown", "InProgress", "still running")],
                 final=False)  # within the backoff: not even tried
@@ -193,3 +197,73 @@ def test_a_malformed_config_annotation_is_a_config_error() -> None:
                      problem="'cm/x' is not configmap/NAME or secret/NAME").fragments(
         Host("/", read_only=True), errors)
     assert "is not configmap/NAME or secret/NAME" in str(errors[0])
+
+
+class Pause(Backoff):
+    """A backoff without jitter: the pause given, whatever the attempt."""
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        return self.base
+
+
+def daemons_reporter(tmp_path: Path, session: FakeSession, pause: float
+                     ) -> MachineReporter:
+    """The daemon's reporter: the final report tried once, then in the background."""
+    host = Host(tmp_path)
+    return MachineReporter(client(session), MachineView(FACTS, "v1beta2", 3, None),
+                           Journal(host), host=host, interval=0,
+                           backoff=Pause(pause, pause, 8), final_attempts=1,
+                           keep_trying=True)
+
+
+@pytest.mark.parametrize("pause", [0.0, 0.01])
+def test_the_daemons_final_status_is_retried_in_the_background_until_delivered(
+        tmp_path: Path, pause: float) -> None:
+    # An outage that outlasts several tries must not leave the final status undelivered
+    # while nothing else is published. A pause of 0: each retry is due at once, so the
+    # try made right after a failure must itself schedule the next one.
+    down = requests.ConnectionError("connection refused")
+    session = FakeSession([down, down, down, response(200), response(201)])
+    rep = daemons_reporter(tmp_path, session, pause)
+    try:
+        rep.publish([cond("NetworkReady")], final=True)
+        for _ in range(1000):  # bounded: 10 s at least
+            if not rep.pending:
+                break
+            time.sleep(0.01)
+    finally:
+        rep.close()
+    assert not rep.pending
+    assert [s.method for s in session.sent] == ["PATCH"] * 4 + ["POST"]
+    (entry,) = session.sent[3].body["status"]["conditions"]
+    assert (entry["type"], entry["status"]) == ("NetworkReady", "True")
+
+
+def test_a_closed_reporter_sends_nothing_more(tmp_path: Path) -> None:
+    # The daemon closes a run's reporter and makes the next one on the same journal: a
+    # retry left over from the first must not send beside the second, even one whose
+    # timer fired while close() was on its way (it waits for the reporter's lock).
+    down = requests.ConnectionError("connection refused")
+    session = FakeSession([down])
+    rep = daemons_reporter(tmp_path, session, 0.5)
+    with rep._lock:  # the timer fires meanwhile and waits for the lock
+        rep.publish([cond("NetworkReady")], final=True)
+        time.sleep(1.0)
+        rep.close()
+    time.sleep(0.2)
+    assert len(session.sent) == 1
+    assert rep.pending
+
+
+def test_a_progress_report_delivered_at_once_is_not_written_to_disk_on_its_own(
+        tmp_path: Path) -> None:
+    # The orchestrator's next journal save carries it; a final report is written.
+    session = FakeSession([response(200), response(200), response(201)])
+    rep, _ = reporter(tmp_path, session)
+    rep.publish([cond("NetworkReady", "Unknown", "InProgress", "running")], final=False)
+    assert not rep.pending
+    assert not (tmp_path / "var/lib/machine-agent/journal.json").exists()
+    rep.publish([cond("NetworkReady")], final=True)
+    assert not rep.pending
+    saved = Journal.load(Host(tmp_path)).section(Reports)
+    assert saved.conditions["NetworkReady"]["status"] == "True"
