@@ -13,20 +13,21 @@ output (kept after a time-out too), secrets redacted.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.errors import AgentError, CommandError, CommandTimeoutError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.facts import MachineFacts
+from agent.kube.workload import KUBELET_CONF
 from agent.logs import REDACT
 from agent.phases.base import PhaseContext
 from agent.phases.join.classify import Classified, classify_output, last_line
 from agent.phases.join.cloudconfig import WriteFile
+from agent.phases.join.result import JoinAttempt, JoinInFlight, JoinRecord, KubeadmReset
 from agent.retry import Backoff
 
-KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 # What `kubeadm join` writes on a worker (cmd/kubeadm/app/cmd/phases/join/kubelet.go:
 # bootstrap kubeconfig, CA, kubelet config and flags, then the kubelet's kubelet.conf).
 JOIN_FILES = (KUBELET_CONF, "/etc/kubernetes/bootstrap-kubelet.conf",
@@ -37,11 +38,6 @@ OUTPUT_TAIL = 1000
 """Characters of each attempt's kubeadm output kept in the journal (the log has it all)."""
 
 NodeState = Literal["joined", "partial", "clean"]
-IN_FLIGHT = "inFlight"
-"""The join phase's journal record (journal.extra["join"]) holds this while a kubeadm join
-runs: journaled before kubeadm starts, removed once it finished or the node was reset.
-kubeadm writes kubelet.conf long before it is done (a control plane's etcd member and
-mark-control-plane come after), so kubelet.conf alone does not prove a join."""
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 """Set by kubeadm's mark-control-plane phase, the last of a control-plane join."""
 
@@ -85,15 +81,17 @@ def kubeconfig_server(text: str | None) -> str | None:
 
 
 def node_state(host: Host, expected_server: str | None,
-               record: Mapping[str, Any] | None = None) -> NodeState:
+               record: JoinRecord | None = None) -> NodeState:
     """Joined to `expected_server`, partly joined, or clean. `record` is the join
-    phase's journal record: a join journaled as started and not as finished (the agent
+    phase's journal section: a join journaled as started (`in_flight`: before kubeadm
+    starts; kubeadm writes kubelet.conf long before it is done, a control plane's etcd
+    member and mark-control-plane come after) and not as finished (the agent
     was killed while kubeadm ran) counts as joined only on evidence a completed join
     leaves (`completed_join`); else the node is partly joined, and reset."""
     server = kubeconfig_server(host.read_text(KUBELET_CONF))
     if server is not None and server == expected_server:
-        started = (record or {}).get(IN_FLIGHT)
-        if not isinstance(started, Mapping):
+        started = record.in_flight if record is not None else None
+        if started is None:
             return "joined"
         # `plan` (a read-only host) cannot ask: the join stays planned, and the managed
         # join decides when it runs.
@@ -101,7 +99,7 @@ def node_state(host: Host, expected_server: str | None,
     return "partial" if any(host.exists(p) for p in JOIN_FILES) else "clean"
 
 
-def completed_join(host: Host, started: Mapping[str, Any]) -> bool:
+def completed_join(host: Host, started: JoinInFlight) -> bool:
     """Whether an interrupted join finished: the Node is registered, read with the
     kubelet's own credentials from kubelet.conf (the cluster trusts them, and the kubelet
     runs with them: it registered), and for a control-plane join marked control plane.
@@ -110,11 +108,11 @@ def completed_join(host: Host, started: Mapping[str, Any]) -> bool:
 
     cluster = KubeconfigCluster(host, KUBELET_CONF, reason=Reason.KubeletNotHealthy,
                                 missing_hint="kubeadm join writes it")
-    node = cluster.node(str(started.get("node", "")))
+    node = cluster.node(started.node)
     if node is None:
         return False
-    if started.get("controlPlane"):
-        labels = (node.get("metadata") or {}).get("labels") or {}
+    if started.control_plane:
+        labels: dict[str, Any] = (node.get("metadata") or {}).get("labels") or {}
         return CONTROL_PLANE_LABEL in labels
     return True
 
@@ -144,9 +142,8 @@ class ManagedJoin:
                 self._reset(f"attempt {attempt}: the node is partly joined")
             self._write_files(target)
             self.ctx.progress(f"kubeadm join, attempt {attempt} of {limit}")
-            self._journal()[IN_FLIGHT] = {"attempt": attempt, "at": self._now(),
-                                          "node": target.node_name,
-                                          "controlPlane": target.control_plane}
+            self._journal().in_flight = JoinInFlight(attempt, self._now(), target.node_name,
+                                                     target.control_plane)
             self.ctx.journal.save()  # before kubeadm starts: a kill from here on is seen
             outcome, output = self._join(target)
             if outcome is None:
@@ -200,10 +197,10 @@ class ManagedJoin:
         except CommandTimeoutError as err:
             raise PermanentError(f"kubeadm reset -f did not finish: {err.message}",
                                  reason=Reason.CommandTimeout) from err
-        self._journal().setdefault("resets", []).append(
-            {"at": self._now(), "why": why, "exitStatus": result.returncode})
+        self.ctx.journal.section(JoinRecord).resets.append(
+            KubeadmReset(self._now(), why, result.returncode))
         if result.ok:
-            self._journal().pop(IN_FLIGHT, None)  # clean again: no join in flight
+            self._journal().in_flight = None  # clean again: no join in flight
         self.ctx.journal.save()
         if not result.ok:
             raise CommandError(f"kubeadm reset -f exited {result.returncode}: "
@@ -238,26 +235,25 @@ class ManagedJoin:
 
     def _record(self, attempt: int, outcome: str, why: Classified | None, *,
                 reset: bool, output: str | None = None) -> None:
-        entry: dict[str, Any] = {"attempt": attempt, "at": self._now(), "outcome": outcome,
-                                 "resetBefore": reset}
-        if output is not None:
-            entry["outputTail"] = REDACT(output)
+        entry = JoinAttempt(attempt, self._now(), outcome, reset,
+                            REDACT(output) if output is not None else None)
         if why is not None:
-            entry["reason"] = str(why.reason)
-            entry["message"] = REDACT(f"{why.summary}: {why.detail}" if why.detail
-                                      else why.summary)
-        attempts = self._journal().setdefault("attempts", [])
+            entry.reason = str(why.reason)
+            entry.message = REDACT(f"{why.summary}: {why.detail}" if why.detail
+                                   else why.summary)
+        attempts = self.ctx.journal.section(JoinRecord).attempts
         attempts.append(entry)
         del attempts[:-ATTEMPTS_KEPT]
         self.ctx.journal.save()
 
     def _finished(self) -> None:
-        if self._journal().pop(IN_FLIGHT, None) is not None:
+        record = self._journal()
+        if record.in_flight is not None:
+            record.in_flight = None
             self.ctx.journal.save()
 
-    def _journal(self) -> dict[str, Any]:
-        extra: dict[str, Any] = self.ctx.journal.extra.setdefault("join", {})
-        return extra
+    def _journal(self) -> JoinRecord:
+        return self.ctx.journal.section(JoinRecord)
 
     def _now(self) -> str:
         return self.host.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")

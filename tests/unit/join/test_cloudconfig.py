@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from machine_agent_sandbox.testkit.bootstrap import cloud_config
 
 from agent.errors import AgentError
 from agent.phases.join.cloudconfig import (
@@ -18,7 +19,6 @@ from agent.phases.join.cloudconfig import (
     parse_cloud_config,
     secret_summary,
 )
-from tests.joinable import cloud_config
 
 SECRET = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 

@@ -14,11 +14,19 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from machine_agent_sandbox.testkit.certs import (
+    DAY,
+    LOOPBACK,
+    NOW,
+    Issuer,
+    https_server,
+    make_ca,
+    pem,
+)
 
 from agent.errors import Reason
 from agent.kube.errors import error_from_status
 from agent.tls import Trust, explain
-from tests.certs import DAY, LOOPBACK, NOW, Issuer, https_server, make_ca, pem
 
 CA_FIX = "spec.management.caFile must hold the management cluster's CA"
 
