@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from agent.errors import AgentError, CommandError, CommandTimeoutError, PermanentError, Reason
 from agent.host import Host
@@ -81,13 +81,16 @@ def kubeconfig_server(text: str | None) -> str | None:
 
 
 def node_state(host: Host, expected_server: str | None,
-               started: JoinInFlight | None = None) -> NodeState:
-    """Joined to `expected_server`, partly joined, or clean. `started` is the join the
-    journal holds as started and not as finished (the agent was killed while kubeadm
-    ran): it counts as joined only on evidence a completed join leaves
-    (`completed_join`); else the node is partly joined, and reset."""
+               record: JoinRecord | None = None) -> NodeState:
+    """Joined to `expected_server`, partly joined, or clean. `record` is the join
+    phase's journal section: a join journaled as started (`in_flight`: before kubeadm
+    starts; kubeadm writes kubelet.conf long before it is done, a control plane's etcd
+    member and mark-control-plane come after) and not as finished (the agent
+    was killed while kubeadm ran) counts as joined only on evidence a completed join
+    leaves (`completed_join`); else the node is partly joined, and reset."""
     server = kubeconfig_server(host.read_text(KUBELET_CONF))
     if server is not None and server == expected_server:
+        started = record.in_flight if record is not None else None
         if started is None:
             return "joined"
         # `plan` (a read-only host) cannot ask: the join stays planned, and the managed
@@ -109,7 +112,7 @@ def completed_join(host: Host, started: JoinInFlight) -> bool:
     if node is None:
         return False
     if started.control_plane:
-        labels = (node.get("metadata") or {}).get("labels") or {}
+        labels: dict[str, Any] = (node.get("metadata") or {}).get("labels") or {}
         return CONTROL_PLANE_LABEL in labels
     return True
 
@@ -129,7 +132,7 @@ class ManagedJoin:
                           attempts=limit)
         last: AgentError | None = None
         for attempt in range(1, limit + 1):
-            state = node_state(self.host, target.expected_server, self._in_flight())
+            state = node_state(self.host, target.expected_server, self._journal())
             if state == "joined":
                 self._finished()
                 self._record(attempt, "already-joined", None, reset=False)
@@ -139,8 +142,8 @@ class ManagedJoin:
                 self._reset(f"attempt {attempt}: the node is partly joined")
             self._write_files(target)
             self.ctx.progress(f"kubeadm join, attempt {attempt} of {limit}")
-            self.ctx.journal.section(JoinRecord).in_flight = JoinInFlight(
-                attempt, self._now(), target.node_name, target.control_plane)
+            self._journal().in_flight = JoinInFlight(attempt, self._now(), target.node_name,
+                                                     target.control_plane)
             self.ctx.journal.save()  # before kubeadm starts: a kill from here on is seen
             outcome, output = self._join(target)
             if outcome is None:
@@ -153,7 +156,7 @@ class ManagedJoin:
                     self._record(attempt, "joined", None, reset=reset, output=output)
                     return
             self._record(attempt, "failed", outcome, reset=reset, output=output)
-            if node_state(self.host, target.expected_server, self._in_flight()) != "clean":
+            if node_state(self.host, target.expected_server, self._journal()) != "clean":
                 self._reset(f"attempt {attempt} failed ({outcome.reason})")
             last = _error(outcome, attempt)
             if outcome.reason is Reason.TokenExpired:
@@ -194,10 +197,10 @@ class ManagedJoin:
         except CommandTimeoutError as err:
             raise PermanentError(f"kubeadm reset -f did not finish: {err.message}",
                                  reason=Reason.CommandTimeout) from err
-        record = self.ctx.journal.section(JoinRecord)
-        record.resets.append(KubeadmReset(self._now(), why, result.returncode))
+        self.ctx.journal.section(JoinRecord).resets.append(
+            KubeadmReset(self._now(), why, result.returncode))
         if result.ok:
-            record.in_flight = None  # clean again: no join in flight
+            self._journal().in_flight = None  # clean again: no join in flight
         self.ctx.journal.save()
         if not result.ok:
             raise CommandError(f"kubeadm reset -f exited {result.returncode}: "
@@ -244,13 +247,13 @@ class ManagedJoin:
         self.ctx.journal.save()
 
     def _finished(self) -> None:
-        record = self.ctx.journal.section(JoinRecord)
+        record = self._journal()
         if record.in_flight is not None:
             record.in_flight = None
             self.ctx.journal.save()
 
-    def _in_flight(self) -> JoinInFlight | None:
-        return self.ctx.journal.section(JoinRecord).in_flight
+    def _journal(self) -> JoinRecord:
+        return self.ctx.journal.section(JoinRecord)
 
     def _now(self) -> str:
         return self.host.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")

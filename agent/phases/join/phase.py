@@ -68,7 +68,7 @@ class JoinPhase(PhaseOf[JoinResult]):
         plan.notes.extend(f"not applied by the agent: cloud-config {key}"
                           for key in source.cloud.ignored)
         joined = node_state(ctx.host, source.target.expected_server,
-                            ctx.journal.section(JoinRecord).in_flight) == "joined"
+                            ctx.journal.section(JoinRecord)) == "joined"
         if joined:
             plan.notes.append(f"already joined ({KUBELET_CONF} points at "
                               f"{source.target.expected_server}): kubeadm join and runcmd "
@@ -153,7 +153,7 @@ class JoinPhase(PhaseOf[JoinResult]):
     def verify(self, ctx: PhaseContext, plan: PhasePlan) -> JoinResult:
         source = resolve(ctx.config, ctx.machine, ctx.host)
         server = source.target.expected_server
-        if node_state(ctx.host, server, ctx.journal.section(JoinRecord).in_flight) != "joined":
+        if node_state(ctx.host, server, ctx.journal.section(JoinRecord)) != "joined":
             raise PermanentError(f"{KUBELET_CONF} does not point at {server}: the node did "
                                  "not join", reason=Reason.KubeletNotHealthy)
         if not ctx.host.exists(SENTINEL):
@@ -175,7 +175,7 @@ class JoinPhase(PhaseOf[JoinResult]):
     def still_holds(self, ctx: PhaseContext, result: JoinResult) -> bool:
         """kubelet.conf still points at the server joined (a `kubeadm reset` removes it)."""
         return node_state(ctx.host, result.api_server,
-                          ctx.journal.section(JoinRecord).in_flight) == "joined"
+                          ctx.journal.section(JoinRecord)) == "joined"
 
     def message(self, result: JoinResult) -> str:
         registered = (f"; Node {result.node_registered} registered"

@@ -80,7 +80,9 @@ class JoinRecord(Section):
     before them, and the bootstrap data's commands as they ran (never run twice)."""
 
     KEY = "join"
+    in_flight: JoinInFlight | None = None
+    """Set while a kubeadm join runs: journaled before kubeadm starts, removed once it
+    finished or the node was reset (agent.phases.join.managed.node_state)."""
     attempts: list[JoinAttempt] = field(default_factory=list)
     resets: list[KubeadmReset] = field(default_factory=list)
     commands: list[CommandRun] = field(default_factory=list)
-    in_flight: JoinInFlight | None = None

@@ -28,8 +28,9 @@ from tests.cni_fixtures import (
 
 REPO = Path(__file__).parents[3]
 STATE = ("var/lib/machine-agent/journal.json", "var/lib/machine-agent/status.json",
-         "var", "var/lib", "var/lib/machine-agent")
-"""The agent's own journal and status (and their directories), not the node's state."""
+         "var/lib/machine-agent/node.lock", "var", "var/lib", "var/lib/machine-agent")
+"""The agent's own journal, status and node lock (and their directories), not the node's
+state."""
 
 
 def write_config(path: Path, bundle_sha: str, bridge: str, subnet: str = "198.51.100.0/24",
