@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from machine_agent_sandbox.files import write_atomic
+
 from .auth import ADMIN_USER, MASTERS, Tokens, generate_tls, service_account_user
 from .faults import Counters, Faults
 from .gc import GarbageCollector
@@ -80,7 +82,8 @@ class ApiServer:
         self._gc.start()
         if self._pools is not None:
             self._pools.start()
-        (self.state_dir / "admin.kubeconfig").write_text(self.kubeconfig())
+        # Last, and whole: a waiting process (sandbox cluster.py) reads it as soon as it exists.
+        write_atomic(self.state_dir / "admin.kubeconfig", self.kubeconfig(), mode=0o600)
         return self
 
     def stop(self) -> None:

@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from machine_agent_sandbox.files import write_atomic
+
 ADMIN_USER = "kubernetes-admin"
 MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
@@ -117,10 +119,9 @@ def generate_tls(directory: Path, extra_ips: list[str]) -> TlsFiles:
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM).decode()
     files = TlsFiles(ca_pem, directory / "ca.crt", directory / "apiserver.crt",
                      directory / "apiserver.key")
-    files.ca_path.write_text(ca_pem)
-    files.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.key_path.write_bytes(key.private_bytes(
+    write_atomic(files.ca_path, ca_pem)
+    write_atomic(files.cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    write_atomic(files.key_path, key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    files.key_path.chmod(0o600)
+        serialization.NoEncryption()), mode=0o600)
     return files
