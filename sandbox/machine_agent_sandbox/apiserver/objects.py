@@ -202,9 +202,9 @@ class Objects:
         meta = new["metadata"]
         if entries is None:
             schema = call.res.schema(call.version)
-            old_flat = fp.flatten(old, schema) if old is not None else {}
+            old_flat = fp.flatten(old, schema, nodes=True) if old is not None else {}
             entries = ssa.record_update(
-                [] if reset else ssa.parse(old), old_flat, fp.flatten(new, schema),
+                [] if reset else ssa.parse(old), old_flat, fp.flatten(new, schema, nodes=True),
                 call.manager, ssa.Scope(call.subresource, call.res.status_subresource),
                 call.api_version, mt.now())
         meta["managedFields"] = ssa.dump(entries)
