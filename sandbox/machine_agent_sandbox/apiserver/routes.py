@@ -33,7 +33,10 @@ class Target:
 
 
 def not_found() -> st.ApiError:
-    return st.ApiError(_NOT_FOUND.code, _NOT_FOUND.reason, _NOT_FOUND.message, {})
+    """A path no handler serves: the real server's mux answers in plain text."""
+    err = st.ApiError(_NOT_FOUND.code, _NOT_FOUND.reason, _NOT_FOUND.message, {})
+    err.plain = True
+    return err
 
 
 def _verb(method: str, name: str, watch: bool) -> str:
@@ -73,7 +76,8 @@ def resolve(registry: Registry, method: str, parts: list[str], watch: bool) -> T
         raise not_found()
     if sub and not ((sub == "status" and res.status_subresource)
                     or (sub == "token" and res.id == "/serviceaccounts")):
-        raise not_found()
+        # the resource's handler answers (as for a missing object), not the mux
+        raise st.not_found(res.gr, res.group, res.plural, name)
     verb = _verb(method, name, watch)
     if not verb:
         raise st.method_not_allowed()

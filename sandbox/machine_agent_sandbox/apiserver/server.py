@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import reviews, routes, sandboxapi, watch
+from . import decoding, reviews, routes, sandboxapi, watch
 from . import status as st
 from .auth import ANONYMOUS_USER, Tokens, User
 from .faults import Counters, Fault, Faults
@@ -186,7 +186,10 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self._resource(target, user, query, raw)
         except st.ApiError as err:
-            self._reply(err.code, err.body(), err.headers)
+            if err.plain:
+                self._send_text("404 page not found\n", 404)
+            else:
+                self._reply(err.code, err.body(), err.headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug here must still answer like a server would
@@ -194,10 +197,12 @@ class Handler(BaseHTTPRequestHandler):
             failure = st.internal(f"{type(exc).__name__}: {exc}")
             self._reply(failure.code, failure.body())
 
-    def _send_text(self, text: str) -> None:
+    def _send_text(self, text: str, code: int = 200) -> None:
         data = text.encode()
-        self.send_response(200)
+        self.send_response(code)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
+        if code != 200:
+            self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -255,17 +260,24 @@ class Handler(BaseHTTPRequestHandler):
             reply = Reply(201, reviews.token_request(objects.store, ctx.tokens, t.namespace,
                                                      t.name, self._json_body(raw)))
         elif t.verb == "create" and not t.name:
-            reply = objects.create(call, self._json_body(raw))
+            reply = objects.create(call, self._object_body(raw, t))
         elif t.verb == "update":
-            reply = objects.update(call, self._json_body(raw))
+            reply = objects.update(call, self._object_body(raw, t))
         elif t.verb == "patch":
             reply = objects.patch(call, raw, self.headers.get("Content-Type", ""))
         elif t.verb == "delete":
             options = self._json_body(raw)
             reply = objects.delete(call, options if isinstance(options, dict) else None)
+        elif t.verb == "deletecollection":
+            options = self._json_body(raw)
+            reply = objects.delete_collection(call, options if isinstance(options, dict)
+                                              else None)
         else:
             raise st.method_not_allowed()
         self._reply(reply.code, reply.body, warnings=call.warnings)
+
+    def _object_body(self, raw: bytes, t: routes.Target) -> Any:
+        return decoding.object_body(raw, self.headers.get("Content-Type", ""), t.res.kind)
 
     def _watch(self, call: Call) -> None:
         ctx = self.server.ctx
@@ -274,7 +286,7 @@ class Handler(BaseHTTPRequestHandler):
         gone = ctx.faults.take("GET", path, ("410",)) is not None
         if "resourceVersion" in call.query and call.query["resourceVersion"] not in ("", "0"):
             from .meta import parse_rv
-            parse_rv(call.query["resourceVersion"])  # 500 before the stream starts
+            parse_rv(call.query["resourceVersion"], "resourceVersion")  # 500 before the stream
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")

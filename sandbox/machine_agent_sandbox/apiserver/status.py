@@ -25,6 +25,7 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.headers = headers or {}
+        self.plain = False  # answered as the real mux's plain-text "404 page not found"
 
     def body(self) -> Obj:
         return status_body(self.code, self.reason, self.message, self.details)
@@ -32,7 +33,9 @@ class ApiError(Exception):
 
 def status_body(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
     body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                 "status": "Failure", "message": message, "reason": reason}
+                 "status": "Failure", "message": message}
+    if reason:  # a bare 500 (strconv errors) carries none
+        body["reason"] = reason
     if details is not None:
         body["details"] = details
     body["code"] = code
@@ -41,8 +44,9 @@ def status_body(code: int, reason: str, message: str, details: Obj | None = None
 
 def success_status(name: str, group: str, plural: str, uid: str) -> Obj:
     """The body of a DELETE that removed the object at once."""
+    details = {"name": name, **({"group": group} if group else {}), "kind": plural, "uid": uid}
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "details": {"name": name, "group": group, "kind": plural, "uid": uid}}
+            "details": details}
 
 
 def _details(name: str | None, group: str, kind: str) -> Obj:
@@ -113,8 +117,12 @@ def internal(message: str) -> ApiError:
                     {"causes": [{"message": message}]})
 
 
-def timeout(message: str, retry_after: int = 1) -> ApiError:
-    return ApiError(504, "Timeout", message, {"retryAfterSeconds": retry_after})
+def timeout(message: str, retry_after: int = 1, cause: str = "") -> ApiError:
+    details: Obj = {"retryAfterSeconds": retry_after}
+    if cause:  # storage's "Too large resource version" names itself as a cause
+        details = {"causes": [{"reason": cause, "message": "Too large resource version"}],
+                   **details}
+    return ApiError(504, "Timeout", f"Timeout: {message}" if cause else message, details)
 
 
 # --- field errors (k8s.io/apimachinery/pkg/util/validation/field) ---------------------

@@ -63,14 +63,20 @@ def test_a_watch_from_a_compacted_version_gets_an_expired_error_event(
     assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
 
 
-def test_a_list_from_a_compacted_version_is_410(only_standin: ApiServer, admin: Kube,
-                                                ns: str) -> None:
+def test_an_exact_list_from_a_compacted_version_is_410(only_standin: ApiServer, admin: Kube,
+                                                      ns: str) -> None:
+    """As on the real server (corpus case m): Exact and paginated reads are of that
+    revision and expire; NotOlderThan (the default) is served from the cache."""
     rv = admin.check(admin.post(_machines(ns), json=machine("a")), 201)[
         "metadata"]["resourceVersion"]
     admin.check(admin.post(_machines(ns), json=machine("b")), 201)
     only_standin.compact()
-    reply = admin.check(admin.get(_machines(ns), params={"resourceVersion": rv}), 410)
-    assert reply["reason"] == "Expired"
+    for params in ({"resourceVersion": rv, "resourceVersionMatch": "Exact"},
+                   {"resourceVersion": rv, "limit": "1"}):
+        reply = admin.check(admin.get(_machines(ns), params=params), 410)
+        assert reply["reason"] == "Expired"
+    listed = admin.check(admin.get(_machines(ns), params={"resourceVersion": rv}), 200)
+    assert [m["metadata"]["name"] for m in listed["items"]] == ["a", "b"]
 
 
 def test_history_is_bounded(only_standin: ApiServer, tmp_path: Any) -> None:
