@@ -35,13 +35,15 @@ class ApiServer:
     `state_dir` receives ca.crt, apiserver.crt/.key and admin.kubeconfig. Listens on
     `host:port` (0: any free port). `ipam=True` runs the in-cluster IPAM pool controller;
     `ipam_conditions` makes it report a `Ready` condition on claims it cannot fulfil
-    (the released provider does not; see ipampool.py).
+    (the released provider does not; see ipampool.py). `controllers=False` runs no
+    garbage collector either: a bare kube-apiserver with etcd, as the corpus recorded
+    (Foreground deletions and terminating namespaces then stay as they are).
     """
 
     def __init__(self, state_dir: str | Path, host: str = "127.0.0.1", port: int = 0,
                  extra_ips: Iterable[str] = (), history_size: int = 1000,
                  bookmark_interval: float = 1.0, ipam: bool = True,
-                 ipam_conditions: bool = True) -> None:
+                 ipam_conditions: bool = True, controllers: bool = True) -> None:
         self.state_dir = Path(state_dir)
         self._host, self._port = host, port
         self._extra_ips = [*extra_ips] + ([host] if host not in ("0.0.0.0", "::") else [])
@@ -55,8 +57,9 @@ class ApiServer:
         self.admin_token = self.tokens.issue(ADMIN_USER, [MASTERS])
         self._ctx = Context(self.objects, self.tokens, Authorizer(self.store), self.faults,
                             self._counters, bookmark_interval)
-        self._gc = GarbageCollector(self.objects)
-        self._pools = PoolController(self.objects, ipam_conditions) if ipam else None
+        self._gc = GarbageCollector(self.objects) if controllers else None
+        self._pools = (PoolController(self.objects, ipam_conditions)
+                       if ipam and controllers else None)
         self._httpd: Server | None = None
         self._thread: threading.Thread | None = None
         self.ca_cert_pem = ""
@@ -79,7 +82,8 @@ class ApiServer:
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="sandbox-apiserver", daemon=True)
         self._thread.start()
-        self._gc.start()
+        if self._gc is not None:
+            self._gc.start()
         if self._pools is not None:
             self._pools.start()
         # Last, and whole: a waiting process (sandbox cluster.py) reads it as soon as it exists.
@@ -90,7 +94,8 @@ class ApiServer:
         self._ctx.stop.set()
         if self._pools is not None:
             self._pools.stop()
-        self._gc.stop()
+        if self._gc is not None:
+            self._gc.stop()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

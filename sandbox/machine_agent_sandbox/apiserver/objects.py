@@ -38,6 +38,7 @@ STRATEGIC = "application/strategic-merge-patch+json"
 _ACCEPTED = [JSON_PATCH, MERGE, APPLY]
 _ACCEPTED_BUILTIN = [JSON_PATCH, MERGE, STRATEGIC, APPLY]
 FOREGROUND = "foregroundDeletion"
+_STANDARD_FINALIZERS = {"kubernetes", "orphan", FOREGROUND}
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Call:
     user: User = field(default_factory=lambda: User("system:apiserver", ("system:masters",)))
     user_agent: str = ""
     warnings: list[str] = field(default_factory=list)
+    # metadata errors found before the schema is checked, reported together with its own
+    meta_errors: list[st.FieldError] = field(default_factory=list)
 
     @property
     def api_version(self) -> str:
@@ -73,6 +76,16 @@ class Reply:
     body: Obj
 
 
+def _relative_to_status(error: st.FieldError) -> st.FieldError:
+    """A /status write validates `status` on its own: the message names the path inside
+    it (`conditions[0].type in body ...`), the field stays the full path."""
+    if error.field != "status" and not error.field.startswith("status."):
+        return error
+    inner = error.field.removeprefix("status").removeprefix(".")
+    return st.FieldError(error.reason, error.field,
+                         error.body.replace(f"{error.field} in body", f"{inner} in body"))
+
+
 class Objects:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
@@ -82,6 +95,10 @@ class Objects:
 
     def output(self, call: Call, obj: Obj) -> Obj:
         out = copy.deepcopy(obj)
+        if call.res.custom and out.get("apiVersion") != call.api_version:
+            # conversion None relabels the object; reading it through another version's
+            # schema prunes the fields that version does not have, as the real server does
+            out = sch.check(out, call.res.schema(call.version)).value
         out["apiVersion"] = call.api_version
         out["kind"] = call.res.kind
         return out
@@ -205,7 +222,9 @@ class Objects:
         if res.unknown and strictness == "Warn":
             call.warnings.extend(f'unknown field "{p}"' for p in res.unknown)
         name = (obj.get("metadata") or {}).get("name", "")
-        errors = list(res.errors)
+        errors = [*call.meta_errors, *res.errors]
+        if call.subresource == "status":
+            errors = [_relative_to_status(e) for e in errors]
         if errors:
             raise st.invalid_object(call.res.kind, call.res.group, name, errors)
         value: Obj = res.value
@@ -214,6 +233,12 @@ class Objects:
     def _strategy(self, call: Call, old: Obj | None, new: Obj) -> Obj:
         """What a write may change: status only through /status, never server fields."""
         res = call.res
+        known = set() if old is None else set(mt.finalizers(old))
+        call.warnings.extend(
+            f'metadata.finalizers: "{name}": prefer a domain-qualified finalizer name '
+            "including a path (/) to avoid accidental conflicts with other finalizer writers"
+            for name in mt.finalizers(new) if name not in known and "/" not in name
+            and name not in _STANDARD_FINALIZERS)
         if old is None:
             if res.status_subresource:
                 new.pop("status", None)
@@ -320,9 +345,7 @@ class Objects:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = mt.generate_name(meta["generateName"])
         call.name = meta.get("name", "")
-        errors = mt.name_errors(call.res.plural, call.name)
-        if errors:
-            raise st.invalid_object(call.res.kind, call.res.group, call.name, errors)
+        call.meta_errors = mt.name_errors(call.res.plural, call.name)
         builtin.normalize(call.res, obj)
         with self.store.lock:
             return Reply(201, self.output(call, self._commit(call, None, obj)))

@@ -10,6 +10,7 @@ v1beta1 and v1beta2 — write and read Machines in v1beta2).
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -76,9 +77,29 @@ def _crd_to_type(crd: Obj) -> ResourceType:
         if "status" in (v.get("subresources") or {}):
             rt.status_subresource = True
         if v.get("deprecated"):
-            rt.deprecation[v["name"]] = v.get("deprecationWarning") or (
-                f"{spec['group']}/{v['name']} {names['kind']} is deprecated")
+            rt.deprecation[v["name"]] = v.get("deprecationWarning") or _default_deprecation(
+                spec["group"], v["name"], names["kind"], served)
     return rt
+
+
+def _version_rank(version: str) -> tuple[int, int, int]:
+    """Kubernetes' version order (v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > other)."""
+    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if not match:
+        return (-1, 0, 0)
+    stage = {"alpha": 0, "beta": 1, None: 2}[match.group(2)]
+    return (int(match.group(1)), stage, int(match.group(3) or 0))
+
+
+def _default_deprecation(group: str, version: str, kind: str, served: list[Obj]) -> str:
+    """apiextensions-apiserver's defaultDeprecationWarning: names the newest served,
+    not deprecated, later version."""
+    text = f"{group}/{version} {kind} is deprecated"
+    newer = [v["name"] for v in served if not v.get("deprecated")
+             and _version_rank(v["name"]) > _version_rank(version)]
+    if newer:
+        text += f"; use {group}/{max(newer, key=_version_rank)} {kind}"
+    return text
 
 
 @lru_cache(maxsize=1)

@@ -284,9 +284,7 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         closing: Fault | None = ctx.faults.take("GET", path, ("close_watch",))
         gone = ctx.faults.take("GET", path, ("410",)) is not None
-        if "resourceVersion" in call.query and call.query["resourceVersion"] not in ("", "0"):
-            from .meta import parse_rv
-            parse_rv(call.query["resourceVersion"], "resourceVersion")  # 500 before the stream
+        watch.validate(call)  # 500 for a bad resourceVersion, 422 for bad options
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")

@@ -185,7 +185,9 @@ def too_many(path: str, actual: int, limit: int) -> FieldError:
 
 
 def duplicate(path: str, value: Any) -> FieldError:
-    return FieldError("FieldValueDuplicate", path, f"Duplicate value: {go_value(value)}")
+    shown = json.dumps(value, separators=(",", ":")) if isinstance(value, dict) \
+        else go_value(value)
+    return FieldError("FieldValueDuplicate", path, f"Duplicate value: {shown}")
 
 
 def forbidden_field(path: str, detail: str) -> FieldError:
@@ -203,10 +205,9 @@ class InvalidObject:
 
     def error(self) -> ApiError:
         qualified = f"{self.kind}.{self.group}" if self.group else self.kind
-        if len(self.errors) == 1:
-            summary = str(self.errors[0])
-        else:
-            summary = "[" + ", ".join(str(e) for e in self.errors) + "]"
+        # an aggregate error prints each distinct message once (apimachinery's NewAggregate)
+        shown = list(dict.fromkeys(str(e) for e in self.errors))
+        summary = shown[0] if len(shown) == 1 else "[" + ", ".join(shown) + "]"
         details = _details(self.name, self.group, self.kind)
         details["causes"] = [e.cause() for e in self.errors]
         return ApiError(422, "Invalid", f'{qualified} "{self.name}" is invalid: {summary}',

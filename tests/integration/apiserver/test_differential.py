@@ -36,7 +36,8 @@ AGENT_RULES = [
 
 def recording_server(state_dir: Path) -> tuple[ApiServer, replay.Target]:
     """A stand-in set up as the server that recorded the corpus."""
-    server = ApiServer(state_dir, ipam=False).start()
+    # no controllers ran there; the watch cache bookmarks about every 60 s
+    server = ApiServer(state_dir, controllers=False, bookmark_interval=60.0).start()
     server.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                    "metadata": {"name": "machine-agent", "namespace": "default"},
                    "rules": AGENT_RULES})

@@ -92,15 +92,26 @@ def test_history_is_bounded(only_standin: ApiServer, tmp_path: Any) -> None:
         assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 410
 
 
-def test_bookmarks_come_only_when_the_server_has_a_newer_version(
-        only_standin: ApiServer, admin: Kube, ns: str) -> None:
-    rv = admin.check(admin.post(_machines(ns), json=machine("a")), 201)[
-        "metadata"]["resourceVersion"]
-    params = {"resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
-    assert list(admin.watch(_machines(ns), params)) == []  # nothing newer: no bookmark
+def test_bookmarks_come_only_when_the_watched_type_has_a_newer_version(
+        admin: Kube, ns: str) -> None:
+    """As the real watch cache (corpus case l): a bookmark 2 s before the deadline, only
+    when an object of the watched type changed since what the watcher was sent, even
+    one its selector filters out; a change to another type does not count."""
+    body = machine("a")
+    body["metadata"]["labels"] = {"role": "worker"}
+    admin.check(admin.post(_machines(ns), json=machine("unlabelled")), 201)
+    rv = admin.check(admin.post(_machines(ns), json=body), 201)["metadata"]["resourceVersion"]
+    params = {"resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "3",
+              "labelSelector": "role"}
+    events = list(admin.watch(_machines(ns), params))
+    assert [e["type"] for e in events] == []  # nothing newer than rv
     t = _later(0.3, lambda: admin.post(f"/api/v1/namespaces/{ns}/configmaps", json={
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "elsewhere"}}))
-    params["timeoutSeconds"] = "2"
+    events = list(admin.watch(_machines(ns), params))
+    t.join(timeout=5)
+    assert [e["type"] for e in events] == []
+    t = _later(0.3, lambda: admin.patch(f"{_machines(ns)}/unlabelled",
+                                        {"metadata": {"annotations": {"touched": "yes"}}}))
     events = list(admin.watch(_machines(ns), params))
     t.join(timeout=5)
     assert [e["type"] for e in events] == ["BOOKMARK"]
