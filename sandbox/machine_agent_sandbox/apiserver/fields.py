@@ -93,8 +93,14 @@ def compare(old: dict[Path, Any], new: dict[Path, Any]) -> tuple[set[Path], set[
     added = set(new) - set(old)
     removed = set(old) - set(new)
     modified = {p for p in set(old) & set(new)
-                if not (old[p] is new[p] and old[p] in (ENTRY, NODE)) and old[p] != new[p]}
+                if not (old[p] is new[p] and old[p] in (ENTRY, NODE)) and old[p] != new[p]
+                and not _same_container(old[p], new[p])}
     return added, removed, modified
+
+
+def _same_container(a: Any, b: Any) -> bool:
+    """An empty map that gained fields (or lost them all) is not itself a change."""
+    return (a is NODE and b == {}) or (a == {} and b is NODE)
 
 
 # --- FieldsV1 ------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from . import builtin, decoding, pages, patches, ssa
+from . import builtin, decoding, events, pages, patches, ssa
 from . import fields as fp
 from . import meta as mt
 from . import schema as sch
@@ -76,6 +76,14 @@ class Reply:
     body: Obj
 
 
+def _zero_value(call: Call) -> Obj:
+    """What a typed built-in is before its first write: structs that are not pointers
+    always exist (so creating them is no change of their own, only of their fields)."""
+    if call.res.storage_id == events.STORAGE_ID:
+        return {"deprecatedSource": {}} if call.res.group == events.GROUP else {"source": {}}
+    return {}
+
+
 def _relative_to_status(error: st.FieldError) -> st.FieldError:
     """A /status write validates `status` on its own: the message names the path inside
     it (`conditions[0].type in body ...`), the field stays the full path."""
@@ -95,6 +103,9 @@ class Objects:
 
     def output(self, call: Call, obj: Obj) -> Obj:
         out = copy.deepcopy(obj)
+        if call.res.storage_id == events.STORAGE_ID:
+            out = (events.events_view(out) if call.res.group == events.GROUP
+                   else events.core_view(out))
         if call.res.custom and out.get("apiVersion") != call.api_version:
             # conversion None relabels the object; reading it through another version's
             # schema prunes the fields that version does not have, as the real server does
@@ -104,7 +115,7 @@ class Objects:
         return out
 
     def _existing(self, call: Call) -> Obj:
-        obj = self.store.get(call.res.id, call.namespace, call.name)
+        obj = self.store.get(call.res.storage_id, call.namespace, call.name)
         if obj is None:
             raise st.not_found(call.res.gr, call.res.group, call.res.plural, call.name)
         return obj
@@ -142,7 +153,7 @@ class Objects:
                 raise st.timeout(f"Too large resource version: {rv}, current: {self.store.rv}",
                                  cause="ResourceVersionTooLarge")
         matches = selector_from_query(query)
-        objs, rv_now = self.store.list(call.res.id, call.namespace or None)
+        objs, rv_now = self.store.list(call.res.storage_id, call.namespace or None)
         page = pages.Page.cut(objs, matches, start, limit, bool(call.namespace))
         list_rv = token_rv or rv_now
         items = [self.output(call, o) for o in page.items]
@@ -161,7 +172,7 @@ class Objects:
         """DELETE on a collection: each selected object deleted as DELETE would; the
         answer is the list of what was deleted (or is now terminating)."""
         matches = selector_from_query(call.query)
-        objs, _ = self.store.list(call.res.id, call.namespace or None, matches)
+        objs, _ = self.store.list(call.res.storage_id, call.namespace or None, matches)
         deleted: builtins.list[Obj] = []
         for obj in objs:
             one = Call("delete", call.res, call.version, call.namespace,
@@ -223,6 +234,10 @@ class Objects:
             call.warnings.extend(f'unknown field "{p}"' for p in res.unknown)
         name = (obj.get("metadata") or {}).get("name", "")
         errors = [*call.meta_errors, *res.errors]
+        if call.verb == "create" and events.is_events_api(call.res.group, call.res.plural):
+            errors += events.validate_create(obj)
+            if errors:  # named by kind alone, as the real registry names Events
+                raise st.invalid_object(call.res.kind, "", name, errors)
         if call.subresource == "status":
             errors = [_relative_to_status(e) for e in errors]
         if errors:
@@ -290,7 +305,9 @@ class Objects:
         meta = new["metadata"]
         if entries is None:
             schema = call.res.schema(call.version)
-            old_flat = fp.flatten(old, schema, nodes=True) if old is not None else {}
+            # ownership is computed on the view the writer used (Events: either API)
+            base = self.output(call, old) if old is not None else _zero_value(call)
+            old_flat = fp.flatten(base, schema, nodes=True)
             entries = ssa.record_update(
                 [] if reset else ssa.parse(old), old_flat, fp.flatten(new, schema, nodes=True),
                 call.manager, ssa.Scope(call.subresource, call.res.status_subresource),
@@ -298,6 +315,8 @@ class Objects:
         meta["managedFields"] = ssa.dump(entries)
         if not meta["managedFields"]:
             del meta["managedFields"]
+        if call.res.storage_id == events.STORAGE_ID and call.res.group == events.GROUP:
+            new = events.to_core(new)
         if old is None:
             return self._insert(call, new)
         if call.res.track_generation and mt.spec_changed(old, new):
@@ -308,11 +327,11 @@ class Objects:
         if mt.deleting(new) and not mt.finalizers(new):
             # the real registry deletes instead of writing the emptied object, and
             # answers with that final object
-            gone = self.store.delete(call.res.id, call.namespace, call.name)
+            gone = self.store.delete(call.res.storage_id, call.namespace, call.name)
             if gone is not None:
                 new["metadata"]["resourceVersion"] = gone["metadata"]["resourceVersion"]
             return new
-        return self.store.put(call.res.id, new)
+        return self.store.put(call.res.storage_id, new)
 
     def _insert(self, call: Call, new: Obj) -> Obj:
         meta = new["metadata"]
@@ -322,7 +341,7 @@ class Objects:
                 raise st.not_found("namespaces", "", "namespaces", call.namespace)
         else:
             meta.pop("namespace", None)
-        if self.store.get(call.res.id, call.namespace, meta["name"]) is not None:
+        if self.store.get(call.res.storage_id, call.namespace, meta["name"]) is not None:
             raise st.already_exists(call.res.gr, call.res.group, call.res.plural, meta["name"])
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = mt.now()
@@ -333,7 +352,7 @@ class Objects:
         if call.dry_run:
             return new
         builtin.on_create(self.registry, call.res, new)
-        return self.store.put(call.res.id, new)
+        return self.store.put(call.res.storage_id, new)
 
     # --- create / update ---------------------------------------------------------------
 
@@ -437,7 +456,7 @@ class Objects:
                 f'unknown field "{p}"' for p in pruned.unknown))
         config = pruned.value
         with self.store.lock:
-            old = self.store.get(call.res.id, call.namespace, call.name)
+            old = self.store.get(call.res.storage_id, call.namespace, call.name)
             if old is None and call.subresource:
                 raise st.not_found(call.res.gr, call.res.group, call.res.plural, call.name)
             if old is not None:
@@ -502,7 +521,7 @@ class Objects:
                     new["metadata"]["finalizers"] = [*mt.finalizers(old), FOREGROUND]
                 if "generation" in meta:
                     new["metadata"]["generation"] = int(meta["generation"]) + 1
-                return Reply(200, self.output(call, self.store.put(call.res.id, new)))
-            self.store.delete(call.res.id, call.namespace, call.name)
+                return Reply(200, self.output(call, self.store.put(call.res.storage_id, new)))
+            self.store.delete(call.res.storage_id, call.namespace, call.name)
             return Reply(200, st.success_status(call.name, call.res.group, call.res.plural,
                                                 meta.get("uid", "")))

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from . import events
+
 Obj = dict[str, Any]
 
 CRD_PACKAGE = "machine_agent_sandbox.crds"
@@ -39,10 +41,15 @@ class ResourceType:
     short_names: list[str] = field(default_factory=list)
     track_generation: bool = False
     custom: bool = False
+    stored_as: str = ""  # another type's id when both serve the same objects (Events)
 
     @property
     def id(self) -> str:
         return f"{self.group}/{self.plural}"
+
+    @property
+    def storage_id(self) -> str:
+        return self.stored_as or self.id
 
     @property
     def gr(self) -> str:
@@ -144,6 +151,10 @@ _SHORT = {"namespaces": ["ns"], "nodes": ["no"], "configmaps": ["cm"],
           "deployments": ["deploy"], "customresourcedefinitions": ["crd", "crds"]}
 
 
+_BUILTIN_SCHEMAS = {("", "events"): events.CORE_SCHEMA,
+                    ("events.k8s.io", "events"): events.EVENTS_SCHEMA}
+
+
 def _singular(kind: str) -> str:
     return kind.lower()
 
@@ -158,8 +169,10 @@ class Registry:
             self.add(ResourceType(
                 group=group, plural=plural, singular=_singular(kind), kind=kind,
                 namespaced=namespaced, versions=[version], storage_version=version,
-                schemas={version: None}, status_subresource=status, track_generation=gen,
-                short_names=_SHORT.get(plural, [])))
+                schemas={version: _BUILTIN_SCHEMAS.get((group, plural))},
+                status_subresource=status, track_generation=gen,
+                short_names=_SHORT.get(plural, []),
+                stored_as="/events" if (group, plural) == ("events.k8s.io", "events") else ""))
 
     def add(self, rt: ResourceType) -> None:
         with self._lock:

@@ -78,7 +78,7 @@ def run(objects: Objects, call: Call, send: Send, opts: WatchOptions) -> None:
     bookmarks = _true(q.get("allowWatchBookmarks", ""))
     store = objects.store
     try:
-        sub, first, seen = store.subscribe(call.res.id, call.namespace or None, since,
+        sub, first, seen = store.subscribe(call.res.storage_id, call.namespace or None, since,
                                            snapshot=since is None)
     except TooOld as exc:
         send(_error(st.expired(str(exc))))
@@ -130,7 +130,7 @@ def run(objects: Objects, call: Call, send: Send, opts: WatchOptions) -> None:
                     next_bookmark = now + opts.bookmark_interval
                 bookmark_times = [t for t in bookmark_times if t > now]
                 with store.lock:
-                    changed = store.resource_rv(call.res.id) > seen and sub.events.empty()
+                    changed = store.resource_rv(call.res.storage_id) > seen and sub.events.empty()
                     current = store.rv
                 if changed:
                     seen = current
