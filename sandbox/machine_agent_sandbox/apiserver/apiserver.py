@@ -121,9 +121,9 @@ class ApiServer:
 
     # --- identities --------------------------------------------------------------------
 
-    def make_token(self, user: str, groups: Iterable[str] = ()) -> str:
+    def make_token(self, user: str, groups: Iterable[str] = (), uid: str = "") -> str:
         """A bearer token for `user` (system:authenticated is always added)."""
-        return self.tokens.issue(user, list(groups))
+        return self.tokens.issue(user, list(groups), uid)
 
     def make_service_account_token(self, namespace: str, name: str) -> str:
         return self.tokens.issue_for(service_account_user(namespace, name))

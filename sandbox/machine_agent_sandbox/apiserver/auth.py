@@ -27,6 +27,7 @@ ANONYMOUS = "system:anonymous"
 class User:
     name: str
     groups: tuple[str, ...]
+    uid: str = ""
 
     @property
     def is_admin(self) -> bool:
@@ -46,11 +47,11 @@ class Tokens:
         self._lock = threading.Lock()
         self._users: dict[str, User] = {}
 
-    def issue(self, user: str, groups: tuple[str, ...] | list[str] = ()) -> str:
+    def issue(self, user: str, groups: tuple[str, ...] | list[str] = (), uid: str = "") -> str:
         token = secrets.token_urlsafe(32)
         all_groups = tuple(dict.fromkeys([*groups, AUTHENTICATED]))
         with self._lock:
-            self._users[token] = User(user, all_groups)
+            self._users[token] = User(user, all_groups, uid)
         return token
 
     def issue_for(self, who: User) -> str:

@@ -25,6 +25,9 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+SSRR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+SSR_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+_REVIEWS = (SSAR_PATH, SSRR_PATH, SSR_PATH)
 _OPEN_PATHS = {"/healthz", "/livez", "/readyz"}
 
 
@@ -149,7 +152,7 @@ class Handler(BaseHTTPRequestHandler):
         raw = self._body()
         parts = [p for p in path.split("/") if p]
         try:
-            special = path in _OPEN_PATHS or parts[:1] == ["sandbox"] or path == SSAR_PATH
+            special = path in _OPEN_PATHS or parts[:1] == ["sandbox"] or path in _REVIEWS
             target = None
             if not special and parts:
                 watching = query.get("watch", "").lower() in ("1", "true")
@@ -170,11 +173,8 @@ class Handler(BaseHTTPRequestHandler):
                 code, body = sandboxapi.handle(ctx, user, method, parts, self._json_body(raw))
                 self._reply(code, body)
                 return
-            if path == SSAR_PATH:
-                if method != "POST":
-                    raise st.method_not_allowed()
-                self._reply(201, reviews.self_subject_access_review(
-                    ctx.authorizer, user, self._json_body(raw)))
+            if path in _REVIEWS:
+                self._review(path, method, user, query, raw)
                 return
             if target is None:
                 if method != "GET":
@@ -196,6 +196,24 @@ class Handler(BaseHTTPRequestHandler):
             log.exception("sandbox apiserver: %s %s failed", method, self.path)
             failure = st.internal(f"{type(exc).__name__}: {exc}")
             self._reply(failure.code, failure.body())
+
+    def _review(self, path: str, method: str, user: User, query: dict[str, str],
+                raw: bytes) -> None:
+        """The create-only review resources every authenticated user may post."""
+        if method != "POST":
+            raise st.method_not_allowed()
+        ctx = self.server.ctx
+        body = self._json_body(raw)
+        if path == SSR_PATH:
+            self._reply(201, reviews.self_subject_review(user))
+            return
+        if path == SSRR_PATH:
+            self._reply(201, reviews.self_subject_rules_review(ctx.authorizer, user, body))
+            return
+        manager = (query.get("fieldManager")
+                   or self.headers.get("User-Agent", "").split("/")[0][:128] or "unknown")
+        self._reply(201, reviews.self_subject_access_review(ctx.authorizer, user, body,
+                                                            manager))
 
     def _send_text(self, text: str, code: int = 200) -> None:
         data = text.encode()

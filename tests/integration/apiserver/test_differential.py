@@ -26,7 +26,8 @@ AGENT_RULES = [
      "verbs": ["get", "patch", "update"]},
     {"apiGroups": ["cluster.x-k8s.io"], "resources": ["clusters"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
-    {"apiGroups": ["events.k8s.io", ""], "resources": ["events"], "verbs": ["create", "patch"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     {"apiGroups": ["ipam.cluster.x-k8s.io"], "resources": ["ipaddressclaims"],
      "verbs": ["create", "get", "list", "watch", "delete"]},
     {"apiGroups": ["ipam.cluster.x-k8s.io"], "resources": ["ipaddresses"],
@@ -49,7 +50,7 @@ def recording_server(state_dir: Path) -> tuple[ApiServer, replay.Target]:
                                  "name": "agent"}]})
     tokens: dict[str, str | None] = {
         "admin": server.make_token("admin", ["system:masters"]),
-        "agent": server.make_token("agent"),
+        "agent": server.make_token("agent", uid="agent-uid"),
         "other": server.make_token("other"),
         "bad": "bad-token-0000",
         "none": None,
