@@ -39,6 +39,7 @@ class ResourceType:
     status_subresource: bool = False
     deprecation: dict[str, str] = field(default_factory=dict)  # version -> warning text
     short_names: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
     track_generation: bool = False
     custom: bool = False
     stored_as: str = ""  # another type's id when both serve the same objects (Events)
@@ -77,7 +78,8 @@ def _crd_to_type(crd: Obj) -> ResourceType:
         singular=names.get("singular", names["kind"].lower()), kind=names["kind"],
         namespaced=spec.get("scope", "Namespaced") == "Namespaced",
         versions=[v["name"] for v in served], storage_version=storage,
-        short_names=list(names.get("shortNames", [])), track_generation=True, custom=True)
+        short_names=list(names.get("shortNames", [])), track_generation=True, custom=True,
+        categories=list(names.get("categories", [])))
     for v in served:
         rt.schemas[v["name"]] = (v.get("schema") or {}).get("openAPIV3Schema") or {
             "type": "object", "x-kubernetes-preserve-unknown-fields": True}
@@ -89,7 +91,7 @@ def _crd_to_type(crd: Obj) -> ResourceType:
     return rt
 
 
-def _version_rank(version: str) -> tuple[int, int, int]:
+def version_rank(version: str) -> tuple[int, int, int]:
     """Kubernetes' version order (v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > other)."""
     match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
     if not match:
@@ -103,9 +105,9 @@ def _default_deprecation(group: str, version: str, kind: str, served: list[Obj])
     not deprecated, later version."""
     text = f"{group}/{version} {kind} is deprecated"
     newer = [v["name"] for v in served if not v.get("deprecated")
-             and _version_rank(v["name"]) > _version_rank(version)]
+             and version_rank(v["name"]) > version_rank(version)]
     if newer:
-        text += f"; use {group}/{max(newer, key=_version_rank)} {kind}"
+        text += f"; use {group}/{max(newer, key=version_rank)} {kind}"
     return text
 
 

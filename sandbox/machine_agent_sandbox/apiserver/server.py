@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import decoding, reviews, routes, sandboxapi, watch
+from . import decoding, discovery, reviews, routes, sandboxapi, watch
 from . import status as st
 from .auth import ANONYMOUS_USER, Tokens, User
 from .faults import Counters, Fault, Faults
@@ -114,10 +114,11 @@ class Handler(BaseHTTPRequestHandler):
             raise st.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 
     def _reply(self, code: int, body: Obj, headers: dict[str, str] | None = None,
-               warnings: list[str] | None = None) -> None:
+               warnings: list[str] | None = None,
+               content_type: str = "application/json") -> None:
         data = json.dumps(body, separators=(",", ":")).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
         for key, value in (headers or {}).items():
@@ -179,6 +180,8 @@ class Handler(BaseHTTPRequestHandler):
             if target is None:
                 if method != "GET":
                     raise st.method_not_allowed()
+                if self._other_documents(parts):
+                    return
                 doc = routes.discovery(ctx.objects.registry, parts, ctx.address)
                 if doc is None:
                     raise routes.not_found()
@@ -196,6 +199,25 @@ class Handler(BaseHTTPRequestHandler):
             log.exception("sandbox apiserver: %s %s failed", method, self.path)
             failure = st.internal(f"{type(exc).__name__}: {exc}")
             self._reply(failure.code, failure.body())
+
+    def _other_documents(self, parts: list[str]) -> bool:
+        """Aggregated discovery (by Accept) and the OpenAPI v3 index and documents."""
+        registry = self.server.ctx.objects.registry
+        if parts == ["apis"] and "as=APIGroupDiscoveryList" in self.headers.get("Accept", ""):
+            self._reply(200, discovery.aggregated(registry),
+                        content_type=discovery.AGGREGATED)
+            return True
+        if parts == ["openapi", "v3"]:
+            # the real index is served as a file: text/plain
+            self._send_text(json.dumps(discovery.openapi_index(registry)))
+            return True
+        if parts[:2] == ["openapi", "v3"]:
+            doc = discovery.openapi_document(registry, "/".join(parts[2:]))
+            if doc is None:
+                raise routes.not_found()
+            self._reply(200, doc)
+            return True
+        return False
 
     def _review(self, path: str, method: str, user: User, query: dict[str, str],
                 raw: bytes) -> None:

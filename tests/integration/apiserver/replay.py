@@ -15,7 +15,12 @@ nondeterminism of the real server is tolerated as the README says: the order of
 `resources` in a CRD group-version's discovery, the order of SelfSubjectRulesReview rules;
 and one more: managedFields entries are ordered by their time to the second, so entries
 written within one second when recorded may straddle a second when replayed (the same
-entries, in the order the rule gives for the target's own times, match).
+entries, in the order the rule gives for the target's own times, match). Two values
+name the server itself and are blanked on both sides: /api's serverAddressByClientCIDRs
+(the recording server's advertise address and port) and the `hash` of each /openapi/v3
+entry (a SHA-512 of the OpenAPI document behind it; the stand-in's documents hold its CRD
+schemas, not the real server's generated ones, so their hashes differ while the paths and
+URL shape are compared).
 """
 
 from __future__ import annotations
@@ -87,12 +92,23 @@ def normalize(value: Any, key: str = "", parent: str = "") -> Any:
     return value
 
 
+_OPENAPI_HASH = re.compile(r"\?hash=[0-9A-F]{128}$")
+
+
 def _tolerate(body: Any) -> Any:
-    """Sort what the real server itself returns in no fixed order."""
+    """Sort what the real server itself returns in no fixed order; blank what cannot be
+    the same on another server (see the module's docstring)."""
     if not isinstance(body, dict):
         return body
     body = copy.deepcopy(body)
     kind = body.get("kind")
+    for cidr in body.get("serverAddressByClientCIDRs") or []:
+        cidr["serverAddress"] = "<address>"
+    if set(body) == {"paths"} and isinstance(body["paths"], dict):
+        for entry in body["paths"].values():
+            if isinstance(entry, dict) and "serverRelativeURL" in entry:
+                entry["serverRelativeURL"] = _OPENAPI_HASH.sub(
+                    "?hash=<hash>", entry["serverRelativeURL"])
     if kind == "APIResourceList" and ".x-k8s.io/" in str(body.get("groupVersion")):
         body["resources"] = sorted(body.get("resources") or [], key=lambda r: r.get("name"))
     if kind == "APIGroupDiscoveryList":
