@@ -40,6 +40,7 @@ class ResourceType:
     deprecation: dict[str, str] = field(default_factory=dict)  # version -> warning text
     short_names: list[str] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)
+    printer_columns: dict[str, list[Obj]] = field(default_factory=dict)  # version -> columns
     track_generation: bool = False
     custom: bool = False
     stored_as: str = ""  # another type's id when both serve the same objects (Events)
@@ -83,6 +84,8 @@ def _crd_to_type(crd: Obj) -> ResourceType:
     for v in served:
         rt.schemas[v["name"]] = (v.get("schema") or {}).get("openAPIV3Schema") or {
             "type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        if v.get("additionalPrinterColumns"):
+            rt.printer_columns[v["name"]] = list(v["additionalPrinterColumns"])
         if "status" in (v.get("subresources") or {}):
             rt.status_subresource = True
         if v.get("deprecated"):

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import decoding, discovery, reviews, routes, sandboxapi, watch
+from . import decoding, discovery, reviews, routes, sandboxapi, tables, watch
 from . import status as st
 from .auth import ANONYMOUS_USER, Tokens, User
 from .faults import Counters, Fault, Faults
@@ -314,6 +314,9 @@ class Handler(BaseHTTPRequestHandler):
                                               else None)
         else:
             raise st.method_not_allowed()
+        if t.verb in ("get", "list") and t.res.custom and \
+                tables.wanted(self.headers.get("Accept", "")):
+            reply = Reply(reply.code, tables.to_table(t.res, t.version, reply.body))
         self._reply(reply.code, reply.body, warnings=call.warnings)
 
     def _object_body(self, raw: bytes, t: routes.Target) -> Any:
