@@ -23,6 +23,7 @@ from machine_agent_sandbox.apiserver import ApiServer
 
 from agent.host import Clock
 from agent.kube.rbac import NodeIdentity, render_node_rbac
+from tests.faultproxy import FaultProxy
 from tests.joinable import cloud_config, joinable
 
 REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
@@ -224,12 +225,15 @@ class Node:
         target.write_text(text)
 
 
-def make_node(world: World, admin: Admin, token: str, *, by_uuid: bool = False) -> Node:
+def make_node(world: World, admin: Admin, token: str, *, by_uuid: bool = False,
+              via: FaultProxy | None = None) -> Node:
+    """The node's configuration; `via` puts the fault proxy between it and the server."""
     node = Node(world.root, admin)
     ca = ""
-    if isinstance(admin.verify, str):
-        ca = base64.b64encode(Path(admin.verify).read_bytes()).decode()
-    cluster: dict[str, Any] = {"server": admin.server}
+    verify = str(via.ca_path) if via is not None else admin.verify
+    if isinstance(verify, str):
+        ca = base64.b64encode(Path(verify).read_bytes()).decode()
+    cluster: dict[str, Any] = {"server": via.url if via is not None else admin.server}
     if ca:
         cluster["certificate-authority-data"] = ca
     node.write("/etc/machine-agent/management.kubeconfig", yaml.safe_dump({
@@ -249,3 +253,18 @@ def node(world: World, admin: Admin, standin: ApiServer | None) -> Node:
     """A node whose Machine is named in its config, with everything seeded."""
     seed(admin, world)
     return make_node(world, admin, node_token(admin, standin))
+
+
+@pytest.fixture
+def proxy(admin: Admin, tmp_path: Path) -> Iterator[FaultProxy]:
+    """The fault-injecting proxy in front of whichever server the tests use."""
+    with FaultProxy(admin.server, admin.verify, tmp_path / "proxy", admin.cert) as running:
+        yield running
+
+
+@pytest.fixture
+def faulty_node(world: World, admin: Admin, standin: ApiServer | None,
+                proxy: FaultProxy) -> Node:
+    """`node`, reaching the management cluster only through the fault proxy."""
+    seed(admin, world)
+    return make_node(world, admin, node_token(admin, standin), via=proxy)
