@@ -18,6 +18,7 @@ from .auth import ADMIN_USER, MASTERS, Tokens, generate_tls, service_account_use
 from .faults import Counters, Faults
 from .gc import GarbageCollector
 from .ipampool import PoolController
+from .leases import LeaseRenewer
 from .objects import Call, Objects
 from .rbac import Authorizer
 from .resources import Registry
@@ -38,12 +39,15 @@ class ApiServer:
     (the released provider does not; see ipampool.py). `controllers=False` runs no
     garbage collector either: a bare kube-apiserver with etcd, as the corpus recorded
     (Foreground deletions and terminating namespaces then stay as they are).
+    `lease_interval` (seconds; None: never) renews the control plane's leader-election
+    Leases as a real cluster does, so the resourceVersion moves on a quiet store.
     """
 
     def __init__(self, state_dir: str | Path, host: str = "127.0.0.1", port: int = 0,
                  extra_ips: Iterable[str] = (), history_size: int = 1000,
                  bookmark_interval: float = 1.0, ipam: bool = True,
-                 ipam_conditions: bool = True, controllers: bool = True) -> None:
+                 ipam_conditions: bool = True, controllers: bool = True,
+                 lease_interval: float | None = 2.0) -> None:
         self.state_dir = Path(state_dir)
         self._host, self._port = host, port
         self._extra_ips = [*extra_ips] + ([host] if host not in ("0.0.0.0", "::") else [])
@@ -60,6 +64,7 @@ class ApiServer:
         self._gc = GarbageCollector(self.objects) if controllers else None
         self._pools = (PoolController(self.objects, ipam_conditions)
                        if ipam and controllers else None)
+        self._leases = LeaseRenewer(self.objects, lease_interval) if lease_interval else None
         self._httpd: Server | None = None
         self._thread: threading.Thread | None = None
         self.ca_cert_pem = ""
@@ -84,6 +89,8 @@ class ApiServer:
         self._thread.start()
         if self._gc is not None:
             self._gc.start()
+        if self._leases is not None:
+            self._leases.start()
         if self._pools is not None:
             self._pools.start()
         # Last, and whole: a waiting process (sandbox cluster.py) reads it as soon as it exists.
@@ -96,6 +103,8 @@ class ApiServer:
             self._pools.stop()
         if self._gc is not None:
             self._gc.stop()
+        if self._leases is not None:
+            self._leases.stop()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
