@@ -22,6 +22,14 @@ Rates and latencies are the agents' own (each request timed in the Session, drop
 ones counted as sent; a watch counts until its answer's headers); the total is the
 stand-in's counter.
 
+With MACHINE_AGENT_TEST_KUBECONFIG (an admin kubeconfig, the CRDs installed; see
+docs/e2e-against-a-real-cluster.md) the fleet runs against that cluster instead, in a
+namespace of its own (deleted afterwards): ServiceAccount tokens from the TokenRequest
+API, the in-cluster IPAM provider's claim logic played by machine_agent_sandbox.pools,
+the agents reaching the server through the tests' fault proxy (testkit/faultproxy.py),
+which drops every API request for the outage and counts what passes. The 429s a real
+server's API Priority and Fairness answers are counted among the agents' answers.
+
 Quick mode runs the same scenario 12 times faster (every agent-side time — reporting
 interval, retry backoffs, claim time-out, bootstrap pace — and the outage scaled by
 1/12) with a tenth of the agents, so the load on the stand-in is the same.
@@ -30,6 +38,7 @@ interval, retry backoffs, claim time-out, bootstrap pace — and the outage scal
 from __future__ import annotations
 
 import json
+import os
 import random
 import select
 import subprocess
@@ -114,6 +123,18 @@ class Api:
     token: str
     session: requests.Session
 
+    ns: str = NAMESPACE
+    agent_group: str = GROUP
+    """Who the agents' RoleBinding names."""
+
+    @property
+    def agents_url(self) -> str:
+        return self.url
+
+    @property
+    def agents_ca(self) -> str:
+        return self.ca
+
     def call(self, method: str, path: str, body: Any = None) -> Any:
         r = self.session.request(method, self.url + path, verify=self.ca, timeout=30,
                                  data=json.dumps(body) if body is not None else None,
@@ -122,6 +143,105 @@ class Api:
         if r.status_code >= 300:
             raise SystemExit(f"{method} {path}: {r.status_code} {r.text[:300]}")
         return r.json()
+
+    def token_for(self, name: str) -> str:
+        token: str = self.call("POST", "/sandbox/v1/tokens", {
+            "user": f"system:serviceaccount:{self.ns}:machine-agent-{name}",
+            "groups": [GROUP]})["token"]
+        return token
+
+    def outage(self, down: bool) -> None:
+        if down:
+            self.call("POST", "/sandbox/v1/faults", {"kind": "drop", "path": API_PATHS})
+        else:
+            self.call("DELETE", "/sandbox/v1/faults")
+
+    def reset_counters(self) -> None:
+        self.call("DELETE", "/sandbox/v1/counters")
+
+    def requests_by_verb(self) -> Counter[str]:
+        """The server's count of API requests so far, by verb (its own hooks left out)."""
+        by_verb: Counter[str] = Counter()
+        for c in self.call("GET", "/sandbox/v1/counters")["counters"]:
+            if not c["resource"].startswith("/sandbox"):
+                by_verb[c["verb"]] += c["count"]
+        return by_verb
+
+
+class ClusterApi(Api):
+    """A real cluster (MACHINE_AGENT_TEST_KUBECONFIG): admin calls go to it directly, the
+    agents through the fault proxy, which makes the outage and counts the requests."""
+
+    def __init__(self, admin: Any, proxy: Any) -> None:
+        import requests
+
+        super().__init__(f"https://{admin.host}:{admin.port}", str(admin.ca or ""), "",
+                         requests.Session(), ns=admin.ns,
+                         agent_group=f"system:serviceaccounts:{admin.ns}")
+        self.on_seeded: Any = None
+        self.admin, self.proxy = admin, proxy
+
+    @property
+    def agents_url(self) -> str:
+        return str(self.proxy.url)
+
+    @property
+    def agents_ca(self) -> str:
+        return str(self.proxy.ca_path)
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        return self.admin.call(method, path, body, ok=(200, 201, 202))
+
+    def token_for(self, name: str) -> str:
+        sa = f"machine-agent-{name}"
+        self.call("POST", f"/api/v1/namespaces/{self.ns}/serviceaccounts", {
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}})
+        review = self.call("POST", f"/api/v1/namespaces/{self.ns}/serviceaccounts/{sa}/token",
+                           {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                            "spec": {"expirationSeconds": 3600}})
+        return str(review["status"]["token"])
+
+    def outage(self, down: bool) -> None:
+        if down:
+            self.proxy.faults.add("drop", path=API_PATHS)
+        else:
+            self.proxy.faults.clear()
+
+    def reset_counters(self) -> None:
+        self._base = Counter({verb: n for (verb, _), n in self.proxy.counters().items()})
+
+    def requests_by_verb(self) -> Counter[str]:
+        now: Counter[str] = Counter()
+        for (verb, _), n in self.proxy.counters().items():
+            now[verb] += n
+        return now - getattr(self, "_base", Counter())
+
+
+@contextmanager
+def cluster(kubeconfig: Path, state: Path) -> Iterator[Api]:
+    """The cluster of an admin kubeconfig, the fault proxy before it, the pool client for
+    the fleet's namespace; the namespace deleted on the way out."""
+    import secrets
+
+    from machine_agent_sandbox.external import admin_from_kubeconfig, delete_namespace
+    from machine_agent_sandbox.pools import PoolClient
+    from machine_agent_sandbox.testkit.faultproxy import FaultProxy
+
+    admin = admin_from_kubeconfig(kubeconfig, state / "material", "fleet-"
+                                  + secrets.token_hex(3))
+    proxy = FaultProxy(f"https://{admin.host}:{admin.port}",
+                       str(admin.ca) if admin.ca else True, state / "proxy", admin.cert)
+    with proxy:
+        api = ClusterApi(admin, proxy)
+        started: list[Any] = []
+        # the pool client serves the namespace once seed() has made it
+        api.on_seeded = lambda: started.append(PoolClient(admin).start())
+        try:
+            yield api
+        finally:
+            for pools in started:
+                pools.stop()
+            delete_namespace(admin)
 
 
 @contextmanager
@@ -157,15 +277,16 @@ def seed(api: Api, agents: int) -> list[dict[str, str]]:
     """The namespace, the IPAM pool, one Role for every agent (bound to a group: the
     stand-in's authorizer scans every binding per request, which 1,000 per-node Roles
     would turn into its own cost), and per agent a Machine and a token."""
-    capi = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}"
-    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}"
+    ns = api.ns
+    capi = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{ns}"
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}"
     api.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": NAMESPACE}})
+                                            "metadata": {"name": ns}})
     api.call("POST", f"{capi}/clusters", {
         "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
         "metadata": {"name": CLUSTER},
         "spec": {"controlPlaneEndpoint": {"host": "203.0.113.10", "port": 6443}}})
-    api.call("POST", f"/apis/ipam.cluster.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}"
+    api.call("POST", f"/apis/ipam.cluster.x-k8s.io/v1alpha2/namespaces/{ns}"
                      "/inclusterippools", {
         "apiVersion": "ipam.cluster.x-k8s.io/v1alpha2", "kind": "InClusterIPPool",
         "metadata": {"name": POOL},
@@ -189,7 +310,7 @@ def seed(api: Api, agents: int) -> list[dict[str, str]]:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                     "name": "fleet-agent"},
         "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io",
-                      "name": GROUP}]})
+                      "name": api.agent_group}]})
     out = []
     for i in range(agents):
         name = f"worker-{i:04d}"
@@ -200,20 +321,12 @@ def seed(api: Api, agents: int) -> list[dict[str, str]]:
                      "bootstrap": {"dataSecretName": f"{name}-bootstrap"},
                      "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
                                            "kind": "Metal3Machine", "name": name}}})
-        token = api.call("POST", "/sandbox/v1/tokens", {
-            "user": f"system:serviceaccount:{NAMESPACE}:machine-agent-{name}",
-            "groups": [GROUP]})["token"]
-        out.append({"name": name, "uid": machine["metadata"]["uid"], "token": token})
+        out.append({"name": name, "uid": machine["metadata"]["uid"],
+                    "token": api.token_for(name)})
+    seeded = getattr(api, "on_seeded", None)
+    if seeded is not None:  # a real cluster's IPAM provider, for this namespace
+        seeded()
     return out
-
-
-def api_requests(api: Api) -> Counter[str]:
-    """The stand-in's count of API requests so far, by verb (its own hooks left out)."""
-    by_verb: Counter[str] = Counter()
-    for c in api.call("GET", "/sandbox/v1/counters")["counters"]:
-        if not c["resource"].startswith("/sandbox"):
-            by_verb[c["verb"]] += c["count"]
-    return by_verb
 
 
 # -- the driver ------------------------------------------------------------------------
@@ -229,7 +342,8 @@ def run_fleet(api: Api, agents: list[dict[str, str]], sc: Scenario,
         shares[i % sc.workers].append({**agent, "boot": rng.uniform(0, last_boot)})
     procs = []
     for k, share in enumerate(shares):
-        spec = {"url": api.url, "ca": api.ca, "start": start, "scenario": asdict(sc),
+        spec = {"url": api.agents_url, "ca": api.agents_ca, "namespace": api.ns,
+                "start": start, "scenario": asdict(sc),
                 "agents": share, "seed": rng.randrange(2**32), "worker": k}
         proc = subprocess.Popen([sys.executable, "-m", "bench.fleet"], cwd=ROOT,
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -240,9 +354,9 @@ def run_fleet(api: Api, agents: list[dict[str, str]], sc: Scenario,
     try:
         down, up = (start + t for t in sc.window("outage"))
         time.sleep(max(0.0, down - time.monotonic()))
-        api.call("POST", "/sandbox/v1/faults", {"kind": "drop", "path": API_PATHS})
+        api.outage(True)
         time.sleep(max(0.0, up - time.monotonic()))
-        api.call("DELETE", "/sandbox/v1/faults")
+        api.outage(False)
         reqs: list[list[float]] = []
         boots: list[dict[str, Any]] = []
         for proc in procs:
@@ -266,12 +380,13 @@ def run_fleet(api: Api, agents: list[dict[str, str]], sc: Scenario,
 def measure(quick: bool) -> list[Row]:
     sc = QUICK if quick else FULL
     rng = random.Random(13)
+    real = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
     with tempfile.TemporaryDirectory(prefix="ma-bench-fleet-") as tmp, \
-            standin(Path(tmp) / "api") as api:
+            (cluster(Path(real), Path(tmp)) if real else standin(Path(tmp) / "api")) as api:
         agents = seed(api, sc.agents)
-        api.call("DELETE", "/sandbox/v1/counters")
+        api.reset_counters()
         reqs, boots, t0 = run_fleet(api, agents, sc, rng)
-        served = api_requests(api)
+        served = api.requests_by_verb()
     return rows(sc, reqs, boots, t0, served)
 
 
@@ -316,7 +431,13 @@ def rows(sc: Scenario, reqs: list[list[float]], boots: list[dict[str, Any]], t0:
     window = f"{sc.back * sc.scale:.3g} s"
     shown = ", ".join(f"{n} {verb}" for verb, n in sorted(served.items()))
     steady_rate = sample([rate("steady")], "req/s")
+    throttled = sum(1 for r in reqs if r[2] == 429)
+    per_boot = sum(served.values()) / max(1, len(finished))
     return [
+        Row(f"fleet: API requests per finished bootstrap (of {len(finished)})",
+            sample([per_boot], "req"), goal="(reference)"),
+        Row("fleet: answers 429 TooManyRequests (API Priority and Fairness)",
+            sample([throttled], "req"), goal="(reference)"),
         Row(f"fleet: {sc.agents} agents, API requests in total ({shown})",
             sample([sum(served.values())], "req"), goal="(reference; agents sent "
             f"{len(reqs)})"),
@@ -377,6 +498,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
 
     logging.basicConfig(level=logging.CRITICAL)  # 1,000 agents' warnings are noise here
     sc = Scenario(**spec["scenario"])
+    namespace: str = spec.get("namespace", NAMESPACE)
     start: float = spec["start"]
     end = start + sc.total
     stop = threading.Event()
@@ -430,7 +552,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         """One node: its daemon's bootstrap, tried again after a temporary failure."""
         if stop.wait(max(0.0, start + float(agent["boot"]) * sc.scale - time.monotonic())):
             return
-        facts = MachineFacts(NAMESPACE, agent["name"], agent["uid"], CLUSTER)
+        facts = MachineFacts(namespace, agent["name"], agent["uid"], CLUSTER)
         view = MachineView(facts, "v1beta2", 1, None)
         journal = MemoryJournal(host)  # one journal across the daemon's runs
         conditions = Conditions(host, list(PHASES))
@@ -439,7 +561,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                                   "at": "booting"}
         boots.append(record)
         request = ClaimRequest(claim_key=f"{agent['uid']}/eth0/ipv6", pool=POOL,
-                               family="ipv6", interface="eth0", machine_namespace=NAMESPACE,
+                               family="ipv6", interface="eth0", machine_namespace=namespace,
                                machine_name=agent["name"])
         reporter: MachineReporter | None = None
         try:

@@ -20,6 +20,10 @@ def add_parser(sub: Any) -> None:
                       help="leave the sandbox in place and print how to inspect and remove it")
     demo.add_argument("--fault", metavar="FAULT",
                       help="show a failure as a user meets it; `--fault list` lists them")
+    demo.add_argument("--kubeconfig", metavar="FILE",
+                      help="run the sandbox's node against the management cluster this admin "
+                           "kubeconfig names (e.g. kind's) instead of the stand-in; the "
+                           "sandbox works in a namespace of its own and deletes it after")
     demo.add_argument("--cleanup", action="store_true",
                       help="remove sandboxes left by `demo --keep` (or by a demo that was "
                            "killed) and exit")
@@ -29,4 +33,5 @@ def add_parser(sub: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from machine_agent_sandbox.demo import run_demo
 
-    return run_demo(keep=args.keep, fault=args.fault, cleanup=args.cleanup)
+    return run_demo(keep=args.keep, fault=args.fault, cleanup=args.cleanup,
+                    kubeconfig=args.kubeconfig)

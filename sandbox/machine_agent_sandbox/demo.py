@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -48,7 +49,13 @@ def agent_command() -> str:
     return shlex.quote(started)
 
 
-def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = False) -> int:
+def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = False,
+             kubeconfig: str | None = None) -> int:
+    external = Path(kubeconfig) if kubeconfig else None
+    if external is not None and not external.is_file():
+        say(f"machine-agent demo: --kubeconfig {kubeconfig}: no such file; give the admin "
+            "kubeconfig of the management cluster (e.g. `kind get kubeconfig > FILE`)")
+        return 2
     if fault == "list":
         for f in CATALOGUE.values():
             say(f"  {f.name:<16} {f.story}  ->  {f.condition} {f.reason}")
@@ -89,7 +96,8 @@ def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = Fa
     signal.signal(signal.SIGINT, interrupted)  # even when started with SIGINT ignored
     start = time.monotonic()
     try:
-        with Sandbox.up(1, keep=keep, progress=lambda m: say(f"sandbox | {m}")) as box:
+        with Sandbox.up(1, keep=keep, progress=lambda m: say(f"sandbox | {m}"),
+                        external=external) as box:
             return _demo(box, CATALOGUE[fault] if fault else None, keep, start)
     except KeyboardInterrupt:
         say("\ninterrupted: the sandbox was removed")
@@ -114,7 +122,7 @@ def _demo(box: Sandbox, fault: Fault | None, keep: bool, start: float) -> int:
     say(f"(exit status {code})\n")
     _highlights(node)
     machine = box.admin.machine(node.name)
-    say(f"\n$ kubectl get machine {node.name} -n {NAMESPACE} -o yaml   "
+    say(f"\n$ kubectl get machine {node.name} -n {box.admin.ns} -o yaml   "
         "(spec.readinessGates and status.conditions)")
     shown = {"spec": {"readinessGates": machine["spec"].get("readinessGates", [])},
              "status": {"conditions": machine.get("status", {}).get("conditions", [])}}
@@ -188,13 +196,17 @@ def _where_to_look(box: Sandbox, node: Node, keep: bool) -> None:
             "around)")
         return
     base = box.registry.base
+    machine_cmd = (
+        f"kubectl -n {box.admin.ns} get machine {node.name} -o yaml  (with your kubeconfig; "
+        "the namespace goes with the sandbox)" if box.external else
+        f"ip netns exec {box.network.router} kubectl --kubeconfig \\\n"
+        f"                         {base}/apiserver/admin.kubeconfig -n {NAMESPACE} get "
+        f"machine \\\n                         {node.name} -o yaml")
     say(f"""
 the sandbox is KEPT. Where to look (as root):
   the agent's view     ip netns exec {node.netns} {agent} --root {node.root} \\
                          --netns {node.netns} status
-  the Machine          ip netns exec {box.network.router} kubectl --kubeconfig \\
-                         {base}/apiserver/admin.kubeconfig -n {NAMESPACE} get machine \\
-                         {node.name} -o yaml
+  the Machine          {machine_cmd}
   the Node             ip netns exec {box.network.router} kubectl --kubeconfig \\
                          {base}/workload-apiserver/admin.kubeconfig get node {node.name} \\
                          -o yaml

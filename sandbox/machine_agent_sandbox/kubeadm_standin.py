@@ -53,6 +53,8 @@ from typing import Any
 
 import yaml
 
+from machine_agent_sandbox.files import write_atomic
+
 STACK_HINT = "To see the stack trace of this error execute with --v=5 or higher"
 KUBELET_CONF = "etc/kubernetes/kubelet.conf"
 BOOTSTRAP_CONF = "etc/kubernetes/bootstrap-kubelet.conf"
@@ -125,7 +127,7 @@ def main(argv: list[str]) -> int:
                 return join(root, world, argv[1:])
             finally:
                 if world_path:
-                    Path(world_path).write_text(json.dumps(world, indent=1))
+                    write_atomic(Path(world_path), json.dumps(world, indent=1))
         raise Failed(f"unknown command {' '.join(argv[:1])!r} for \"kubeadm\"")
     except Failed as err:
         print(f"{err}\n{STACK_HINT}", file=sys.stderr)

@@ -21,6 +21,7 @@ import yaml
 from machine_agent_sandbox.chrony import Client
 from machine_agent_sandbox.cleanup import Registry
 from machine_agent_sandbox.cluster import POOL, Admin
+from machine_agent_sandbox.files import write_atomic
 from machine_agent_sandbox.kubeadm_standin import install
 from machine_agent_sandbox.netns import (
     DATA_LINK,
@@ -138,7 +139,7 @@ class Node:
             sort_keys=False), mode=0o600)
 
     def save_world(self) -> None:
-        self.world.write_text(json.dumps(self.workload))
+        write_atomic(self.world, json.dumps(self.workload))
 
     def write(self, path: str, text: str, mode: int = 0o644) -> None:
         target = self.root / path.lstrip("/")

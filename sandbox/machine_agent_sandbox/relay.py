@@ -21,6 +21,8 @@ import sys
 import threading
 from pathlib import Path
 
+from machine_agent_sandbox.files import write_atomic
+
 CHUNK = 65536
 CONNECT_TIMEOUT = 10.0
 
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     running = [True]
     signal.signal(signal.SIGTERM, lambda *_: running.__setitem__(0, False))
     target = _address(args.to)
-    args.ready.write_text("ready\n")
+    write_atomic(args.ready, "ready\n")
     while running[0]:
         try:
             client, _ = listener.accept()

@@ -101,9 +101,10 @@ def snapshot(box: Sandbox, node: Node, ip: dict[str, Any] | None = None) -> dict
     api = {}
     for path in (p.format(ns=box.admin.ns) for p in API):
         doc = box.admin.call("GET", path)
-        api[path] = (doc["metadata"].get("resourceVersion"),
-                     sorted((i["metadata"]["name"], i["metadata"]["resourceVersion"])
-                            for i in doc["items"]))
+        # the items and their versions: a list's own resourceVersion is the server's
+        # current one, which a real cluster moves every few seconds (lease renewals)
+        api[path] = sorted((i["metadata"]["name"], i["metadata"]["resourceVersion"])
+                           for i in doc["items"])
     return {"root": tree(node.root), "ip": ip, "api": api}
 
 

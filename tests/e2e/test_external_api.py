@@ -154,3 +154,25 @@ def test_the_bootstrap_suite_passes_in_external_mode(external: Path, tmp_path: P
     served = as_admin(external, tmp_path, "").call("GET", "/sandbox/v1/counters")
     made = {c["resource"]: c["count"] for c in served["counters"] if c["verb"] == "create"}
     assert made.get("namespaces", 0) >= 2 and made.get("machines", 0) >= 2, made
+
+
+def test_the_demo_runs_its_node_against_the_cluster_of_a_kubeconfig(
+        external: Path, tmp_path: Path) -> None:
+    """`machine-agent demo --kubeconfig FILE`: the sandbox's node bootstraps against that
+    server, in a namespace of its own that is gone afterwards."""
+    demo = subprocess.run([sys.executable, "-m", "agent.cli", "demo", "--kubeconfig",
+                           str(external)], capture_output=True, text=True, timeout=90)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    out = demo.stdout
+    assert "(external" in out  # the management API named is the kubeconfig's server
+    assert "as expected: NodeBootstrapped is True: the node bootstrapped" in out
+    namespace = next(w for w in out.split() if w.startswith("ma-sandbox-"))
+    assert not namespace_exists(as_admin(external, tmp_path, namespace))
+
+
+def test_the_demo_names_a_missing_kubeconfig(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.kubeconfig"
+    demo = subprocess.run([sys.executable, "-m", "agent.cli", "demo", "--kubeconfig",
+                           str(missing)], capture_output=True, text=True, timeout=30)
+    assert demo.returncode == 2
+    assert f"--kubeconfig {missing}: no such file" in demo.stdout + demo.stderr

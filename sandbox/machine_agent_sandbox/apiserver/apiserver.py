@@ -12,10 +12,13 @@ from typing import Any
 
 import yaml
 
+from machine_agent_sandbox.files import write_atomic
+
 from .auth import ADMIN_USER, MASTERS, Tokens, generate_tls, service_account_user
 from .faults import Counters, Faults
 from .gc import GarbageCollector
 from .ipampool import PoolController
+from .leases import LeaseRenewer
 from .objects import Call, Objects
 from .rbac import Authorizer
 from .resources import Registry
@@ -33,13 +36,18 @@ class ApiServer:
     `state_dir` receives ca.crt, apiserver.crt/.key and admin.kubeconfig. Listens on
     `host:port` (0: any free port). `ipam=True` runs the in-cluster IPAM pool controller;
     `ipam_conditions` makes it report a `Ready` condition on claims it cannot fulfil
-    (the released provider does not; see ipampool.py).
+    (the released provider does not; see ipampool.py). `controllers=False` runs no
+    garbage collector either: a bare kube-apiserver with etcd, as the corpus recorded
+    (Foreground deletions and terminating namespaces then stay as they are).
+    `lease_interval` (seconds; None: never) renews the control plane's leader-election
+    Leases as a real cluster does, so the resourceVersion moves on a quiet store.
     """
 
     def __init__(self, state_dir: str | Path, host: str = "127.0.0.1", port: int = 0,
                  extra_ips: Iterable[str] = (), history_size: int = 1000,
                  bookmark_interval: float = 1.0, ipam: bool = True,
-                 ipam_conditions: bool = True) -> None:
+                 ipam_conditions: bool = True, controllers: bool = True,
+                 lease_interval: float | None = 2.0) -> None:
         self.state_dir = Path(state_dir)
         self._host, self._port = host, port
         self._extra_ips = [*extra_ips] + ([host] if host not in ("0.0.0.0", "::") else [])
@@ -53,8 +61,10 @@ class ApiServer:
         self.admin_token = self.tokens.issue(ADMIN_USER, [MASTERS])
         self._ctx = Context(self.objects, self.tokens, Authorizer(self.store), self.faults,
                             self._counters, bookmark_interval)
-        self._gc = GarbageCollector(self.objects)
-        self._pools = PoolController(self.objects, ipam_conditions) if ipam else None
+        self._gc = GarbageCollector(self.objects) if controllers else None
+        self._pools = (PoolController(self.objects, ipam_conditions)
+                       if ipam and controllers else None)
+        self._leases = LeaseRenewer(self.objects, lease_interval) if lease_interval else None
         self._httpd: Server | None = None
         self._thread: threading.Thread | None = None
         self.ca_cert_pem = ""
@@ -77,17 +87,24 @@ class ApiServer:
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="sandbox-apiserver", daemon=True)
         self._thread.start()
-        self._gc.start()
+        if self._gc is not None:
+            self._gc.start()
+        if self._leases is not None:
+            self._leases.start()
         if self._pools is not None:
             self._pools.start()
-        (self.state_dir / "admin.kubeconfig").write_text(self.kubeconfig())
+        # Last, and whole: a waiting process (sandbox cluster.py) reads it as soon as it exists.
+        write_atomic(self.state_dir / "admin.kubeconfig", self.kubeconfig(), mode=0o600)
         return self
 
     def stop(self) -> None:
         self._ctx.stop.set()
         if self._pools is not None:
             self._pools.stop()
-        self._gc.stop()
+        if self._gc is not None:
+            self._gc.stop()
+        if self._leases is not None:
+            self._leases.stop()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -113,9 +130,9 @@ class ApiServer:
 
     # --- identities --------------------------------------------------------------------
 
-    def make_token(self, user: str, groups: Iterable[str] = ()) -> str:
+    def make_token(self, user: str, groups: Iterable[str] = (), uid: str = "") -> str:
         """A bearer token for `user` (system:authenticated is always added)."""
-        return self.tokens.issue(user, list(groups))
+        return self.tokens.issue(user, list(groups), uid)
 
     def make_service_account_token(self, namespace: str, name: str) -> str:
         return self.tokens.issue_for(service_account_user(namespace, name))

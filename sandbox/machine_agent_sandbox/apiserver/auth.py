@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cryptography import x509
 
+from machine_agent_sandbox.files import write_atomic
 from machine_agent_sandbox.testkit.certs import issue, key_pem, make_ca, pem
 
 ADMIN_USER = "kubernetes-admin"
@@ -24,6 +25,7 @@ ANONYMOUS = "system:anonymous"
 class User:
     name: str
     groups: tuple[str, ...]
+    uid: str = ""
 
     @property
     def is_admin(self) -> bool:
@@ -43,11 +45,11 @@ class Tokens:
         self._lock = threading.Lock()
         self._users: dict[str, User] = {}
 
-    def issue(self, user: str, groups: tuple[str, ...] | list[str] = ()) -> str:
+    def issue(self, user: str, groups: tuple[str, ...] | list[str] = (), uid: str = "") -> str:
         token = secrets.token_urlsafe(32)
         all_groups = tuple(dict.fromkeys([*groups, AUTHENTICATED]))
         with self._lock:
-            self._users[token] = User(user, all_groups)
+            self._users[token] = User(user, all_groups, uid)
         return token
 
     def issue_for(self, who: User) -> str:
@@ -88,8 +90,7 @@ def generate_tls(directory: Path, extra_ips: list[str]) -> TlsFiles:
     ca_pem = pem(ca.cert).decode()
     files = TlsFiles(ca_pem, directory / "ca.crt", directory / "apiserver.crt",
                      directory / "apiserver.key")
-    files.ca_path.write_text(ca_pem)
-    files.cert_path.write_bytes(pem(cert))
-    files.key_path.write_bytes(key_pem(key))
-    files.key_path.chmod(0o600)
+    write_atomic(files.ca_path, ca_pem)
+    write_atomic(files.cert_path, pem(cert))
+    write_atomic(files.key_path, key_pem(key), mode=0o600)
     return files

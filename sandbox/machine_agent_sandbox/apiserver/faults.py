@@ -8,7 +8,9 @@ A fault matches requests by HTTP method and a regular expression searched in the
 - `500`: an InternalError Status;
 - `drop`: close the connection without answering;
 - `close_watch`: a watch stream ends (cleanly) after `after_events` events;
-- `410`: a LIST answers 410 Expired; a WATCH answers 200 then one ERROR event (410).
+- `410`: a LIST answers 410 Expired; a WATCH answers 200 then one ERROR event (410);
+- `reset` (close with a TCP RST) and `503` (ServiceUnavailable): only the tests' fault
+  proxy (testkit/faultproxy.py) injects these.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
-KINDS = ("latency", "429", "500", "drop", "close_watch", "410")
+KINDS = ("latency", "429", "500", "drop", "close_watch", "410", "reset", "503")
 
 
 @dataclass

@@ -19,6 +19,7 @@ Obj = dict[str, Any]
 Path = tuple[str, ...]
 
 ENTRY = object()  # the value recorded for a keyed-list entry itself
+NODE = object()   # a map, struct or list that holds paths of its own (`nodes=True`)
 
 # Fields the server owns; never part of anyone's managed set.
 _STRIPPED = {("f:apiVersion",), ("f:kind",)} | {
@@ -36,16 +37,24 @@ def entry_key(item: Obj, keys: list[str]) -> Obj:
     return {k: item[k] for k in keys if k in item}
 
 
-def flatten(obj: Obj, schema: Obj | None) -> dict[Path, Any]:
+def flatten(obj: Obj, schema: Obj | None, *, nodes: bool = False) -> dict[Path, Any]:
+    """Every leaf path of `obj` with its value. `nodes=True` adds the maps, structs and
+    lists that hold them (as NODE): an Update owns a composite it created as a whole
+    (`"."` in FieldsV1), an Apply only what it applied."""
     out: dict[Path, Any] = {}
     _flatten(obj, sch.with_meta(schema), (), out)
     for p in list(out):
-        if p[:2] in _STRIPPED or p[:1] in _STRIPPED:
+        stripped = p[:2] in _STRIPPED or p[:1] in _STRIPPED or p == ("f:metadata",)
+        if stripped or (out[p] is NODE and not nodes):
             del out[p]
     return out
 
 
 def _flatten(value: Any, schema: Obj | None, prefix: Path, out: dict[Path, Any]) -> None:
+    if prefix and isinstance(value, dict | list) and value and not (
+            isinstance(value, dict) and sch.atomic_map(schema)) and not (
+            isinstance(value, list) and sch.list_type(schema) not in ("map", "set")):
+        out[prefix] = NODE
     if isinstance(value, dict) and not sch.atomic_map(schema):
         if not value and prefix:
             out[prefix] = {}
@@ -84,8 +93,14 @@ def compare(old: dict[Path, Any], new: dict[Path, Any]) -> tuple[set[Path], set[
     added = set(new) - set(old)
     removed = set(old) - set(new)
     modified = {p for p in set(old) & set(new)
-                if not (old[p] is ENTRY and new[p] is ENTRY) and old[p] != new[p]}
+                if not (old[p] is new[p] and old[p] in (ENTRY, NODE)) and old[p] != new[p]
+                and not _same_container(old[p], new[p])}
     return added, removed, modified
+
+
+def _same_container(a: Any, b: Any) -> bool:
+    """An empty map that gained fields (or lost them all) is not itself a change."""
+    return (a is NODE and b == {}) or (a == {} and b is NODE)
 
 
 # --- FieldsV1 ------------------------------------------------------------------------

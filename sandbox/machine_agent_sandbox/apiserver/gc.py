@@ -3,19 +3,26 @@
 When an object is gone, dependents whose ownerReferences name its uid are deleted
 (background propagation; finalizers are honoured, so a dependent with finalizers only
 gets its deletionTimestamp). A dependent that still has another existing owner only
-loses the dangling reference. Terminating namespaces are emptied, then removed.
+loses the dangling reference. An owner deleted with propagationPolicy=Foreground (the
+`foregroundDeletion` finalizer) has its dependents deleted first, then loses that
+finalizer (and so goes once no other finalizer holds it). Terminating namespaces are
+emptied, then removed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import queue
 import threading
+from typing import Any
 
 from . import meta as mt
-from .objects import Call, Objects
+from .objects import FOREGROUND, MERGE, Call, Objects
 from .status import ApiError
 from .store import Subscription
+
+Obj = dict[str, Any]
 
 
 class GarbageCollector:
@@ -45,6 +52,7 @@ class GarbageCollector:
                     ev = None
                 if ev is not None and ev.type == "DELETED":
                     self._collect(ev.obj["metadata"].get("uid", ""))
+                self._foreground()
                 self._empty_namespaces()
         finally:
             self._objects.store.unsubscribe(sub)
@@ -74,6 +82,35 @@ class GarbageCollector:
                     store.put(res_id, obj)
                 elif not mt.deleting(obj):
                     self._delete(res_id, meta.get("namespace", ""), meta["name"])
+
+    def _foreground(self) -> None:
+        store = self._objects.store
+        everything = store.all_objects()
+        owners = [(r, o) for r, o in everything if mt.deleting(o)
+                  and FOREGROUND in mt.finalizers(o)]
+        for res_id, owner in owners:
+            uid = owner["metadata"].get("uid")
+            dependents = [(r, o) for r, o in everything if any(
+                ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])]
+            for dep_res, dep in dependents:
+                if not mt.deleting(dep):
+                    self._delete(dep_res, dep["metadata"].get("namespace", ""),
+                                 dep["metadata"]["name"])
+            if not dependents:
+                self._release(res_id, owner)
+
+    def _release(self, res_id: str, owner: Obj) -> None:
+        """Remove the foregroundDeletion finalizer, as the collector's PATCH does."""
+        res = self._objects.registry.by_id(res_id)
+        meta = owner["metadata"]
+        rest = [f for f in mt.finalizers(owner) if f != FOREGROUND]
+        patch = json.dumps({"metadata": {"finalizers": rest or None,
+                                         "resourceVersion": meta["resourceVersion"]}})
+        with contextlib.suppress(ApiError):  # changed meanwhile: the next round retries
+            self._objects.patch(Call("patch", res, res.storage_version,
+                                     meta.get("namespace", ""), meta["name"],
+                                     user_agent="kube-controller-manager"),
+                                patch.encode(), MERGE)
 
     def _empty_namespaces(self) -> None:
         store = self._objects.store

@@ -48,15 +48,18 @@ def name_errors(plural: str, name: str, path: str = "metadata.name") -> list[st.
     return []
 
 
-def parse_rv(value: str) -> int:
-    """A resourceVersion from a request; non-numeric is a 500, as on the real server."""
+def parse_rv(value: str, field: str = "") -> int:
+    """A resourceVersion from a request; non-numeric is a bare 500 (no reason), as on the
+    real server; `field` names the query parameter it came from (a watch's message does)."""
     try:
-        rv = int(value)
-        if rv < 0:
+        if not value.isdigit():
             raise ValueError(value)
-        return rv
+        return int(value)
     except ValueError:
-        raise st.internal(f'strconv.ParseUint: parsing "{value}": invalid syntax') from None
+        message = f'strconv.ParseUint: parsing "{value}": invalid syntax'
+        if field:
+            message = f"{field}: Invalid value: {st.go_value(value)}: {message}"
+        raise st.ApiError(500, "", message) from None
 
 
 def spec_changed(old: Obj, new: Obj) -> bool:

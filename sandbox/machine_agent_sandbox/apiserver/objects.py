@@ -2,9 +2,10 @@
 delete, with the real server's strategies — status subresource, generation, finalizers
 and deletionTimestamp, resourceVersion preconditions, schema validation, managedFields.
 
-Simplified: no dryRun, no deletecollection, no strategic merge patch (415 for every
-kind, where the real server accepts it for built-in kinds), Foreground deletion is
-treated as Background.
+Also: dryRun=All (everything but storing), deletecollection, limit/continue, Foreground
+deletion (the `foregroundDeletion` finalizer the garbage collector removes). Simplified:
+strategic merge patch on built-in kinds is applied as a JSON merge patch (lists are
+replaced, not merged by their patchMergeKey).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from . import builtin, patches, ssa
+from . import builtin, decoding, events, pages, patches, ssa
 from . import fields as fp
 from . import meta as mt
 from . import schema as sch
@@ -35,6 +36,9 @@ JSON_PATCH = "application/json-patch+json"
 APPLY = "application/apply-patch+yaml"
 STRATEGIC = "application/strategic-merge-patch+json"
 _ACCEPTED = [JSON_PATCH, MERGE, APPLY]
+_ACCEPTED_BUILTIN = [JSON_PATCH, MERGE, STRATEGIC, APPLY]
+FOREGROUND = "foregroundDeletion"
+_STANDARD_FINALIZERS = {"kubernetes", "orphan", FOREGROUND}
 
 
 @dataclass
@@ -49,10 +53,16 @@ class Call:
     user: User = field(default_factory=lambda: User("system:apiserver", ("system:masters",)))
     user_agent: str = ""
     warnings: list[str] = field(default_factory=list)
+    # metadata errors found before the schema is checked, reported together with its own
+    meta_errors: list[st.FieldError] = field(default_factory=list)
 
     @property
     def api_version(self) -> str:
         return self.res.api_version(self.version)
+
+    @property
+    def dry_run(self) -> bool:
+        return self.query.get("dryRun", "") == "All"
 
     @property
     def manager(self) -> str:
@@ -66,6 +76,24 @@ class Reply:
     body: Obj
 
 
+def _zero_value(call: Call) -> Obj:
+    """What a typed built-in is before its first write: structs that are not pointers
+    always exist (so creating them is no change of their own, only of their fields)."""
+    if call.res.storage_id == events.STORAGE_ID:
+        return {"deprecatedSource": {}} if call.res.group == events.GROUP else {"source": {}}
+    return {}
+
+
+def _relative_to_status(error: st.FieldError) -> st.FieldError:
+    """A /status write validates `status` on its own: the message names the path inside
+    it (`conditions[0].type in body ...`), the field stays the full path."""
+    if error.field != "status" and not error.field.startswith("status."):
+        return error
+    inner = error.field.removeprefix("status").removeprefix(".")
+    return st.FieldError(error.reason, error.field,
+                         error.body.replace(f"{error.field} in body", f"{inner} in body"))
+
+
 class Objects:
     def __init__(self, store: Store, registry: Registry) -> None:
         self.store = store
@@ -75,12 +103,19 @@ class Objects:
 
     def output(self, call: Call, obj: Obj) -> Obj:
         out = copy.deepcopy(obj)
+        if call.res.storage_id == events.STORAGE_ID:
+            out = (events.events_view(out) if call.res.group == events.GROUP
+                   else events.core_view(out))
+        if call.res.custom and out.get("apiVersion") != call.api_version:
+            # conversion None relabels the object; reading it through another version's
+            # schema prunes the fields that version does not have, as the real server does
+            out = sch.check(out, call.res.schema(call.version)).value
         out["apiVersion"] = call.api_version
         out["kind"] = call.res.kind
         return out
 
     def _existing(self, call: Call) -> Obj:
-        obj = self.store.get(call.res.id, call.namespace, call.name)
+        obj = self.store.get(call.res.storage_id, call.namespace, call.name)
         if obj is None:
             raise st.not_found(call.res.gr, call.res.group, call.res.plural, call.name)
         return obj
@@ -91,22 +126,70 @@ class Objects:
         return Reply(200, self.output(call, self._existing(call)))
 
     def list(self, call: Call) -> Reply:
-        wanted = call.query.get("resourceVersion", "")
+        """A list as the real server answers it: from the watch cache (resourceVersion
+        unset, 0 or NotOlderThan) or, for Exact and paginated reads, as of a revision,
+        which is 410 Expired once compacted. A page holds up to `limit` matching objects;
+        `continue` goes on after the last key read (matching or not), as etcd paging does.
+        Simplified: an Exact read of a revision still kept returns the current objects."""
+        query = call.query
+        wanted, match = query.get("resourceVersion", ""), query.get("resourceVersionMatch", "")
+        if match and not wanted:
+            raise st.ApiError(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: '
+                              "resourceVersionMatch: Forbidden: resourceVersionMatch is "
+                              "forbidden unless resourceVersion is provided", {
+                                  "group": "meta.k8s.io", "kind": "ListOptions", "causes": [
+                                      st.forbidden_field("resourceVersionMatch",
+                                                         "resourceVersionMatch is forbidden "
+                                                         "unless resourceVersion is provided"
+                                                         ).cause()]})
+        limit = int(query["limit"]) if query.get("limit", "").isdigit() else 0
+        start, token_rv = pages.decode(query.get("continue", ""))
         if wanted:
             rv = mt.parse_rv(wanted)
-            if rv and rv < self.store.floor:
+            exact = match == "Exact" or (limit > 0 and rv > 0)
+            if exact and rv < self.store.floor:
                 raise st.expired("The resourceVersion for the provided list is too old.")
             if rv > self.store.rv and not self.store.wait_for(rv, 3.0):
-                raise st.timeout(f"Too large resource version: {rv}, current: {self.store.rv}")
-        matches = selector_from_query(call.query)
-        objs, rv_now = self.store.list(call.res.id, call.namespace or None, matches)
-        items = [self.output(call, o) for o in objs]
+                raise st.timeout(f"Too large resource version: {rv}, current: {self.store.rv}",
+                                 cause="ResourceVersionTooLarge")
+        matches = selector_from_query(query)
+        objs, rv_now = self.store.list(call.res.storage_id, call.namespace or None)
+        page = pages.Page.cut(objs, matches, start, limit, bool(call.namespace))
+        list_rv = token_rv or rv_now
+        items = [self.output(call, o) for o in page.items]
         if not call.res.custom:
             for item in items:
                 item.pop("apiVersion", None)
                 item.pop("kind", None)
+        meta: Obj = {"resourceVersion": str(list_rv)}
+        if call.res.custom or page.next_key:
+            # an unstructured list always carries `continue`, empty on the last page
+            meta["continue"] = pages.encode(page.next_key, list_rv) if page.next_key else ""
         return Reply(200, {"kind": call.res.list_kind, "apiVersion": call.api_version,
-                           "metadata": {"resourceVersion": str(rv_now)}, "items": items})
+                           "metadata": meta, "items": items})
+
+    def delete_collection(self, call: Call, options: Obj | None) -> Reply:
+        """DELETE on a collection: each selected object deleted as DELETE would; the
+        answer is the list of what was deleted (or is now terminating)."""
+        matches = selector_from_query(call.query)
+        objs, _ = self.store.list(call.res.storage_id, call.namespace or None, matches)
+        deleted: builtins.list[Obj] = []
+        for obj in objs:
+            one = Call("delete", call.res, call.version, call.namespace,
+                       obj["metadata"]["name"], "", call.query, call.user, call.user_agent)
+            try:
+                reply = self.delete(one, options)
+            except st.ApiError as err:
+                if err.code == 404:
+                    continue
+                raise
+            deleted.append(reply.body if reply.body.get("kind") != "Status"
+                           else self.output(call, obj))
+        meta: Obj = {"resourceVersion": str(self.store.rv)}
+        if call.res.custom:
+            meta["continue"] = ""
+        return Reply(200, {"kind": call.res.list_kind, "apiVersion": call.api_version,
+                           "metadata": meta, "items": deleted})
 
     # --- shared write path -----------------------------------------------------------
 
@@ -119,6 +202,10 @@ class Objects:
         if api_version and api_version != call.api_version:
             raise st.bad_request(f"the API version in the data ({api_version}) does not "
                                  f"match the expected API version ({call.api_version})")
+        if kind and kind != call.res.kind and call.res.custom:
+            name = str((body.get("metadata") or {}).get("name", ""))
+            raise st.invalid_object(str(kind), call.res.group, name, [
+                st.invalid("kind", kind, f"must be {call.res.kind}")])
         if kind and kind != call.res.kind:
             raise st.bad_request(f"the kind in the data ({kind}) does not match the "
                                  f"expected kind ({call.res.kind})")
@@ -139,12 +226,20 @@ class Objects:
                                  f"got {strictness!r}")
         res = sch.check(obj, call.res.schema(call.version))
         if res.unknown and strictness == "Strict":
-            raise st.bad_request("strict decoding error: " + ", ".join(
-                f'unknown field "{p}"' for p in res.unknown))
+            raise st.bad_request(
+                f'{call.res.kind} in version "{call.version}" cannot be handled as a '
+                f"{call.res.kind}: strict decoding error: " + ", ".join(
+                    f'unknown field "{p}"' for p in res.unknown))
         if res.unknown and strictness == "Warn":
             call.warnings.extend(f'unknown field "{p}"' for p in res.unknown)
         name = (obj.get("metadata") or {}).get("name", "")
-        errors = list(res.errors)
+        errors = [*call.meta_errors, *res.errors]
+        if call.verb == "create" and events.is_events_api(call.res.group, call.res.plural):
+            errors += events.validate_create(obj)
+            if errors:  # named by kind alone, as the real registry names Events
+                raise st.invalid_object(call.res.kind, "", name, errors)
+        if call.subresource == "status":
+            errors = [_relative_to_status(e) for e in errors]
         if errors:
             raise st.invalid_object(call.res.kind, call.res.group, name, errors)
         value: Obj = res.value
@@ -153,6 +248,12 @@ class Objects:
     def _strategy(self, call: Call, old: Obj | None, new: Obj) -> Obj:
         """What a write may change: status only through /status, never server fields."""
         res = call.res
+        known = set() if old is None else set(mt.finalizers(old))
+        call.warnings.extend(
+            f'metadata.finalizers: "{name}": prefer a domain-qualified finalizer name '
+            "including a path (/) to avoid accidental conflicts with other finalizer writers"
+            for name in mt.finalizers(new) if name not in known and "/" not in name
+            and name not in _STANDARD_FINALIZERS)
         if old is None:
             if res.status_subresource:
                 new.pop("status", None)
@@ -179,10 +280,12 @@ class Objects:
         if mt.deleting(old):
             added = [f for f in mt.finalizers(new) if f not in mt.finalizers(old)]
             if added:
-                raise st.invalid_object(res.kind, res.group, old_meta["name"], [
-                    st.forbidden_field("metadata.finalizers", "no new finalizers can be added "
-                                       "if the object is being deleted, found new finalizers "
-                                       + json.dumps(added))])
+                # ValidateObjectMetaUpdate reports it twice (metadata and finalizers checks)
+                why = st.forbidden_field(
+                    "metadata.finalizers", "no new finalizers can be added if the object is "
+                    "being deleted, found new finalizers []string{"
+                    + ", ".join(json.dumps(f) for f in added) + "}")
+                raise st.invalid_object(res.kind, res.group, old_meta["name"], [why, why])
         return new
 
     def _precondition(self, call: Call, old: Obj, body_rv: str | None) -> None:
@@ -202,26 +305,33 @@ class Objects:
         meta = new["metadata"]
         if entries is None:
             schema = call.res.schema(call.version)
-            old_flat = fp.flatten(old, schema) if old is not None else {}
+            # ownership is computed on the view the writer used (Events: either API)
+            base = self.output(call, old) if old is not None else _zero_value(call)
+            old_flat = fp.flatten(base, schema, nodes=True)
             entries = ssa.record_update(
-                [] if reset else ssa.parse(old), old_flat, fp.flatten(new, schema),
+                [] if reset else ssa.parse(old), old_flat, fp.flatten(new, schema, nodes=True),
                 call.manager, ssa.Scope(call.subresource, call.res.status_subresource),
                 call.api_version, mt.now())
         meta["managedFields"] = ssa.dump(entries)
         if not meta["managedFields"]:
             del meta["managedFields"]
+        if call.res.storage_id == events.STORAGE_ID and call.res.group == events.GROUP:
+            new = events.to_core(new)
         if old is None:
             return self._insert(call, new)
         if call.res.track_generation and mt.spec_changed(old, new):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
-        if new == old:
-            return old
+        if new == old or call.dry_run:
+            return new
         if mt.deleting(new) and not mt.finalizers(new):
-            # the real registry deletes instead of writing the emptied object
-            gone = self.store.delete(call.res.id, call.namespace, call.name)
-            return gone or new
-        return self.store.put(call.res.id, new)
+            # the real registry deletes instead of writing the emptied object, and
+            # answers with that final object
+            gone = self.store.delete(call.res.storage_id, call.namespace, call.name)
+            if gone is not None:
+                new["metadata"]["resourceVersion"] = gone["metadata"]["resourceVersion"]
+            return new
+        return self.store.put(call.res.storage_id, new)
 
     def _insert(self, call: Call, new: Obj) -> Obj:
         meta = new["metadata"]
@@ -231,7 +341,7 @@ class Objects:
                 raise st.not_found("namespaces", "", "namespaces", call.namespace)
         else:
             meta.pop("namespace", None)
-        if self.store.get(call.res.id, call.namespace, meta["name"]) is not None:
+        if self.store.get(call.res.storage_id, call.namespace, meta["name"]) is not None:
             raise st.already_exists(call.res.gr, call.res.group, call.res.plural, meta["name"])
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = mt.now()
@@ -239,8 +349,10 @@ class Objects:
             meta.pop(key, None)
         if call.res.track_generation:
             meta["generation"] = 1
+        if call.dry_run:
+            return new
         builtin.on_create(self.registry, call.res, new)
-        return self.store.put(call.res.id, new)
+        return self.store.put(call.res.storage_id, new)
 
     # --- create / update ---------------------------------------------------------------
 
@@ -252,9 +364,7 @@ class Objects:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = mt.generate_name(meta["generateName"])
         call.name = meta.get("name", "")
-        errors = mt.name_errors(call.res.plural, call.name)
-        if errors:
-            raise st.invalid_object(call.res.kind, call.res.group, call.name, errors)
+        call.meta_errors = mt.name_errors(call.res.plural, call.name)
         builtin.normalize(call.res, obj)
         with self.store.lock:
             return Reply(201, self.output(call, self._commit(call, None, obj)))
@@ -270,8 +380,14 @@ class Objects:
             old = self._existing(call)
             body_rv = obj["metadata"].get("resourceVersion")
             if not body_rv and call.res.custom:
-                raise st.invalid_object(call.res.kind, call.res.group, call.name, [st.invalid(
-                    "metadata.resourceVersion", 0, "must be specified for an update")])
+                # named by resource, not kind: the registry's update check says so
+                raise st.ApiError(422, "Invalid", f'{call.res.gr} "{call.name}" is invalid: '
+                                  "metadata.resourceVersion: Invalid value: 0: must be "
+                                  "specified for an update", {
+                                      "name": call.name, "group": call.res.group,
+                                      "kind": call.res.plural, "causes": [st.invalid(
+                                          "metadata.resourceVersion", 0,
+                                          "must be specified for an update").cause()]})
             self._precondition(call, old, body_rv)
             return Reply(200, self.output(call, self._commit(call, old, obj)))
 
@@ -281,17 +397,28 @@ class Objects:
         kind = content_type.split(";")[0].strip().lower()
         if kind == APPLY:
             return self._apply(call, raw)
-        if kind not in (MERGE, JSON_PATCH):
-            raise st.unsupported_media_type(kind, _ACCEPTED)
-        try:
-            doc = json.loads(raw or b"null")
-        except ValueError as exc:
-            raise st.bad_request(f"error decoding patch: {exc}") from None
+        accepted = _ACCEPTED if call.res.custom else _ACCEPTED_BUILTIN
+        if kind not in accepted:
+            raise st.unsupported_media_type(kind, accepted)
+        if call.query.get("force"):
+            raise st.ApiError(422, "Invalid", 'PatchOptions.meta.k8s.io "" is invalid: force: '
+                              "Forbidden: may not be specified for non-apply patch", {
+                                  "group": "meta.k8s.io", "kind": "PatchOptions", "causes": [
+                                      st.forbidden_field("force", "may not be specified for "
+                                                         "non-apply patch").cause()]})
+        doc = decoding.patch_document(raw)
         with self.store.lock:
             old = self._existing(call)
             current = self.output(call, old)
-            patched = (patches.merge_patch(current, doc) if kind == MERGE
-                       else patches.json_patch(current, doc))
+            try:
+                patched = (patches.json_patch(current, doc) if kind == JSON_PATCH
+                           else patches.merge_patch(current, doc))
+            except st.ApiError as err:
+                if err.code != 422:
+                    raise
+                # the real server hides the JSON patch library's reason
+                raise st.ApiError(422, "Invalid", "the server rejected our request due to "
+                                  "an error in our request", {}) from None
             obj = self._check_body(call, patched)
             if obj["metadata"].get("name") != call.name:
                 raise st.bad_request("the name of the object cannot be changed by a patch")
@@ -314,6 +441,8 @@ class Objects:
             doc = yaml.safe_load(raw or b"")
         except yaml.YAMLError as exc:
             raise st.bad_request(f"error decoding YAML: {exc}") from None
+        if isinstance(doc, dict) and not doc.get("kind") and not doc.get("apiVersion"):
+            raise st.bad_request("invalid object type: /, Kind=")
         if isinstance(doc, dict) and not call.res.custom and not doc.get("kind"):
             raise st.bad_request(f"Object 'Kind' is missing in '{json.dumps(doc)}'")
         config = self._check_body(call, doc)
@@ -327,7 +456,7 @@ class Objects:
                 f'unknown field "{p}"' for p in pruned.unknown))
         config = pruned.value
         with self.store.lock:
-            old = self.store.get(call.res.id, call.namespace, call.name)
+            old = self.store.get(call.res.storage_id, call.namespace, call.name)
             if old is None and call.subresource:
                 raise st.not_found(call.res.gr, call.res.group, call.res.plural, call.name)
             if old is not None:
@@ -360,28 +489,39 @@ class Objects:
         with self.store.lock:
             old = self._existing(call)
             meta = old["metadata"]
+            # the storage layer's wording (apiserver storage/errors: NewConflict on Kind)
+            qualified = f"{call.res.kind}.{call.res.group}" if call.res.group else call.res.kind
             if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise st.conflict(call.res.gr, call.res.group, call.res.plural, call.name,
-                                  f"Precondition failed: UID in precondition: {pre['uid']}, "
-                                  f"UID in object meta: {meta.get('uid')}")
+                raise st.conflict(qualified, call.res.group, call.res.kind, call.name,
+                                  f"the UID in the precondition ({pre['uid']}) does not match "
+                                  f"the UID in record ({meta.get('uid')}). The object might "
+                                  "have been deleted and then recreated")
             if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-                raise st.conflict(call.res.gr, call.res.group, call.res.plural, call.name,
-                                  "Precondition failed: ResourceVersion in precondition: "
-                                  f"{pre['resourceVersion']}, ResourceVersion in object meta: "
-                                  f"{meta['resourceVersion']}")
+                raise st.conflict(qualified, call.res.group, call.res.kind, call.name,
+                                  "the ResourceVersion in the precondition "
+                                  f"({pre['resourceVersion']}) does not match the "
+                                  f"ResourceVersion in record ({meta['resourceVersion']}). "
+                                  "The object might have been modified")
+            if call.dry_run:
+                if mt.finalizers(old) or policy == "Foreground":
+                    return Reply(200, self.output(call, old))
+                return Reply(200, st.success_status(call.name, call.res.group,
+                                                    call.res.plural, meta.get("uid", "")))
             if policy == "Orphan":
                 builtin.orphan_dependents(self, meta.get("uid", ""))
             if call.res.plural == "namespaces" and not call.res.group:
                 return Reply(200, self.output(call, builtin.terminate_namespace(self, old)))
-            if mt.finalizers(old):
+            if mt.finalizers(old) or policy == "Foreground":
                 if mt.deleting(old):
                     return Reply(200, self.output(call, old))
                 new = copy.deepcopy(old)
                 new["metadata"]["deletionTimestamp"] = mt.now()
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
+                if policy == "Foreground" and FOREGROUND not in mt.finalizers(old):
+                    new["metadata"]["finalizers"] = [*mt.finalizers(old), FOREGROUND]
                 if "generation" in meta:
                     new["metadata"]["generation"] = int(meta["generation"]) + 1
-                return Reply(200, self.output(call, self.store.put(call.res.id, new)))
-            self.store.delete(call.res.id, call.namespace, call.name)
+                return Reply(200, self.output(call, self.store.put(call.res.storage_id, new)))
+            self.store.delete(call.res.storage_id, call.namespace, call.name)
             return Reply(200, st.success_status(call.name, call.res.group, call.res.plural,
                                                 meta.get("uid", "")))

@@ -79,9 +79,57 @@ def _subject_matches(subject: Obj, user: User, binding_ns: str) -> bool:
     return False
 
 
+# What every authenticated user may do on a real cluster: the default ClusterRoles
+# system:basic-user, system:public-info-viewer, system:discovery and
+# system:service-account-issuer-discovery, bound to system:authenticated (bootstrappolicy).
+DEFAULT_RESOURCE_RULES: list[Obj] = [
+    {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+     "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]},
+    {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"],
+     "resources": ["selfsubjectreviews"]},
+]
+DEFAULT_NON_RESOURCE_RULES: list[Obj] = [
+    {"verbs": ["get"], "nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version",
+                                           "/version/"]},
+    {"verbs": ["get"], "nonResourceURLs": ["/.well-known", "/.well-known/*"]},
+    {"verbs": ["get"], "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz",
+                                           "/livez", "/openapi", "/openapi/*", "/readyz",
+                                           "/version", "/version/"]},
+]
+
+
 class Authorizer:
     def __init__(self, store: Store) -> None:
         self._store = store
+
+    def rules_for(self, user: User, namespace: str) -> tuple[list[Obj], list[Obj]]:
+        """(resource rules, non-resource rules) that apply to `user` in `namespace`, as a
+        SelfSubjectRulesReview lists them: defaults first, then bound roles' rules."""
+        if user.is_admin:
+            return ([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+                     *DEFAULT_RESOURCE_RULES],
+                    [{"verbs": ["*"], "nonResourceURLs": ["*"]}, *DEFAULT_NON_RESOURCE_RULES])
+        resource = [dict(r) for r in DEFAULT_RESOURCE_RULES]
+        non_resource = [dict(r) for r in DEFAULT_NON_RESOURCE_RULES]
+        found: list[Obj] = []
+        bindings, _ = self._store.list(f"{RBAC}/clusterrolebindings")
+        for b in bindings:
+            if any(_subject_matches(s, user, "") for s in b.get("subjects") or []):
+                found += self._rules(b.get("roleRef") or {}, "")
+        if namespace:
+            bindings, _ = self._store.list(f"{RBAC}/rolebindings", namespace)
+            for b in bindings:
+                if any(_subject_matches(s, user, namespace) for s in b.get("subjects") or []):
+                    found += self._rules(b.get("roleRef") or {}, namespace)
+        for rule in found:
+            if rule.get("nonResourceURLs"):
+                non_resource.append({"verbs": rule.get("verbs") or [],
+                                     "nonResourceURLs": rule["nonResourceURLs"]})
+            else:
+                out = {k: rule[k] for k in ("verbs", "apiGroups", "resources",
+                                             "resourceNames") if rule.get(k)}
+                resource.append(out)
+        return resource, non_resource
 
     def _rules(self, role_ref: Obj, namespace: str) -> list[Obj]:
         kind = role_ref.get("kind")

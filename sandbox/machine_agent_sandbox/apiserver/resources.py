@@ -10,6 +10,7 @@ v1beta1 and v1beta2 — write and read Machines in v1beta2).
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -17,6 +18,8 @@ from importlib import resources as importlib_resources
 from typing import Any
 
 import yaml
+
+from . import events
 
 Obj = dict[str, Any]
 
@@ -36,12 +39,19 @@ class ResourceType:
     status_subresource: bool = False
     deprecation: dict[str, str] = field(default_factory=dict)  # version -> warning text
     short_names: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    printer_columns: dict[str, list[Obj]] = field(default_factory=dict)  # version -> columns
     track_generation: bool = False
     custom: bool = False
+    stored_as: str = ""  # another type's id when both serve the same objects (Events)
 
     @property
     def id(self) -> str:
         return f"{self.group}/{self.plural}"
+
+    @property
+    def storage_id(self) -> str:
+        return self.stored_as or self.id
 
     @property
     def gr(self) -> str:
@@ -69,16 +79,39 @@ def _crd_to_type(crd: Obj) -> ResourceType:
         singular=names.get("singular", names["kind"].lower()), kind=names["kind"],
         namespaced=spec.get("scope", "Namespaced") == "Namespaced",
         versions=[v["name"] for v in served], storage_version=storage,
-        short_names=list(names.get("shortNames", [])), track_generation=True, custom=True)
+        short_names=list(names.get("shortNames", [])), track_generation=True, custom=True,
+        categories=list(names.get("categories", [])))
     for v in served:
         rt.schemas[v["name"]] = (v.get("schema") or {}).get("openAPIV3Schema") or {
             "type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        if v.get("additionalPrinterColumns"):
+            rt.printer_columns[v["name"]] = list(v["additionalPrinterColumns"])
         if "status" in (v.get("subresources") or {}):
             rt.status_subresource = True
         if v.get("deprecated"):
-            rt.deprecation[v["name"]] = v.get("deprecationWarning") or (
-                f"{spec['group']}/{v['name']} {names['kind']} is deprecated")
+            rt.deprecation[v["name"]] = v.get("deprecationWarning") or _default_deprecation(
+                spec["group"], v["name"], names["kind"], served)
     return rt
+
+
+def version_rank(version: str) -> tuple[int, int, int]:
+    """Kubernetes' version order (v2 > v1 > v1beta2 > v1beta1 > v1alpha1 > other)."""
+    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if not match:
+        return (-1, 0, 0)
+    stage = {"alpha": 0, "beta": 1, None: 2}[match.group(2)]
+    return (int(match.group(1)), stage, int(match.group(3) or 0))
+
+
+def _default_deprecation(group: str, version: str, kind: str, served: list[Obj]) -> str:
+    """apiextensions-apiserver's defaultDeprecationWarning: names the newest served,
+    not deprecated, later version."""
+    text = f"{group}/{version} {kind} is deprecated"
+    newer = [v["name"] for v in served if not v.get("deprecated")
+             and version_rank(v["name"]) > version_rank(version)]
+    if newer:
+        text += f"; use {group}/{max(newer, key=version_rank)} {kind}"
+    return text
 
 
 @lru_cache(maxsize=1)
@@ -123,6 +156,10 @@ _SHORT = {"namespaces": ["ns"], "nodes": ["no"], "configmaps": ["cm"],
           "deployments": ["deploy"], "customresourcedefinitions": ["crd", "crds"]}
 
 
+_BUILTIN_SCHEMAS = {("", "events"): events.CORE_SCHEMA,
+                    ("events.k8s.io", "events"): events.EVENTS_SCHEMA}
+
+
 def _singular(kind: str) -> str:
     return kind.lower()
 
@@ -137,8 +174,10 @@ class Registry:
             self.add(ResourceType(
                 group=group, plural=plural, singular=_singular(kind), kind=kind,
                 namespaced=namespaced, versions=[version], storage_version=version,
-                schemas={version: None}, status_subresource=status, track_generation=gen,
-                short_names=_SHORT.get(plural, [])))
+                schemas={version: _BUILTIN_SCHEMAS.get((group, plural))},
+                status_subresource=status, track_generation=gen,
+                short_names=_SHORT.get(plural, []),
+                stored_as="/events" if (group, plural) == ("events.k8s.io", "events") else ""))
 
     def add(self, rt: ResourceType) -> None:
         with self._lock:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from . import fields as fp
+from . import meta as mt
+from . import ssa
 from . import status as st
 from .auth import Tokens, User, service_account_user
 from .rbac import Attributes, Authorizer
@@ -14,15 +17,49 @@ from .store import Store
 Obj = dict[str, Any]
 
 
-def self_subject_access_review(authorizer: Authorizer, user: User, body: Any) -> Obj:
+def _managed_fields(body: Obj, manager: str, api_version: str) -> list[Obj]:
+    """The Update entry the real server's create records for a review it never stores
+    (`spec` is a struct that always exists, its attributes a pointer that may not)."""
+    entries = ssa.record_update([], fp.flatten({"spec": {}}, None, nodes=True),
+                                fp.flatten({"spec": body.get("spec") or {}}, None, nodes=True),
+                                manager, ssa.Scope("", False), api_version, mt.now())
+    return ssa.dump(entries)
+
+
+def self_subject_review(user: User) -> Obj:
+    """authentication.k8s.io/v1 SelfSubjectReview: who the caller is."""
+    info: Obj = {"username": user.name}
+    if user.uid:
+        info["uid"] = user.uid
+    info["groups"] = list(user.groups)
+    return {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": mt.now()}, "status": {"userInfo": info}}
+
+
+def self_subject_rules_review(authorizer: Authorizer, user: User, body: Any) -> Obj:
+    """authorization.k8s.io/v1 SelfSubjectRulesReview for spec.namespace (which the real
+    server does not echo back)."""
+    namespace = str(((body or {}).get("spec") or {}).get("namespace", "")) \
+        if isinstance(body, dict) else ""
+    resource, non_resource = authorizer.rules_for(user, namespace)
+    return {"kind": "SelfSubjectRulesReview", "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {}, "spec": {},
+            "status": {"resourceRules": resource, "nonResourceRules": non_resource,
+                       "incomplete": False}}
+
+
+def self_subject_access_review(authorizer: Authorizer, user: User, body: Any,
+                               manager: str = "") -> Obj:
     if not isinstance(body, dict) or not isinstance(body.get("spec"), dict):
         raise st.invalid_object("SelfSubjectAccessReview", "authorization.k8s.io", "", [
             st.FieldError("FieldValueInvalid", "spec.resourceAttributes",
                           "Invalid value: \"null\": exactly one of nonResourceAttributes or "
                           "resourceAttributes must be specified")])
     spec = body["spec"]
+    meta: Obj = {"managedFields": _managed_fields(body, manager, "authorization.k8s.io/v1")} \
+        if manager else {"creationTimestamp": None}
     out: Obj = {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
-                "metadata": {"creationTimestamp": None}, "spec": spec}
+                "metadata": meta, "spec": spec}
     attrs = spec.get("resourceAttributes")
     if isinstance(attrs, dict):
         decision = authorizer.authorize(user, Attributes(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import discovery as docs
 from . import status as st
 from .resources import Registry, ResourceType
 
@@ -14,8 +15,6 @@ Obj = dict[str, Any]
 _NOT_FOUND = st.ApiError(404, "NotFound", "the server could not find the requested resource",
                          {})
 
-VERSION = {"major": "1", "minor": "36", "gitVersion": "v1.36.0-machine-agent-sandbox",
-           "platform": "linux/amd64"}
 
 
 @dataclass
@@ -33,7 +32,10 @@ class Target:
 
 
 def not_found() -> st.ApiError:
-    return st.ApiError(_NOT_FOUND.code, _NOT_FOUND.reason, _NOT_FOUND.message, {})
+    """A path no handler serves: the real server's mux answers in plain text."""
+    err = st.ApiError(_NOT_FOUND.code, _NOT_FOUND.reason, _NOT_FOUND.message, {})
+    err.plain = True
+    return err
 
 
 def _verb(method: str, name: str, watch: bool) -> str:
@@ -73,7 +75,8 @@ def resolve(registry: Registry, method: str, parts: list[str], watch: bool) -> T
         raise not_found()
     if sub and not ((sub == "status" and res.status_subresource)
                     or (sub == "token" and res.id == "/serviceaccounts")):
-        raise not_found()
+        # the resource's handler answers (as for a missing object), not the mux
+        raise st.not_found(res.gr, res.group, res.plural, name)
     verb = _verb(method, name, watch)
     if not verb:
         raise st.method_not_allowed()
@@ -104,26 +107,18 @@ def _resource_list(registry: Registry, group: str, version: str) -> Obj:
             "resources": resources}
 
 
-def _group(group: str, versions: list[str]) -> Obj:
-    gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-    return {"name": group, "versions": gvs, "preferredVersion": gvs[0]}
-
-
 def discovery(registry: Registry, parts: list[str], address: str) -> Obj | None:
-    groups = registry.group_versions()
-    groups.setdefault("authorization.k8s.io", ["v1"])
     if parts == ["api"]:
         return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
             {"clientCIDR": "0.0.0.0/0", "serverAddress": address}]}
     if parts == ["api", "v1"]:
         return _resource_list(registry, "", "v1")
     if parts == ["apis"]:
-        return {"kind": "APIGroupList", "apiVersion": "v1",
-                "groups": [_group(g, v) for g, v in sorted(groups.items()) if g]}
-    if len(parts) == 2 and parts[0] == "apis" and parts[1] in groups:
-        return {"kind": "APIGroup", "apiVersion": "v1", **_group(parts[1], groups[parts[1]])}
-    if len(parts) == 3 and parts[0] == "apis" and parts[2] in groups.get(parts[1], []):
-        return _resource_list(registry, parts[1], parts[2])
+        return docs.group_list(registry)
+    if len(parts) == 2 and parts[0] == "apis":
+        return docs.group(registry, parts[1])
+    if len(parts) == 3 and parts[0] == "apis":
+        return docs.resource_list(registry, parts[1], parts[2])
     if parts == ["version"]:
-        return dict(VERSION)
+        return docs.version()
     return None

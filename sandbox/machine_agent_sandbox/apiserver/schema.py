@@ -164,9 +164,10 @@ def _join(path: str, key: str) -> str:
 def _walk(value: Any, schema: Obj, path: str, res: Result) -> Any:
     if not _type_ok(value, schema):
         want = schema.get("type", "string")
+        # kube-openapi shows the value's type, not the value
         res.errors.append(st.type_invalid(
-            path, _type_name(value) if isinstance(value, dict | list) else value,
-            f'{path} in body must be of type {want}: "{_type_name(value)}"'))
+            path, _type_name(value), f'{path} in body must be of type {want}: '
+            f'"{_type_name(value)}"'))
         return value
     if isinstance(value, dict):
         return _walk_object(value, schema, path, res)
@@ -179,7 +180,8 @@ def _walk(value: Any, schema: Obj, path: str, res: Result) -> Any:
 def _walk_object(value: Obj, schema: Obj, path: str, res: Result) -> Obj:
     props = schema.get("properties") or {}
     out: Obj = {}
-    for key, sub in value.items():
+    # in key order: the real server's errors come out sorted by field within an object
+    for key, sub in sorted(value.items()):
         sub_schema = child(schema, key)
         sub_path = _join(path, key)
         if sub_schema is None:
@@ -243,7 +245,7 @@ def _check_scalar(value: Any, schema: Obj, path: str, res: Result) -> None:
         if pattern and not _regex(pattern).search(value):
             res.errors.append(st.invalid(path, value, f"{path} in body should match '{pattern}'"))
         if schema.get("format") == "date-time" and not _DATE_TIME.match(value):
-            res.errors.append(st.invalid(
+            res.errors.append(st.type_invalid(
                 path, value, f'{path} in body must be of type date-time: "{value}"'))
     elif isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:

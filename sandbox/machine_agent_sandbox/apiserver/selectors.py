@@ -39,6 +39,11 @@ def label_selector(selector: str) -> Predicate:
 
 
 def _label_term(term: str) -> Predicate:
+    lead = term.lstrip()
+    for token in ("==", "!=", "=", "(", ")", ","):
+        if lead.startswith(token):
+            # apimachinery's label parser wants a key (or `!`) first
+            raise bad_request(f"found '{token}', expected: !, identifier, or 'end of string'")
     m = _CMP_RE.match(term)
     if m:
         key, op, value = m.groups()

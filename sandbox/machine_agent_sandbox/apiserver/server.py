@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import reviews, routes, sandboxapi, watch
+from . import decoding, discovery, reviews, routes, sandboxapi, tables, watch
 from . import status as st
 from .auth import ANONYMOUS_USER, Tokens, User
 from .faults import Counters, Fault, Faults
@@ -25,6 +25,9 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+SSRR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
+SSR_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+_REVIEWS = (SSAR_PATH, SSRR_PATH, SSR_PATH)
 _OPEN_PATHS = {"/healthz", "/livez", "/readyz"}
 
 
@@ -111,10 +114,11 @@ class Handler(BaseHTTPRequestHandler):
             raise st.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 
     def _reply(self, code: int, body: Obj, headers: dict[str, str] | None = None,
-               warnings: list[str] | None = None) -> None:
+               warnings: list[str] | None = None,
+               content_type: str = "application/json") -> None:
         data = json.dumps(body, separators=(",", ":")).encode()
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-cache, private")
         for key, value in (headers or {}).items():
@@ -149,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
         raw = self._body()
         parts = [p for p in path.split("/") if p]
         try:
-            special = path in _OPEN_PATHS or parts[:1] == ["sandbox"] or path == SSAR_PATH
+            special = path in _OPEN_PATHS or parts[:1] == ["sandbox"] or path in _REVIEWS
             target = None
             if not special and parts:
                 watching = query.get("watch", "").lower() in ("1", "true")
@@ -170,15 +174,14 @@ class Handler(BaseHTTPRequestHandler):
                 code, body = sandboxapi.handle(ctx, user, method, parts, self._json_body(raw))
                 self._reply(code, body)
                 return
-            if path == SSAR_PATH:
-                if method != "POST":
-                    raise st.method_not_allowed()
-                self._reply(201, reviews.self_subject_access_review(
-                    ctx.authorizer, user, self._json_body(raw)))
+            if path in _REVIEWS:
+                self._review(path, method, user, query, raw)
                 return
             if target is None:
                 if method != "GET":
                     raise st.method_not_allowed()
+                if self._other_documents(parts):
+                    return
                 doc = routes.discovery(ctx.objects.registry, parts, ctx.address)
                 if doc is None:
                     raise routes.not_found()
@@ -186,7 +189,10 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self._resource(target, user, query, raw)
         except st.ApiError as err:
-            self._reply(err.code, err.body(), err.headers)
+            if err.plain:
+                self._send_text("404 page not found\n", 404)
+            else:
+                self._reply(err.code, err.body(), err.headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # a bug here must still answer like a server would
@@ -194,10 +200,49 @@ class Handler(BaseHTTPRequestHandler):
             failure = st.internal(f"{type(exc).__name__}: {exc}")
             self._reply(failure.code, failure.body())
 
-    def _send_text(self, text: str) -> None:
+    def _other_documents(self, parts: list[str]) -> bool:
+        """Aggregated discovery (by Accept) and the OpenAPI v3 index and documents."""
+        registry = self.server.ctx.objects.registry
+        if parts == ["apis"] and "as=APIGroupDiscoveryList" in self.headers.get("Accept", ""):
+            self._reply(200, discovery.aggregated(registry),
+                        content_type=discovery.AGGREGATED)
+            return True
+        if parts == ["openapi", "v3"]:
+            # the real index is served as a file: text/plain
+            self._send_text(json.dumps(discovery.openapi_index(registry)))
+            return True
+        if parts[:2] == ["openapi", "v3"]:
+            doc = discovery.openapi_document(registry, "/".join(parts[2:]))
+            if doc is None:
+                raise routes.not_found()
+            self._reply(200, doc)
+            return True
+        return False
+
+    def _review(self, path: str, method: str, user: User, query: dict[str, str],
+                raw: bytes) -> None:
+        """The create-only review resources every authenticated user may post."""
+        if method != "POST":
+            raise st.method_not_allowed()
+        ctx = self.server.ctx
+        body = self._json_body(raw)
+        if path == SSR_PATH:
+            self._reply(201, reviews.self_subject_review(user))
+            return
+        if path == SSRR_PATH:
+            self._reply(201, reviews.self_subject_rules_review(ctx.authorizer, user, body))
+            return
+        manager = (query.get("fieldManager")
+                   or self.headers.get("User-Agent", "").split("/")[0][:128] or "unknown")
+        self._reply(201, reviews.self_subject_access_review(ctx.authorizer, user, body,
+                                                            manager))
+
+    def _send_text(self, text: str, code: int = 200) -> None:
         data = text.encode()
-        self.send_response(200)
+        self.send_response(code)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
+        if code != 200:
+            self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -255,26 +300,34 @@ class Handler(BaseHTTPRequestHandler):
             reply = Reply(201, reviews.token_request(objects.store, ctx.tokens, t.namespace,
                                                      t.name, self._json_body(raw)))
         elif t.verb == "create" and not t.name:
-            reply = objects.create(call, self._json_body(raw))
+            reply = objects.create(call, self._object_body(raw, t))
         elif t.verb == "update":
-            reply = objects.update(call, self._json_body(raw))
+            reply = objects.update(call, self._object_body(raw, t))
         elif t.verb == "patch":
             reply = objects.patch(call, raw, self.headers.get("Content-Type", ""))
         elif t.verb == "delete":
             options = self._json_body(raw)
             reply = objects.delete(call, options if isinstance(options, dict) else None)
+        elif t.verb == "deletecollection":
+            options = self._json_body(raw)
+            reply = objects.delete_collection(call, options if isinstance(options, dict)
+                                              else None)
         else:
             raise st.method_not_allowed()
+        if t.verb in ("get", "list") and t.res.custom and \
+                tables.wanted(self.headers.get("Accept", "")):
+            reply = Reply(reply.code, tables.to_table(t.res, t.version, reply.body))
         self._reply(reply.code, reply.body, warnings=call.warnings)
+
+    def _object_body(self, raw: bytes, t: routes.Target) -> Any:
+        return decoding.object_body(raw, self.headers.get("Content-Type", ""), t.res.kind)
 
     def _watch(self, call: Call) -> None:
         ctx = self.server.ctx
         path = self.path.split("?")[0]
         closing: Fault | None = ctx.faults.take("GET", path, ("close_watch",))
         gone = ctx.faults.take("GET", path, ("410",)) is not None
-        if "resourceVersion" in call.query and call.query["resourceVersion"] not in ("", "0"):
-            from .meta import parse_rv
-            parse_rv(call.query["resourceVersion"])  # 500 before the stream starts
+        watch.validate(call)  # 500 for a bad resourceVersion, 422 for bad options
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")

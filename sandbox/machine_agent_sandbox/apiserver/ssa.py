@@ -39,8 +39,10 @@ class Entry:
 
     def to_json(self) -> Obj:
         out: Obj = {"manager": self.manager, "operation": self.operation,
-                    "apiVersion": self.api_version, "time": self.time,
+                    "apiVersion": self.api_version,
                     "fieldsType": "FieldsV1", "fieldsV1": fp.to_fields_v1(self.paths)}
+        if self.time:  # an Apply that changed nothing records no time
+            out["time"] = self.time
         if self.subresource:
             out["subresource"] = self.subresource
         return out
@@ -65,7 +67,11 @@ def parse(obj: Obj | None) -> list[Entry]:
 
 
 def dump(entries: list[Entry]) -> list[Obj]:
-    return [e.to_json() for e in entries if e.paths]
+    """In the real server's order (apimachinery's sortEncodedManagedFields): Apply before
+    Update, then by time (to the second, none first), manager, apiVersion, subresource."""
+    kept = sorted((e for e in entries if e.paths), key=lambda e: (
+        e.operation, e.time, e.manager, e.api_version, e.subresource))
+    return [e.to_json() for e in kept]
 
 
 @dataclass
@@ -91,7 +97,7 @@ def _actor(entries: list[Entry], manager: str, operation: str, scope: Scope,
     for e in entries:
         if e.ident() == (manager, operation, scope.subresource):
             return e
-    entry = Entry(manager, operation, scope.subresource, api_version, now, set())
+    entry = Entry(manager, operation, scope.subresource, api_version, "", set())
     entries.append(entry)
     return entry
 
@@ -107,9 +113,8 @@ def record_update(entries: list[Entry], old: dict[Path, Any], new: dict[Path, An
     for e in entries:
         if e is not actor:
             e.paths -= changed | removed
-    before = set(actor.paths)
     actor.paths = (actor.paths | changed) - removed
-    if actor.paths != before or changed or removed:
+    if changed or removed:
         actor.time, actor.api_version = now, api_version
     return [e for e in entries if e.paths]
 
@@ -170,8 +175,7 @@ def apply(live: Obj, config: Obj, schema: Obj | None, entries: list[Entry], mana
     stale = actor.paths - set(applied_paths) - others
     for path in sorted(stale, key=len):
         fp.remove(merged, path)
-    before = set(actor.paths)
     actor.paths = set(applied_paths)
-    if actor.paths != before or changed or stale:
+    if changed or stale:
         actor.time, actor.api_version = now, api_version
     return Applied(merged, [e for e in entries if e.paths])

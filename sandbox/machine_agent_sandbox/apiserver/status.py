@@ -25,6 +25,7 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.headers = headers or {}
+        self.plain = False  # answered as the real mux's plain-text "404 page not found"
 
     def body(self) -> Obj:
         return status_body(self.code, self.reason, self.message, self.details)
@@ -32,7 +33,9 @@ class ApiError(Exception):
 
 def status_body(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
     body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                 "status": "Failure", "message": message, "reason": reason}
+                 "status": "Failure", "message": message}
+    if reason:  # a bare 500 (strconv errors) carries none
+        body["reason"] = reason
     if details is not None:
         body["details"] = details
     body["code"] = code
@@ -41,8 +44,9 @@ def status_body(code: int, reason: str, message: str, details: Obj | None = None
 
 def success_status(name: str, group: str, plural: str, uid: str) -> Obj:
     """The body of a DELETE that removed the object at once."""
+    details = {"name": name, **({"group": group} if group else {}), "kind": plural, "uid": uid}
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "details": {"name": name, "group": group, "kind": plural, "uid": uid}}
+            "details": details}
 
 
 def _details(name: str | None, group: str, kind: str) -> Obj:
@@ -113,8 +117,12 @@ def internal(message: str) -> ApiError:
                     {"causes": [{"message": message}]})
 
 
-def timeout(message: str, retry_after: int = 1) -> ApiError:
-    return ApiError(504, "Timeout", message, {"retryAfterSeconds": retry_after})
+def timeout(message: str, retry_after: int = 1, cause: str = "") -> ApiError:
+    details: Obj = {"retryAfterSeconds": retry_after}
+    if cause:  # storage's "Too large resource version" names itself as a cause
+        details = {"causes": [{"reason": cause, "message": "Too large resource version"}],
+                   **details}
+    return ApiError(504, "Timeout", f"Timeout: {message}" if cause else message, details)
 
 
 # --- field errors (k8s.io/apimachinery/pkg/util/validation/field) ---------------------
@@ -177,7 +185,9 @@ def too_many(path: str, actual: int, limit: int) -> FieldError:
 
 
 def duplicate(path: str, value: Any) -> FieldError:
-    return FieldError("FieldValueDuplicate", path, f"Duplicate value: {go_value(value)}")
+    shown = json.dumps(value, separators=(",", ":")) if isinstance(value, dict) \
+        else go_value(value)
+    return FieldError("FieldValueDuplicate", path, f"Duplicate value: {shown}")
 
 
 def forbidden_field(path: str, detail: str) -> FieldError:
@@ -195,10 +205,9 @@ class InvalidObject:
 
     def error(self) -> ApiError:
         qualified = f"{self.kind}.{self.group}" if self.group else self.kind
-        if len(self.errors) == 1:
-            summary = str(self.errors[0])
-        else:
-            summary = "[" + ", ".join(str(e) for e in self.errors) + "]"
+        # an aggregate error prints each distinct message once (apimachinery's NewAggregate)
+        shown = list(dict.fromkeys(str(e) for e in self.errors))
+        summary = shown[0] if len(shown) == 1 else "[" + ", ".join(shown) + "]"
         details = _details(self.name, self.group, self.kind)
         details["causes"] = [e.cause() for e in self.errors]
         return ApiError(422, "Invalid", f'{qualified} "{self.name}" is invalid: {summary}',

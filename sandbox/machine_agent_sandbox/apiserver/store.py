@@ -58,6 +58,7 @@ class Store:
         self.changed = threading.Condition(self.lock)
         self._objects: dict[str, dict[ObjKey, Obj]] = {}
         self._rv = 0
+        self._resource_rv: dict[str, int] = {}  # last change of each resource type
         self._floor = 0  # watches from below this version are too old
         self._history: deque[Event] = deque()
         self._history_size = history_size
@@ -67,6 +68,12 @@ class Store:
     def rv(self) -> int:
         with self.lock:
             return self._rv
+
+    def resource_rv(self, res_id: str) -> int:
+        """The last resourceVersion that changed an object of this type (what the real
+        server's per-type watch cache has seen)."""
+        with self.lock:
+            return self._resource_rv.get(res_id, 0)
 
     @property
     def floor(self) -> int:
@@ -121,6 +128,7 @@ class Store:
             return gone
 
     def _emit(self, ev: Event) -> None:
+        self._resource_rv[ev.res_id] = ev.rv
         self._history.append(ev)
         while len(self._history) > self._history_size:
             self._floor = self._history.popleft().rv

@@ -1,11 +1,15 @@
 """WATCH streams: newline-delimited JSON events, as the real server sends them.
 
-resourceVersion "" or "0" starts with every current object as ADDED; a number N starts
-after N (a compacted N gets HTTP 200 then one ERROR event with a 410 Expired Status).
-With selectors, an object that stops matching is sent as DELETED and one that starts
-matching as ADDED. Bookmarks (allowWatchBookmarks=true) are sent every
-`bookmark_interval` seconds, only when the server's resourceVersion is newer than the
-last one this watcher has seen.
+resourceVersion "" or "0" (or sendInitialEvents=true, which needs
+resourceVersionMatch=NotOlderThan: 422 otherwise) starts with every current object as
+ADDED, and with allowWatchBookmarks=true a BOOKMARK annotated
+`k8s.io/initial-events-end: "true"` after them; a number N starts after N (a compacted N
+gets HTTP 200 then one ERROR event with a 410 Expired Status, never a replay). With
+selectors, an object that stops matching is sent as DELETED and one that starts matching
+as ADDED. Other bookmarks (allowWatchBookmarks=true) come 2 s before the watch's deadline
+and every `bookmark_interval` seconds (the real cache: about 60 s), only when an object of
+the watched type changed after the last version this watcher has seen (a change its
+selector filters out counts), carrying the server's current resourceVersion.
 """
 
 from __future__ import annotations
@@ -42,34 +46,61 @@ def _error(err: st.ApiError) -> Obj:
     return {"type": "ERROR", "object": err.body()}
 
 
+def _true(value: str) -> bool:
+    return value.lower() in ("true", "1")
+
+
+def validate(call: Call) -> None:
+    """What is refused before the stream starts (the handler's ListOptions checks)."""
+    q = call.query
+    rv_param = q.get("resourceVersion", "")
+    if rv_param not in ("", "0"):
+        mt.parse_rv(rv_param, "resourceVersion")
+    if _true(q.get("sendInitialEvents", "")) and q.get("resourceVersionMatch") != "NotOlderThan":
+        why = "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+        raise st.ApiError(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: '
+                          f"resourceVersionMatch: Forbidden: {why}", {
+                              "group": "meta.k8s.io", "kind": "ListOptions",
+                              "causes": [st.forbidden_field("resourceVersionMatch",
+                                                            why).cause()]})
+
+
 def run(objects: Objects, call: Call, send: Send, opts: WatchOptions) -> None:
     q = call.query
     if opts.gone:
         send(_error(st.expired("too old resource version: 1 (2)")))
         return
     rv_param = q.get("resourceVersion", "")
-    since = None if rv_param in ("", "0") else mt.parse_rv(rv_param)
+    initial = rv_param in ("", "0") or _true(q.get("sendInitialEvents", ""))
+    since = None if initial else mt.parse_rv(rv_param)
     matches = selector_from_query(q)
     timeout = float(q.get("timeoutSeconds") or DEFAULT_TIMEOUT)
-    bookmarks = q.get("allowWatchBookmarks", "").lower() in ("true", "1")
+    bookmarks = _true(q.get("allowWatchBookmarks", ""))
     store = objects.store
     try:
-        sub, first, seen = store.subscribe(call.res.id, call.namespace or None, since,
+        sub, first, seen = store.subscribe(call.res.storage_id, call.namespace or None, since,
                                            snapshot=since is None)
     except TooOld as exc:
         send(_error(st.expired(str(exc))))
         return
     sent = 0
-    deadline = time.monotonic() + timeout
-    next_bookmark = time.monotonic() + opts.bookmark_interval
+    start = time.monotonic()
+    deadline = start + timeout
+    # the cache's bookmark before the deadline, then its periodic ones
+    bookmark_times = sorted(t for t in (deadline - 2.0,) if t > start)
+    next_bookmark = start + opts.bookmark_interval
+
+    if since is not None:
+        seen = since  # what this watcher has seen: moves only with what it is sent
 
     def deliver(ev: Event) -> bool:
-        nonlocal sent
+        nonlocal sent, seen
         frame = _frame(objects, call, ev, matches)
         if frame is None:
             return True
         if not send(frame):
             return False
+        seen = max(seen, ev.rv)
         sent += 1
         return opts.close_after is None or sent < opts.close_after
 
@@ -79,23 +110,29 @@ def run(objects: Objects, call: Call, send: Send, opts: WatchOptions) -> None:
         for ev in first:
             if not deliver(ev):
                 return
+        if initial and bookmarks and not send(_bookmark(call, seen, initial_events_end=True)):
+            return
         while not opts.stop.is_set():
             now = time.monotonic()
             if now >= deadline:
                 return
             try:
                 ev = sub.events.get(timeout=min(0.1, deadline - now))
-                seen = max(seen, ev.rv)
                 if not deliver(ev):
                     return
                 continue
             except queue.Empty:
                 pass
-            if bookmarks and time.monotonic() >= next_bookmark:
-                next_bookmark = time.monotonic() + opts.bookmark_interval
+            now = time.monotonic()
+            due = now >= next_bookmark or (bookmark_times and now >= bookmark_times[0])
+            if bookmarks and due:
+                if now >= next_bookmark:
+                    next_bookmark = now + opts.bookmark_interval
+                bookmark_times = [t for t in bookmark_times if t > now]
                 with store.lock:
-                    current = store.rv if sub.events.empty() else seen
-                if current > seen:
+                    changed = store.resource_rv(call.res.storage_id) > seen and sub.events.empty()
+                    current = store.rv
+                if changed:
                     seen = current
                     if not send(_bookmark(call, current)):
                         return
@@ -103,10 +140,12 @@ def run(objects: Objects, call: Call, send: Send, opts: WatchOptions) -> None:
         store.unsubscribe(sub)
 
 
-def _bookmark(call: Call, rv: int) -> Obj:
+def _bookmark(call: Call, rv: int, initial_events_end: bool = False) -> Obj:
+    meta: Obj = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        meta["annotations"] = {"k8s.io/initial-events-end": "true"}
     return {"type": "BOOKMARK", "object": {
-        "kind": call.res.kind, "apiVersion": call.api_version,
-        "metadata": {"resourceVersion": str(rv)}}}
+        "kind": call.res.kind, "apiVersion": call.api_version, "metadata": meta}}
 
 
 def _frame(objects: Objects, call: Call, ev: Event,

@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 import yaml
@@ -193,12 +193,22 @@ class Node:
         target.write_text(text)
 
 
-def make_node(world: World, admin: Admin, token: str, *, by_uuid: bool = False) -> Node:
+class Proxy(Protocol):
+    """A proxy in front of the server (the tests' fault proxy): its URL and its CA."""
+
+    url: str
+    ca_path: Path
+
+
+def make_node(world: World, admin: Admin, token: str, *, by_uuid: bool = False,
+              via: Proxy | None = None) -> Node:
+    """The node's configuration; `via` puts a proxy between it and the server."""
     node = Node(world.root, admin)
     ca = ""
-    if isinstance(admin.verify, str):
-        ca = base64.b64encode(Path(admin.verify).read_bytes()).decode()
-    cluster: dict[str, Any] = {"server": admin.server}
+    verify = str(via.ca_path) if via is not None else admin.verify
+    if isinstance(verify, str):
+        ca = base64.b64encode(Path(verify).read_bytes()).decode()
+    cluster: dict[str, Any] = {"server": via.url if via is not None else admin.server}
     if ca:
         cluster["certificate-authority-data"] = ca
     node.write("/etc/machine-agent/management.kubeconfig", yaml.safe_dump({

@@ -171,9 +171,29 @@ def test_deleting_an_owner_garbage_collects_its_dependents(admin: Kube, ns: str)
             "apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": name, "ownerReferences": [ref]}}), 201)
     admin.check(admin.delete(f"/api/v1/namespaces/{ns}/configmaps/owner"), 200)
+    # asynchronous, as the controller manager's garbage collector is: awaited, bounded
     wait_until(lambda: all(
         admin.get(f"/api/v1/namespaces/{ns}/secrets/{n}").status_code == 404
-        for n in ("dep-1", "dep-2")))
+        for n in ("dep-1", "dep-2")), timeout=60, every=0.2)
+
+
+def test_a_foreground_deletion_removes_the_dependents_first(admin: Kube, ns: str) -> None:
+    """The owner stays, terminating with the `foregroundDeletion` finalizer, until the
+    garbage collector has deleted its dependents; then it goes too."""
+    owner = admin.check(admin.post(f"/api/v1/namespaces/{ns}/configmaps", json={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}}), 201)
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+           "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}
+    admin.check(admin.post(f"/api/v1/namespaces/{ns}/secrets", json={
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "dep", "ownerReferences": [ref]}}), 201)
+    deleting = admin.check(admin.delete(f"/api/v1/namespaces/{ns}/configmaps/owner",
+                                        params={"propagationPolicy": "Foreground"}), 200)
+    assert deleting["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert deleting["metadata"]["deletionTimestamp"]
+    wait_until(lambda: admin.get(f"/api/v1/namespaces/{ns}/configmaps/owner").status_code
+               == 404, timeout=60, every=0.2)
+    assert admin.get(f"/api/v1/namespaces/{ns}/secrets/dep").status_code == 404
 
 
 def test_secrets_take_string_data_and_core_kinds_keep_unknown_fields(

@@ -54,7 +54,8 @@ def test_strict_field_validation_rejects_unknown_fields_with_400(admin: Kube, ns
     reply = admin.check(admin.post(f"{CAPI}/namespaces/{ns}/machines", json=body,
                                    params={"fieldValidation": "Strict"}), 400)
     assert reply["reason"] == "BadRequest"
-    assert reply["message"] == 'strict decoding error: unknown field "spec.foo"'
+    assert reply["message"] == ('Machine in version "v1beta2" cannot be handled as a Machine: '
+                                'strict decoding error: unknown field "spec.foo"')
 
 
 def test_an_invalid_name_is_422(admin: Kube, ns: str) -> None:

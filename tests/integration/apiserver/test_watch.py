@@ -63,14 +63,20 @@ def test_a_watch_from_a_compacted_version_gets_an_expired_error_event(
     assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
 
 
-def test_a_list_from_a_compacted_version_is_410(only_standin: ApiServer, admin: Kube,
-                                                ns: str) -> None:
+def test_an_exact_list_from_a_compacted_version_is_410(only_standin: ApiServer, admin: Kube,
+                                                      ns: str) -> None:
+    """As on the real server (corpus case m): Exact and paginated reads are of that
+    revision and expire; NotOlderThan (the default) is served from the cache."""
     rv = admin.check(admin.post(_machines(ns), json=machine("a")), 201)[
         "metadata"]["resourceVersion"]
     admin.check(admin.post(_machines(ns), json=machine("b")), 201)
     only_standin.compact()
-    reply = admin.check(admin.get(_machines(ns), params={"resourceVersion": rv}), 410)
-    assert reply["reason"] == "Expired"
+    for params in ({"resourceVersion": rv, "resourceVersionMatch": "Exact"},
+                   {"resourceVersion": rv, "limit": "1"}):
+        reply = admin.check(admin.get(_machines(ns), params=params), 410)
+        assert reply["reason"] == "Expired"
+    listed = admin.check(admin.get(_machines(ns), params={"resourceVersion": rv}), 200)
+    assert [m["metadata"]["name"] for m in listed["items"]] == ["a", "b"]
 
 
 def test_history_is_bounded(only_standin: ApiServer, tmp_path: Any) -> None:
@@ -86,15 +92,26 @@ def test_history_is_bounded(only_standin: ApiServer, tmp_path: Any) -> None:
         assert events[0]["type"] == "ERROR" and events[0]["object"]["code"] == 410
 
 
-def test_bookmarks_come_only_when_the_server_has_a_newer_version(
-        only_standin: ApiServer, admin: Kube, ns: str) -> None:
-    rv = admin.check(admin.post(_machines(ns), json=machine("a")), 201)[
-        "metadata"]["resourceVersion"]
-    params = {"resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
-    assert list(admin.watch(_machines(ns), params)) == []  # nothing newer: no bookmark
+def test_bookmarks_come_only_when_the_watched_type_has_a_newer_version(
+        admin: Kube, ns: str) -> None:
+    """As the real watch cache (corpus case l): a bookmark 2 s before the deadline, only
+    when an object of the watched type changed since what the watcher was sent, even
+    one its selector filters out; a change to another type does not count."""
+    body = machine("a")
+    body["metadata"]["labels"] = {"role": "worker"}
+    admin.check(admin.post(_machines(ns), json=machine("unlabelled")), 201)
+    rv = admin.check(admin.post(_machines(ns), json=body), 201)["metadata"]["resourceVersion"]
+    params = {"resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "3",
+              "labelSelector": "role"}
+    events = list(admin.watch(_machines(ns), params))
+    assert [e["type"] for e in events] == []  # nothing newer than rv
     t = _later(0.3, lambda: admin.post(f"/api/v1/namespaces/{ns}/configmaps", json={
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "elsewhere"}}))
-    params["timeoutSeconds"] = "2"
+    events = list(admin.watch(_machines(ns), params))
+    t.join(timeout=5)
+    assert [e["type"] for e in events] == []
+    t = _later(0.3, lambda: admin.patch(f"{_machines(ns)}/unlabelled",
+                                        {"metadata": {"annotations": {"touched": "yes"}}}))
     events = list(admin.watch(_machines(ns), params))
     t.join(timeout=5)
     assert [e["type"] for e in events] == ["BOOKMARK"]

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 
 from agent.daemon.deletion import HOOK, DeleteRecord
 from agent.host import Host
@@ -320,12 +321,12 @@ def test_a_machine_deleted_before_the_daemon_follows_it_is_not_held(
 
 
 def test_a_hook_the_management_cluster_refuses_to_take_off_is_taken_off_later(
-        daemon: Daemon, admin: Admin, node: Node, only_standin: ApiServer) -> None:
+        daemon: Daemon, admin: Admin, node: Node, proxy: FaultProxy) -> None:
     with MachineController(admin) as capi:
         daemon.start()
         wait_until(lambda: hooks(admin).get(HOOK), "the agent's hook")
         # Every try of the client's (6) to take the hook off is refused, once.
-        only_standin.faults.add("500", path=rf"/machines/{MACHINE}$", method="PATCH",
+        proxy.faults.add("500", path=rf"/machines/{MACHINE}$", method="PATCH",
                                 count=6)
         admin.call("DELETE", machine_path(admin), ok=(200, 202))
         wait_until(lambda: "taking the pre-terminate hook off again in" in daemon.output(),
@@ -335,13 +336,13 @@ def test_a_hook_the_management_cluster_refuses_to_take_off_is_taken_off_later(
 
 
 def test_an_outage_and_a_restart_lose_no_report(
-        daemon: Daemon, admin: Admin, node: Node, only_standin: ApiServer) -> None:
+        daemon: Daemon, admin: Admin, node: Node, proxy: FaultProxy) -> None:
     daemon.start()
     wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap on the Machine")
     # The management cluster stops taking the agent's reports ...
-    refusals = [only_standin.faults.add("500", path=r"/machines/[^/]+/status$",
+    refusals = [proxy.faults.add("500", path=r"/machines/[^/]+/status$",
                                         method="PATCH"),
-                only_standin.faults.add("500", path=r"/events$", method="POST")]
+                proxy.faults.add("500", path=r"/events$", method="POST")]
     # ... while the agent has something new to say: a configuration change it applies.
     set_config(admin, agent_config("  time:\n    maxOffset: 500ms\n"))
     wait_until(lambda: {c.type: c.status for c in (read_status(Host(node.root)) or
@@ -355,12 +356,12 @@ def test_an_outage_and_a_restart_lose_no_report(
     assert condition(admin, "AgentConfigApplied") is None
     # The outage: every connection cut; reconnects dropped, refused, closed and expired.
     for kind in ("drop", "500", "close_watch", "410"):
-        only_standin.faults.add(kind, path=r"/(machines|configmaps)$", method="GET",
+        proxy.faults.add(kind, path=r"/(machines|configmaps)$", method="GET",
                                 count=2)
-    only_standin.drop_connections()
+    proxy.cut()
     time.sleep(1.0)
     for fault in refusals:
-        only_standin.faults.clear(fault)
+        proxy.faults.clear(fault)
     applied = wait_until(lambda: condition(admin, "AgentConfigApplied"),
                          "the kept report on the Machine")
     assert (applied["status"], applied["reason"]) == ("True", "Reconfigured")

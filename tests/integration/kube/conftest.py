@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 from machine_agent_sandbox.testkit.management import (
     CAPI_MANAGER,
     CLUSTER,
@@ -71,3 +72,19 @@ def node(world: World, admin: Admin, standin: ApiServer | None) -> Node:
     """A node whose Machine is named in its config, with everything seeded."""
     seed(admin, world)
     return make_node(world, admin, node_token(admin, standin))
+
+
+@pytest.fixture
+def proxy(admin: Admin, tmp_path: Path) -> Iterator[FaultProxy]:
+    """The fault-injecting proxy in front of whichever server the tests use."""
+    with FaultProxy(admin.server, admin.verify, tmp_path / "proxy", admin.cert) as running:
+        yield running
+
+
+@pytest.fixture
+def faulty_node(world: World, admin: Admin, standin: ApiServer | None,
+                proxy: FaultProxy) -> Node:
+    """`node`, reaching the management cluster only through the fault proxy."""
+    seed(admin, world)
+    return make_node(world, admin, node_token(admin, standin), via=proxy)
+

@@ -1,5 +1,7 @@
-"""Faults of the management cluster, injected by the stand-in: each run must end with
-the correct final status on the Machine and no report lost."""
+"""Faults of the management cluster, injected by the fault proxy in front of whichever
+server the tests use (testkit/faultproxy.py; the stand-in in CI, a real cluster with
+MACHINE_AGENT_TEST_KUBECONFIG): each run must end with the correct final status on the
+Machine and no report lost."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 
 from agent.errors import Reason
 from agent.host import Host
@@ -66,62 +69,62 @@ def undelivered(node: Node) -> dict[str, object]:
     return {"dirty": state["dirty"], "events": len(state["events"])}
 
 
-def test_api_down_at_start_is_waited_out(node: Node, admin: Admin,
-                                         only_standin: ApiServer) -> None:
-    only_standin.faults.add("drop", count=8)  # more than one request's retries
-    assert run(node, FastClock()).ok
+def test_api_down_at_start_is_waited_out(faulty_node: Node, admin: Admin,
+                                         proxy: FaultProxy) -> None:
+    proxy.faults.add("drop", count=8)  # more than one request's retries
+    assert run(faulty_node, FastClock()).ok
     assert_bootstrapped(admin)
     assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
 
 
 def test_api_down_mid_run_keeps_reports_in_the_journal_and_flushes_them(
-        node: Node, admin: Admin, only_standin: ApiServer) -> None:
+        faulty_node: Node, admin: Admin, proxy: FaultProxy) -> None:
     seen: dict[str, object] = {}
 
     def down() -> None:
-        only_standin.faults.add("drop")
+        proxy.faults.add("drop")
 
     def up() -> None:
-        seen.update(undelivered(node))
-        only_standin.faults.clear()
+        seen.update(undelivered(faulty_node))
+        proxy.faults.clear()
 
-    assert run(node, FastClock(), {"time": down, "cni": up}).ok
+    assert run(faulty_node, FastClock(), {"time": down, "cni": up}).ok
     assert seen["events"] == 3  # network, time, join completed while the API was down
     assert_bootstrapped(admin)
     assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
-    assert undelivered(node) == {"dirty": False, "events": 0}
+    assert undelivered(faulty_node) == {"dirty": False, "events": 0}
 
 
-def test_api_down_during_the_final_report_is_retried(node: Node, admin: Admin,
-                                                     only_standin: ApiServer) -> None:
+def test_api_down_during_the_final_report_is_retried(faulty_node: Node, admin: Admin,
+        proxy: FaultProxy) -> None:
     def flaky_status() -> None:
-        only_standin.faults.add("500", path=r"/machines/[^/]+/status$", count=4)
-        only_standin.faults.add("drop", path=r"/events$", count=3)
+        proxy.faults.add("500", path=r"/machines/[^/]+/status$", count=4)
+        proxy.faults.add("drop", path=r"/events$", count=3)
 
-    assert run(node, FastClock(), {"cni": flaky_status}).ok
+    assert run(faulty_node, FastClock(), {"cni": flaky_status}).ok
     assert_bootstrapped(admin)
     assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
 
 
-def test_reports_survive_an_agent_restart(node: Node, admin: Admin,
-                                          only_standin: ApiServer) -> None:
+def test_reports_survive_an_agent_restart(faulty_node: Node, admin: Admin,
+        proxy: FaultProxy) -> None:
     def down() -> None:
-        only_standin.faults.add("drop")
+        proxy.faults.add("drop")
 
-    assert run(node, FastClock(), {"network": down}).ok  # the node is fine; no report
-    assert undelivered(node) == {"dirty": True, "events": 5}
-    only_standin.faults.clear()
+    assert run(faulty_node, FastClock(), {"network": down}).ok  # the node is fine; no report
+    assert undelivered(faulty_node) == {"dirty": True, "events": 5}
+    proxy.faults.clear()
     assert admin.conditions()["NodeBootstrapped"]["status"] == "Unknown"  # the last sent
-    assert run(node, FastClock()).ok  # the next start (systemd restarts the unit)
+    assert run(faulty_node, FastClock()).ok  # the next start (systemd restarts the unit)
     assert_bootstrapped(admin)
     assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
 
 
-def test_a_429_storm_is_ridden_out_honouring_retry_after(node: Node, admin: Admin,
-                                                         only_standin: ApiServer) -> None:
+def test_a_429_storm_is_ridden_out_honouring_retry_after(faulty_node: Node, admin: Admin,
+        proxy: FaultProxy) -> None:
     clock = FastClock()
-    only_standin.faults.add("429", count=10, retry_after=3)
-    assert run(node, clock).ok
+    proxy.faults.add("429", count=10, retry_after=3)
+    assert run(faulty_node, clock).ok
     assert sum(1 for s in clock.slept if s >= 3) >= 5
     assert_bootstrapped(admin)
     assert sorted(e["reason"] for e in admin.events()) == ALL_EVENTS
@@ -135,25 +138,27 @@ def _secret_appears_later(admin: Admin, world: World, delay: float) -> threading
 
 
 def test_the_bootstrap_secret_is_awaited_through_closed_watches(
-        world: World, admin: Admin, only_standin: ApiServer) -> None:
+        world: World, admin: Admin, standin: ApiServer | None,
+        proxy: FaultProxy) -> None:
     seed(admin, world, secret_name=None)
     admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/worker-0",
                 {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                  "metadata": {"name": "worker-0", "namespace": admin.ns},
                  "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
-    node = make_node(world, admin, node_token(admin, only_standin))
-    only_standin.faults.add("close_watch", path=r"/secrets$", count=3, after_events=0)
+    node = make_node(world, admin, node_token(admin, standin), via=proxy)
+    proxy.faults.add("close_watch", path=r"/secrets$", count=3, after_events=0)
     timer = _secret_appears_later(admin, world, 1.0)
     try:
         assert run(node, FastClock()).ok
     finally:
         timer.join()
-    assert only_standin.counters()[("watch", "secrets")] >= 3
+    assert proxy.counters()[("watch", "secrets")] >= 3
     assert_bootstrapped(admin)
 
 
 def test_a_bootstrap_secret_that_never_appears_ends_the_wait_at_bootstrap_wait_naming_it(
-        world: World, admin: Admin, only_standin: ApiServer) -> None:
+        world: World, admin: Admin, standin: ApiServer | None,
+        proxy: FaultProxy) -> None:
     """The Machine names its bootstrap data Secret, which is never written: the agent
     watches for it for spec.management.bootstrapWait (2s here), once, not once per retry
     of reading the Machine (spec.retry allows 4), then says which Secret is missing."""
@@ -162,7 +167,7 @@ def test_a_bootstrap_secret_that_never_appears_ends_the_wait_at_bootstrap_wait_n
                 {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                  "metadata": {"name": "worker-0", "namespace": admin.ns},
                  "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
-    node = make_node(world, admin, node_token(admin, only_standin))
+    node = make_node(world, admin, node_token(admin, standin), via=proxy)
     node.write("/etc/machine-agent/config.d/50-wait.yaml",
                "apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
                "spec:\n  management:\n    bootstrapWait: 2s\n")
@@ -179,22 +184,23 @@ def test_a_bootstrap_secret_that_never_appears_ends_the_wait_at_bootstrap_wait_n
     assert "KubeadmConfig" in (err.hint or "")
     # Bounded by the wait (a watch's time-out is whole seconds), not 4 times it.
     assert 2.0 <= took < 4.0, took
-    assert only_standin.counters()[("watch", "secrets")] >= 1  # watched, not polled
+    assert proxy.counters()[("watch", "secrets")] >= 1  # watched, not polled
 
 
 def test_410_gone_on_the_list_lists_again(world: World, admin: Admin,
-                                          only_standin: ApiServer) -> None:
+                                          standin: ApiServer | None,
+                                          proxy: FaultProxy) -> None:
     seed(admin, world, secret_name=None)
     admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/worker-0",
                 {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                  "metadata": {"name": "worker-0", "namespace": admin.ns},
                  "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
-    node = make_node(world, admin, node_token(admin, only_standin))
-    only_standin.faults.add("410", path=r"/secrets$", count=1)
+    node = make_node(world, admin, node_token(admin, standin), via=proxy)
+    proxy.faults.add("410", path=r"/secrets$", count=1)
     timer = _secret_appears_later(admin, world, 0.5)
     try:
         assert run(node, FastClock()).ok
     finally:
         timer.join()
-    assert only_standin.counters()[("list", "secrets")] == 2
+    assert proxy.counters()[("list", "secrets")] == 2
     assert_bootstrapped(admin)

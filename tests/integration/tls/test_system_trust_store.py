@@ -4,8 +4,9 @@ name no CA: a site CA installed in the image the distribution's way (in
 the management client, NetBox and the CNI download, and the store is found under the
 Host's root, never in requests' own certifi bundle.
 
-The servers are small HTTPS servers on 127.0.0.1 (tests/certs.py) with a certificate
-from the site CA; the store is a copy of the host's bundle with the site CA appended."""
+The servers are small HTTPS servers on 127.0.0.1 (machine_agent_sandbox.testkit.certs)
+with a certificate from the site CA; the store is a copy of the host's bundle with the site
+CA appended."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.certs import Issuer, good_serving_cert, https_server, make_ca, pem
+from machine_agent_sandbox.testkit.certs import (
+    Issuer,
+    good_serving_cert,
+    https_server,
+    make_ca,
+    pem,
+)
 
 from agent.config.cni import PluginSource
 from agent.config.management import ManagementSpec
@@ -81,7 +88,8 @@ def test_a_site_ca_in_the_system_store_is_trusted_by_every_client(
     chain, key = good_serving_cert(site_ca, tmp_path)
     with https_server(chain, key) as api:
         assert management(root, api.url).get("/api")["versions"] == ["v1"]
-    with https_server(chain, key) as server, pytest.raises(PoolNotFound):
+    with https_server(chain, key, body=b'{"count": 0, "results": []}') as server, \
+            pytest.raises(PoolNotFound):
         netbox(root, server.url).claim(REQUEST)  # type: ignore[attr-defined]
     # TLS passed: the plugin asked for its pool, which this server does not know
     assert server.seen and server.seen[0].startswith("Bearer nbt_")
