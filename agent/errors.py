@@ -66,6 +66,7 @@ class Reason(enum.StrEnum):
     APIServerUnreachable = "APIServerUnreachable"
     KubeletNotHealthy = "KubeletNotHealthy"
     JoinTimeout = "JoinTimeout"
+    ControlPlaneNotReady = "ControlPlaneNotReady"
     # CNI
     CNIInstalled = "CNIInstalled"
     CNIBroken = "CNIBroken"
@@ -199,6 +200,15 @@ REASONS: dict[Reason, ReasonInfo] = {
         "is the kubelet's --hostname-override."),
     Reason.JoinTimeout: ReasonInfo(
         "kubeadm join did not finish in time.", "Check the API server and kubelet."),
+    Reason.ControlPlaneNotReady: ReasonInfo(
+        "kubeadm cannot add this control plane: the cluster has no stable "
+        "controlPlaneEndpoint, or the certificates every control plane shares are neither "
+        "in the bootstrap data nor downloadable (the kubeadm-certs Secret expired, or the "
+        "certificateKey does not decrypt it).",
+        "KubeadmControlPlane puts the certificates in the bootstrap data: check its "
+        "Secrets (<cluster>-ca, -etcd, -proxy, -sa); with certificateKey, upload the "
+        "certificates again on a control plane (`kubeadm init phase upload-certs "
+        "--upload-certs`) and give the new key."),
     Reason.CNIInstalled: ReasonInfo(
         "CNI plugins and configuration installed and proved with ADD/CHECK/DEL.",
         "Nothing to do."),

@@ -50,6 +50,16 @@ class JoinTarget:
     expected_server: str | None
     node_name: str
     ignore_preflight_errors: tuple[str, ...]
+    command: str = "join"
+    """`join`, or `init` on the first control plane (the same management: reset and
+    retry, classified failures)."""
+    local_server: str | None = None
+    """A control plane's own API server URL, which its kubelet.conf may name instead."""
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The servers a kubelet.conf of this node joined to this cluster names."""
+        return tuple(s for s in (self.expected_server, self.local_server) if s)
 
 
 def kubeconfig_server(text: str | None) -> str | None:
@@ -76,9 +86,10 @@ def kubeconfig_server(text: str | None) -> str | None:
     return server if isinstance(server, str) else None
 
 
-def node_state(host: Host, expected_server: str | None) -> NodeState:
+def node_state(host: Host, expected_server: str | tuple[str, ...] | None) -> NodeState:
     server = kubeconfig_server(host.read_text(KUBELET_CONF))
-    if server is not None and server == expected_server:
+    expected = (expected_server,) if isinstance(expected_server, str) else expected_server
+    if server is not None and server in (expected or ()):
         return "joined"
     return "partial" if any(host.exists(p) for p in JOIN_FILES) else "clean"
 
@@ -91,6 +102,8 @@ class ManagedJoin:
         self.kubeadm = kubeadm
         self.resolve = resolve
         self.spec = ctx.config.spec.join
+        self._previous: JoinTarget | None = None
+        """The target whose files the last attempt wrote (None: the plan wrote them)."""
 
     def run(self, target: JoinTarget) -> None:
         limit = self.spec.max_attempts
@@ -98,7 +111,7 @@ class ManagedJoin:
                           attempts=limit)
         last: AgentError | None = None
         for attempt in range(1, limit + 1):
-            state = node_state(self.host, target.expected_server)
+            state = node_state(self.host, target.servers)
             if state == "joined":
                 self._record(attempt, "already-joined", None, reset=False)
                 return
@@ -106,20 +119,20 @@ class ManagedJoin:
             if reset:
                 self._reset(f"attempt {attempt}: the node is partly joined")
             self._write_files(target)
-            self.ctx.progress(f"kubeadm join, attempt {attempt} of {limit}")
+            self.ctx.progress(f"kubeadm {target.command}, attempt {attempt} of {limit}")
             outcome, output = self._join(target)
             if outcome is None:
-                if node_state(self.host, target.expected_server) != "joined":
+                if node_state(self.host, target.servers) != "joined":
                     outcome = Classified(Reason.KubeletNotHealthy,
-                                         "kubeadm join exited 0 but wrote no kubelet.conf "
-                                         "for this cluster", True)
+                                         f"kubeadm {target.command} exited 0 but wrote no "
+                                         "kubelet.conf for this cluster", True)
                 else:
                     self._record(attempt, "joined", None, reset=reset, output=output)
                     return
             self._record(attempt, "failed", outcome, reset=reset, output=output)
-            if node_state(self.host, target.expected_server) != "clean":
+            if node_state(self.host, target.servers) != "clean":
                 self._reset(f"attempt {attempt} failed ({outcome.reason})")
-            last = _error(outcome, attempt)
+            last = _error(outcome, attempt, target.command)
             if outcome.reason is Reason.TokenExpired:
                 target = self._fresh_token(target, last)
                 continue
@@ -131,13 +144,14 @@ class ManagedJoin:
                                      attempt, outcome.reason, pause)
                 self.host.clock.sleep(pause)
         assert last is not None
-        raise PermanentError(f"kubeadm join failed {limit} time(s); last: {last.message}",
+        raise PermanentError(f"kubeadm {target.command} failed {limit} time(s); last: "
+                             f"{last.message}",
                              reason=last.reason, hint=last.hint)
 
     def _join(self, target: JoinTarget) -> tuple[Classified | None, str]:
         """Run kubeadm join, its output streamed to the log as it comes; the outcome
         (None: it exited 0) and the tail of its output (kept after a time-out too)."""
-        argv = [self.kubeadm, "join", "--config", target.config_path]
+        argv = [self.kubeadm, target.command, "--config", target.config_path]
         if target.ignore_preflight_errors:
             argv.append("--ignore-preflight-errors=" + ",".join(target.ignore_preflight_errors))
         result = self.host.stream(argv, lambda line: self.ctx.log.info("kubeadm: %s", line),
@@ -146,9 +160,10 @@ class ManagedJoin:
         if result.timed_out:
             last = last_line(result.stdout)
             return Classified(Reason.JoinTimeout,
-                              f"kubeadm join did not finish within {self.spec.timeout:g}s",
+                              f"kubeadm {target.command} did not finish within "
+                              f"{self.spec.timeout:g}s",
                               True, f"its last line: {last}" if last else ""), tail
-        return (None if result.ok else classify_output(result.stdout)), tail
+        return (None if result.ok else classify_output(result.stdout, result.returncode)), tail
 
     def _reset(self, why: str) -> None:
         self.ctx.log.info("kubeadm reset -f: %s", why)
@@ -184,11 +199,17 @@ class ManagedJoin:
         return fresh
 
     def _write_files(self, target: JoinTarget) -> None:
+        """Write again what a reset removed (kubeadm reset deletes /etc/kubernetes/pki) and
+        what a fresh token changed; a file the pre-commands edited (envsubst, sed on the
+        kubeadm config, as CAPI templates do) is otherwise left as they made it."""
+        before = {wf.path: wf.content for wf in self._previous.files} if self._previous \
+            else {}
+        self._previous = target
         for wf in target.files:
             if wf.append:
                 continue
             current = self.host.read_bytes(wf.path) if self.host.exists(wf.path) else None
-            if current != wf.content:
+            if current is None or before.get(wf.path, wf.content) != wf.content:
                 self.host.write_file(wf.path, wf.content, mode=wf.mode,
                                      owner=owner_ids(self.host, wf.owner))
 
@@ -215,9 +236,10 @@ class ManagedJoin:
         return self.host.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _error(outcome: Classified, attempt: int) -> AgentError:
+def _error(outcome: Classified, attempt: int, command: str = "join") -> AgentError:
     detail = f": {outcome.detail}" if outcome.detail else ""
-    return AgentError(REDACT(f"kubeadm join attempt {attempt}: {outcome.summary}{detail}"),
+    return AgentError(REDACT(f"kubeadm {command} attempt {attempt}: {outcome.summary}"
+                             f"{detail}"),
                       reason=outcome.reason, temporary=outcome.temporary)
 
 

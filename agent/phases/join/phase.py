@@ -48,18 +48,22 @@ class JoinPhase(Phase):
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         source = resolve(ctx.config, ctx.machine, ctx.host)
         plan = JoinPlan(self.name)
-        plan.notes.append(f"join {source.target.expected_server or 'the cluster'} as Node "
-                          f"{source.target.node_name}: {source.facts.api_version} "
-                          f"JoinConfiguration from {source.origin}, Kubernetes "
-                          f"{source.version}")
-        plan.notes.extend(f"not applied by the agent: cloud-config {key}"
-                          for key in source.cloud.ignored)
-        joined = node_state(ctx.host, source.target.expected_server) == "joined"
+        facts = source.facts
+        what = ("initialise the cluster at" if facts.command == "init" else
+                "join as a control plane" if facts.control_plane else "join")
+        kind = "InitConfiguration" if facts.command == "init" else "JoinConfiguration"
+        plan.notes.append(f"{what} {source.target.expected_server or 'the cluster'} as Node "
+                          f"{source.target.node_name}: {facts.api_version} {kind} from "
+                          f"{source.origin}, Kubernetes {source.version}")
+        plan.notes.extend(source.notes)
+        joined = node_state(ctx.host, source.target.servers) == "joined"
         if joined:
             plan.notes.append(f"already joined ({KUBELET_CONF} points at "
-                              f"{source.target.expected_server}): kubeadm join and runcmd "
-                              "are skipped")
+                              f"{source.target.expected_server}): kubeadm "
+                              f"{facts.command}, bootcmd and runcmd are skipped")
         else:
+            plan.changes.extend(_command_change(ctx, index, step, plan.failed, "bootcmd")
+                                for index, step in enumerate(source.cloud.boot))
             plan.changes.extend(c for wf in source.cloud.files
                                 if (c := _file_change(ctx.host, wf, source)) is not None)
             for index, step in enumerate(source.cloud.steps):
@@ -82,7 +86,9 @@ class JoinPhase(Phase):
         def join(host: Host) -> None:
             warnings = run_preflight(host, PreflightInputs(
                 version=source.version, cri_socket=source.facts.cri_socket,
-                api_server_endpoint=source.facts.api_server_endpoint,
+                # kubeadm init starts the API server: nothing to reach before it
+                api_server_endpoint=(None if source.facts.command == "init"
+                                     else source.facts.api_server_endpoint),
                 kubeadm=spec.kubeadm_path, kubelet=spec.kubelet_path,
                 dual_stack=spec.dual_stack, br_netfilter=spec.require_br_netfilter,
                 ignored=ignored, api_timeout=spec.api_check_timeout,
@@ -138,32 +144,38 @@ class JoinPhase(Phase):
     def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
         source = resolve(ctx.config, ctx.machine, ctx.host)
         server = source.target.expected_server
-        if node_state(ctx.host, server) != "joined":
+        if node_state(ctx.host, source.target.servers) != "joined":
             raise PermanentError(f"{KUBELET_CONF} does not point at {server}: the node did "
                                  "not join", reason=Reason.KubeletNotHealthy)
         if not ctx.host.exists(SENTINEL):
             raise PermanentError(f"{SENTINEL} is missing", reason=Reason.InternalError)
         record = ctx.journal.extra.get("join", {})
-        last = {c["index"]: c for c in record.get("commands", [])}
+        last = {(c.get("list", "runcmd"), c["index"]): c for c in record.get("commands", [])}
         registered = (plan.registered if isinstance(plan, JoinPlan) and plan.registered
                       else confirm_node(ctx.host, source.target.node_name,
                                         float(ctx.config.spec.join.registration_timeout),
                                         ctx.progress))
         return {"node": source.target.node_name, "apiServer": server,
+                **({"localAPIServer": source.target.local_server}
+                   if source.target.local_server else {}),
+                "kubeadm": source.facts.command, "controlPlane": source.facts.control_plane,
                 "kubernetesVersion": str(source.version),
                 "joinConfiguration": source.facts.api_version,
                 "attempts": len(record.get("attempts", [])), "nodeRegistered": registered,
-                "failedCommands": [f"runcmd[{i}] `{c['command']}`"
-                                   for i, c in sorted(last.items()) if c["exitStatus"] != 0]}
+                "failedCommands": [f"{kind}[{i}] `{c['command']}`"
+                                   for (kind, i), c in sorted(last.items())
+                                   if c["exitStatus"] != 0]}
 
     def still_holds(self, ctx: PhaseContext, result: dict[str, Any]) -> bool:
         """kubelet.conf still points at the server joined (a `kubeadm reset` removes it)."""
-        return node_state(ctx.host, result.get("apiServer")) == "joined"
+        servers = tuple(str(result[k]) for k in ("apiServer", "localAPIServer") if result.get(k))
+        return node_state(ctx.host, servers) == "joined"
 
     def message(self, result: dict[str, Any]) -> str:
         registered = (f"; Node {result['nodeRegistered']} registered"
                       if result.get("nodeRegistered") else "")
-        text = (f"Node {result.get('node')} joined {result.get('apiServer')} "
+        verb = "initialised the cluster at" if result.get("kubeadm") == "init" else "joined"
+        text = (f"Node {result.get('node')} {verb} {result.get('apiServer')} "
                 f"(Kubernetes {result.get('kubernetesVersion')}){registered}")
         failed = result.get("failedCommands")
         if failed:  # a joined node does not run runcmd again: the failure stays named
@@ -230,11 +242,12 @@ def _file_change(host: Host, wf: WriteFile, source: JoinSource) -> Change | None
 
 
 def _command_change(ctx: PhaseContext, index: int, step: Command,
-                    failed: dict[str, str]) -> Change:
-    """Run one pre- or post-command; record its exit status and output tail in the
-    journal; a failure goes in `failed` instead of stopping the phase."""
+                    failed: dict[str, str], kind: str = "runcmd") -> Change:
+    """Run one pre- or post-command (`kind` runcmd) or boot command (bootcmd); record
+    its exit status and output tail in the journal; a failure goes in `failed` instead
+    of stopping the phase."""
     timeout = ctx.config.spec.join.timeout
-    key = f"runcmd:{index}:{digest(step.argv)[7:19]}"
+    key = f"{kind}:{index}:{digest(step.argv)[7:19]}"
     shown = REDACT(step.shown)
 
     def run(host: Host) -> None:
@@ -246,12 +259,15 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
         except AgentError as err:  # not found (a list entry), or its time-out
             status, tail = None, REDACT(err.message)
         record: dict[str, Any] = ctx.journal.extra.setdefault("join", {})
-        record.setdefault("commands", []).append({
-            "index": index, "command": shown, "exitStatus": status, "outputTail": tail})
+        entry: dict[str, Any] = {"index": index, "command": shown, "exitStatus": status,
+                                 "outputTail": tail}
+        if kind != "runcmd":
+            entry["list"] = kind
+        record.setdefault("commands", []).append(entry)
         ctx.journal.save()
         if status != 0:
             how = f"exited {status}" if status is not None else "did not run to its end"
-            failed[key] = f"runcmd[{index}] `{shown}` {how}: {tail or '(no output)'}"
+            failed[key] = f"{kind}[{index}] `{shown}` {how}: {tail or '(no output)'}"
             ctx.log.warning("%s", failed[key])
 
     return Change(key, f"run {shown}", run)
