@@ -11,7 +11,15 @@ hooks": the annotation `HOOK` on its Machine, put there by the daemon once it fo
 Machine) and runs the policy only once CAPI waits on pre-terminate hooks: v1beta2
 condition `Deleting` True with reason `WaitingForPreTerminateHook`, or (CAPI before
 v1beta2) v1beta1 condition `PreTerminateDeleteHookSucceeded` False with reason
-`WaitingExternalHook`. Then, in order:
+`WaitingExternalHook`.
+
+On a control-plane Machine (label `cluster.x-k8s.io/control-plane`) KubeadmControlPlane
+holds the same point with its own hook, `KCP_HOOK`, and removes the Machine's etcd member
+before it takes it off (controlplane/kubeadm internal/controllers, reconcilePreTerminateHook:
+meant to run last, after every other hook). The agent waits until KCP's hook is gone, so
+the member is removed by KCP while etcd and the API server still run, never by the agent:
+its reset skips kubeadm's remove-etcd-member phase (`--skip-phases=remove-etcd-member`)
+on a control plane. Workers are not held. Then, in order:
 - `kubeadm reset -f` (the join undone: kubelet.conf, the kubelet's PKI and flags);
 - the release of the IPAM addresses the network phase claimed;
 - the removal of the CNI configuration list the cni phase wrote;
@@ -59,6 +67,12 @@ HOOK = f"{HOOK_PREFIX}/machine-agent"
 """The agent's pre-terminate hook: `<lifecycle-point>.delete.hook.machine.cluster.x-k8s.io/
 <hook-name>: <owner>` (CAPI proposal 20200602-machine-deletion-phase-hooks)."""
 HOOK_OWNER = "machine-agent"
+KCP_HOOK = f"{HOOK_PREFIX}/kcp-cleanup"
+"""KubeadmControlPlane's pre-terminate hook on its Machines (cluster-api
+controlplane/kubeadm/api: PreTerminateHookCleanupAnnotation)."""
+CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
+ETCD_MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
+"""A stacked etcd member's static Pod: the node is a kubeadm control plane."""
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -168,8 +182,12 @@ def hold(client: Client, machine: MachineView, held: bool) -> None:
 
 def waiting_for_hook(machine: dict[str, Any]) -> bool:
     """Whether CAPI's machine controller waits on pre-terminate hooks (the drain and the
-    volume detach are over). Read as v1beta2 the v1beta1 conditions are under
-    `status.deprecated.v1beta1`; read as v1beta1 the v1beta2 ones under `status.v1beta2`."""
+    volume detach are over) and, on a control plane, KubeadmControlPlane's kcp-cleanup
+    hook is gone (its etcd member removed). Read as v1beta2 the v1beta1 conditions are
+    under `status.deprecated.v1beta1`; read as v1beta1 the v1beta2 ones under
+    `status.v1beta2`."""
+    if waiting_for_kcp(machine):
+        return False
     lists = [_field(machine, "status", "conditions"),
              _field(machine, "status", "v1beta2", "conditions"),
              _field(machine, "status", "deprecated", "v1beta1", "conditions")]
@@ -180,11 +198,28 @@ def waiting_for_hook(machine: dict[str, Any]) -> bool:
                for c in conditions if isinstance(c, dict))
 
 
+def waiting_for_kcp(machine: dict[str, Any]) -> bool:
+    """Whether KubeadmControlPlane still holds this Machine with its kcp-cleanup hook."""
+    annotations = _field(machine, "metadata", "annotations")
+    return isinstance(annotations, dict) and annotations.get(KCP_HOOK) is not None
+
+
+def is_control_plane(machine: dict[str, Any]) -> bool:
+    labels = _field(machine, "metadata", "labels")
+    return isinstance(labels, dict) and CONTROL_PLANE_LABEL in labels
+
+
 # -- the steps ---------------------------------------------------------------------------
 
 def kubeadm_reset(policy: DeletePolicy) -> str:
+    """`kubeadm reset -f`; on a control plane without its remove-etcd-member phase: KCP
+    removed the member (its kcp-cleanup hook, which the agent waited for)."""
     spec = policy.config.spec
     argv = [spec.join.kubeadm_path, "reset", "-f"]
+    join = policy.journal.phases.get("join")
+    if (join is not None and join.result.get("controlPlane")) or \
+            policy.host.exists(ETCD_MANIFEST):
+        argv.append("--skip-phases=remove-etcd-member")
     result = policy.host.run(argv, timeout=float(spec.lifecycle.on_delete.reset_timeout),
                              check=False, sandboxed=False)
     if not result.ok:

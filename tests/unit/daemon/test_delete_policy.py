@@ -113,3 +113,19 @@ def test_capi_waiting_on_pre_terminate_hooks_is_read_in_either_api_version(
 ])
 def test_the_agents_hook_is_its_own_annotation(metadata: object, held: bool) -> None:
     assert hooked({"metadata": metadata}) is held
+
+
+KCP = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup"
+
+
+@pytest.mark.parametrize(("annotations", "waiting"), [
+    ({HOOK: "machine-agent", KCP: ""}, False),  # KCP has not removed the etcd member yet
+    ({HOOK: "machine-agent"}, True),  # KCP's hook is gone: the agent's turn
+])
+def test_on_a_control_plane_the_agent_waits_until_kcps_cleanup_hook_is_gone(
+        annotations: dict[str, str], waiting: bool) -> None:
+    machine = {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+                            "labels": {"cluster.x-k8s.io/control-plane": ""},
+                            "annotations": annotations},
+               "status": {"conditions": [DELETING]}}
+    assert waiting_for_hook(machine) is waiting
