@@ -49,6 +49,7 @@ class Reason(enum.StrEnum):
     # IPAM
     PoolExhausted = "PoolExhausted"
     PoolNotFound = "PoolNotFound"
+    AllocationFailed = "AllocationFailed"
     IPAMUnauthorized = "IPAMUnauthorized"
     IPAMUnavailable = "IPAMUnavailable"
     InvalidAllocation = "InvalidAllocation"
@@ -158,6 +159,11 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.PoolNotFound: ReasonInfo(
         "The IPAM pool named in the configuration does not exist.",
         "Fix the pool reference or create the pool."),
+    Reason.AllocationFailed: ReasonInfo(
+        "The IPAM provider could not allocate an address for the claim (its Ready "
+        "condition's reason AllocationFailed); its own message is quoted.",
+        "Fix what the provider's message names (the pool's addresses, a conflicting "
+        "IPAddress); the claim was deleted, the next run claims again."),
     Reason.IPAMUnauthorized: ReasonInfo(
         "The IPAM backend refused the agent's credentials.",
         "Give the agent a valid IPAM token."),
