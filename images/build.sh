@@ -124,7 +124,10 @@ install_units() {  # $1: tree
   install -D -m 0644 "$HERE/files/cni-links.link" "$tree/usr/lib/systemd/network/50-cni-links.link"
   mkdir -p "$tree/etc/machine-agent/config.d"
   # networkd applies what the network phase renders (its default renderer).
-  systemctl --root="$tree" enable machine-agent.service systemd-networkd.service >&2
+  # machine-agent-cloud-init.service: on a boot where the agent runs, cloud-init
+  # discards the user-data (CABPK's bootstrap data, which the agent carries out).
+  systemctl --root="$tree" enable machine-agent.service machine-agent-cloud-init.service \
+    systemd-networkd.service >&2
 }
 
 build_image() {

@@ -5,7 +5,11 @@ kubeadm cannot be installed here. This program behaves like it where the agent c
 (kubeadm.k8s.io/v1beta3 and v1beta4), runs the join preflight, discovery, kubelet-start
 in kubeadm's order, writes what kubeadm writes under $KUBEADM_STANDIN_ROOT, and fails with
 kubeadm's own words (copied from kubernetes/kubernetes cmd/kubeadm, file named at each);
-`reset -f` removes what join wrote; `version -o short` prints the version.
+`init --config FILE` reads the InitConfiguration and ClusterConfiguration and makes the
+cluster (its etcd, its tokens); a JoinConfiguration with controlPlane runs the control-
+plane preflight, prepare (certificates, downloaded with certificateKey) and etcd join;
+`reset -f [--skip-phases=...]` removes what they wrote (and the etcd member); exit
+status as kubeadm's (1, 3 for validation); `version -o short` prints the version.
 
 After a successful join it also does what the kubelet then does on a real node: its
 kubelet.conf carries the credential the cluster issued it (TLS bootstrap), and with it
@@ -29,6 +33,11 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
                       "phase-error:<phase>:<message>" (any other error of a phase),
                       "node-not-registered" (join succeeds; the kubelet never registers)
   joins               (written) the names that joined, in order
+  invocations         (written) every join, init and reset run, in order
+  etcdMembers         (written by init and a control-plane join; reset removes) the
+                      stacked etcd members
+  clusterConfiguration (written by init) what a joining control plane reads
+  uploadedCerts       {"key": certificateKey}: the kubeadm-certs Secret init uploaded
 Run as `python -m machine_agent_sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
 `kubeadm` and `kubelet` wrappers into a bin directory with the root and world baked in.
 """
@@ -191,6 +200,7 @@ def main(argv: list[str]) -> int:
             return 0
         if argv[:1] in (["reset"], ["join"], ["init"]):
             command = {"reset": reset, "join": join, "init": init}[argv[0]]
+            world.setdefault("invocations", []).append(argv[0])  # every run, counted
             try:
                 return command(root, world, argv[1:])
             finally:
