@@ -15,11 +15,17 @@ v1beta2) v1beta1 condition `PreTerminateDeleteHookSucceeded` False with reason
 
 On a control-plane Machine (label `cluster.x-k8s.io/control-plane`) KubeadmControlPlane
 holds the same point with its own hook, `KCP_HOOK`, and removes the Machine's etcd member
-before it takes it off (controlplane/kubeadm internal/controllers, reconcilePreTerminateHook:
-meant to run last, after every other hook). The agent waits until KCP's hook is gone, so
-the member is removed by KCP while etcd and the API server still run, never by the agent:
-its reset skips kubeadm's remove-etcd-member phase (`--skip-phases=remove-etcd-member`)
-on a control plane. Workers are not held. Then, in order:
+before it takes it off (cluster-api controlplane/kubeadm kubeadmcontrolplane_controller.go,
+reconcilePreTerminateHook). The order of the two hooks follows KCP's: for Kubernetes
+1.31 and later KCP waits until every other pre-terminate hook is gone ("the KCP
+pre-terminate hook should be the one executed last, so that kubelet is still working"),
+so the agent runs first, while etcd and the kubelet still work; waiting for KCP there
+would hold both for ever. Before 1.31 KCP does not wait: it removes the member at once,
+after checking that etcd stays healthy without it, which a node the agent had already
+reset would fail; so there the agent waits until KCP's hook is gone. Either way the
+member is KCP's to remove, never the agent's: on a control plane its reset skips
+kubeadm's remove-etcd-member phase (`--skip-phases=remove-etcd-member`). Workers are
+not held. Then, in order:
 - `kubeadm reset -f` (the join undone: kubelet.conf, the kubelet's PKI and flags);
 - the release of the IPAM addresses the network phase claimed;
 - the removal of the CNI configuration list the cni phase wrote;
@@ -43,6 +49,7 @@ annotation by hand lets CAPI delete the Machine without the cleanup.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -182,10 +189,10 @@ def hold(client: Client, machine: MachineView, held: bool) -> None:
 
 def waiting_for_hook(machine: dict[str, Any]) -> bool:
     """Whether CAPI's machine controller waits on pre-terminate hooks (the drain and the
-    volume detach are over) and, on a control plane, KubeadmControlPlane's kcp-cleanup
-    hook is gone (its etcd member removed). Read as v1beta2 the v1beta1 conditions are
-    under `status.deprecated.v1beta1`; read as v1beta1 the v1beta2 ones under
-    `status.v1beta2`."""
+    volume detach are over) and, on a control plane before Kubernetes 1.31,
+    KubeadmControlPlane's kcp-cleanup hook is gone (its etcd member removed). Read as
+    v1beta2 the v1beta1 conditions are under `status.deprecated.v1beta1`; read as v1beta1
+    the v1beta2 ones under `status.v1beta2`."""
     if waiting_for_kcp(machine):
         return False
     lists = [_field(machine, "status", "conditions"),
@@ -198,10 +205,21 @@ def waiting_for_hook(machine: dict[str, Any]) -> bool:
                for c in conditions if isinstance(c, dict))
 
 
+KCP_RUNS_LAST = (1, 31)
+"""From this Kubernetes version KCP's hook waits for every other pre-terminate hook."""
+
+
 def waiting_for_kcp(machine: dict[str, Any]) -> bool:
-    """Whether KubeadmControlPlane still holds this Machine with its kcp-cleanup hook."""
+    """Whether the agent must let KubeadmControlPlane's kcp-cleanup hook go first: it
+    is on the Machine, and the Machine's Kubernetes version is before 1.31 (from 1.31
+    KCP waits for the agent instead; an unknown version is not waited for, since a wait
+    on both sides would hold the Machine for ever)."""
     annotations = _field(machine, "metadata", "annotations")
-    return isinstance(annotations, dict) and annotations.get(KCP_HOOK) is not None
+    if not isinstance(annotations, dict) or annotations.get(KCP_HOOK) is None:
+        return False
+    version = _field(machine, "spec", "version")
+    found = re.match(r"^v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    return found is not None and (int(found[1]), int(found[2])) < KCP_RUNS_LAST
 
 
 def is_control_plane(machine: dict[str, Any]) -> bool:
@@ -212,8 +230,8 @@ def is_control_plane(machine: dict[str, Any]) -> bool:
 # -- the steps ---------------------------------------------------------------------------
 
 def kubeadm_reset(policy: DeletePolicy) -> str:
-    """`kubeadm reset -f`; on a control plane without its remove-etcd-member phase: KCP
-    removed the member (its kcp-cleanup hook, which the agent waited for)."""
+    """`kubeadm reset -f`; on a control plane without its remove-etcd-member phase: the
+    member is KCP's to remove (its kcp-cleanup hook)."""
     spec = policy.config.spec
     argv = [spec.join.kubeadm_path, "reset", "-f"]
     join = policy.journal.phases.get("join")

@@ -1,5 +1,6 @@
-"""Deleting control-plane Machines in CAPI's order: KubeadmControlPlane's kcp-cleanup
-hook removes the etcd member first; the agent's own pre-terminate step then resets the
+"""Deleting control-plane Machines: the etcd member is KubeadmControlPlane's to remove (its
+kcp-cleanup hook; the order of the two hooks is agent.daemon.deletion's, tested in
+tests/unit/daemon/test_delete_policy.py); the agent's own pre-terminate step resets the
 node without touching etcd membership (kubeadm reset --skip-phases=remove-etcd-member).
 A worker is reset as before."""
 
@@ -71,12 +72,11 @@ def test_control_planes_are_reset_without_removing_their_etcd_member_workers_as_
     bootstrap(cluster)
     world = cluster["cp-0"].world
     assert world["etcdMembers"] == ["cp-0", "cp-1"]
-    # KCP's kcp-cleanup hook ran first: it removed cp-1's member, then its hook
-    cluster["cp-0"].set_world(etcdMembers=["cp-0"])
     message = delete(cluster["cp-1"])
     assert message == "kubeadm reset -f --skip-phases=remove-etcd-member undid the join"
     assert cluster["cp-1"].clean()
-    assert cluster["cp-0"].world["etcdMembers"] == ["cp-0"]
-    assert "etcdRemovedBy" not in cluster["cp-0"].world  # reset never touched etcd
+    # the member is left for KCP's kcp-cleanup; the reset never touched etcd
+    assert cluster["cp-0"].world["etcdMembers"] == ["cp-0", "cp-1"]
+    assert "etcdRemovedBy" not in cluster["cp-0"].world
     assert delete(cluster["worker-0"]) == "kubeadm reset -f undid the join"
     assert cluster["worker-0"].clean()

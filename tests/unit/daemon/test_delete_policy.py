@@ -118,14 +118,20 @@ def test_the_agents_hook_is_its_own_annotation(metadata: object, held: bool) -> 
 KCP = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup"
 
 
-@pytest.mark.parametrize(("annotations", "waiting"), [
-    ({HOOK: "machine-agent", KCP: ""}, False),  # KCP has not removed the etcd member yet
-    ({HOOK: "machine-agent"}, True),  # KCP's hook is gone: the agent's turn
+@pytest.mark.parametrize(("version", "annotations", "waiting"), [
+    # before 1.31 KCP removes the etcd member at once: the agent lets it go first
+    ("v1.30.6", {HOOK: "machine-agent", KCP: ""}, False),
+    ("v1.30.6", {HOOK: "machine-agent"}, True),  # KCP's hook is gone: the agent's turn
+    # from 1.31 KCP waits for every other hook (controlplane/kubeadm
+    # reconcilePreTerminateHook): the agent goes first, or both would wait for ever
+    ("v1.31.2", {HOOK: "machine-agent", KCP: ""}, True),
+    (None, {HOOK: "machine-agent", KCP: ""}, True),  # unknown: never a wait on both sides
 ])
-def test_on_a_control_plane_the_agent_waits_until_kcps_cleanup_hook_is_gone(
-        annotations: dict[str, str], waiting: bool) -> None:
+def test_on_a_control_plane_the_hooks_run_in_kcps_order(
+        version: str | None, annotations: dict[str, str], waiting: bool) -> None:
     machine = {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
                             "labels": {"cluster.x-k8s.io/control-plane": ""},
                             "annotations": annotations},
+               "spec": {"version": version} if version else {},
                "status": {"conditions": [DELETING]}}
     assert waiting_for_hook(machine) is waiting
