@@ -77,6 +77,7 @@ class Reason(enum.StrEnum):
     AddressesReleased = "AddressesReleased"
     CNIConfigRemoved = "CNIConfigRemoved"
     CleanedUp = "CleanedUp"
+    CredentialExpiring = "CredentialExpiring"
     Reconfigured = "Reconfigured"
 
     @property
@@ -242,6 +243,15 @@ REASONS: dict[Reason, ReasonInfo] = {
         "A changed AgentConfig (the Machine's ConfigMap or Secret) was planned and applied "
         "to the phases in spec.lifecycle.reconfigure; on a node that had not bootstrapped "
         "yet, the whole bootstrap ran again with it and completed.", "Nothing to do."),
+    Reason.CredentialExpiring: ReasonInfo(
+        "The node's management credential expires within 10 minutes and the token file "
+        "holds no rotated one: the agent took its pre-terminate hook off while it still "
+        "could, so that a deletion of the Machine is never held by a node that can no "
+        "longer answer; its delete policy will not run.",
+        "Rotate the credential (a projected service account token rotates itself; or "
+        "write a new token into spec.management.tokenFile): the agent reads it again and "
+        "puts the hook back on at its next check. Or accept that this node is not cleaned "
+        "up on deletion."),
     Reason.CleanedUp: ReasonInfo(
         "Every step of spec.lifecycle.onDelete ran; the node no longer acts as this "
         "Machine.", "Nothing to do; reimage or reuse the host."),

@@ -35,6 +35,15 @@ safe to repeat; the steps done are journaled (`Journal.extra["lifecycle"]`), so 
 mid-way resumes after the last one, and a node whose Machine was cleaned up is not
 bootstrapped again by that Machine.
 
+A credential that expires would hold the Machine for ever: the agent could no longer take
+its hook off. So the daemon looks at its credential (`hook_release_due`): a bearer token
+that is a JWT (service account tokens are) says when it expires (`exp`); EXPIRY_MARGIN
+before that, unless the token file then holds a rotated token that lives longer (a
+projected token rotates itself), the daemon takes the hook off while the credential still
+works, and says so on the Machine (`NodeCleanedUp` False, `CredentialExpiring`): a
+deletion then goes on without the delete policy instead of never. A token with no expiry
+the agent can read (an opaque one, revoked) is the operator's: docs/identity.md.
+
 A step that fails keeps the hook, so the Machine (and with it the infrastructure) stays
 until the node is cleaned up: the daemon runs the policy again after a temporary failure
 (backoff capped at 5 minutes, forever, as CAPI's own drain waits by default), and after
@@ -48,6 +57,10 @@ annotation by hand lets CAPI delete the Machine without the cleanup.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime as dt
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -60,6 +73,7 @@ from agent.host import Host
 from agent.ipam.base import PluginEnv
 from agent.ipam.release import release_all
 from agent.kube.client import Client, resource_path
+from agent.kube.kubeconfig import Credentials
 from agent.kube.machine import GROUP, MachineView
 from agent.report import Conditions
 from agent.state import Journal
@@ -225,6 +239,45 @@ def waiting_for_kcp(machine: dict[str, Any]) -> bool:
 def is_control_plane(machine: dict[str, Any]) -> bool:
     labels = _field(machine, "metadata", "labels")
     return isinstance(labels, dict) and CONTROL_PLANE_LABEL in labels
+
+
+# -- the credential's expiry -------------------------------------------------------------
+
+EXPIRY_MARGIN = 600.0
+"""Seconds before the credential expires when the hook comes off (unless rotated): time
+for the patch, retries included, while the credential still works."""
+
+
+def token_expiry(token: str | None) -> dt.datetime | None:
+    """When a JWT bearer token expires (its `exp` claim, read without verifying: the
+    agent only schedules by it); None for a token that is not a JWT or says nothing."""
+    parts = (token or "").split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        exp = claims.get("exp") if isinstance(claims, dict) else None
+        if isinstance(exp, bool) or not isinstance(exp, int | float):
+            return None
+        return dt.datetime.fromtimestamp(exp, dt.UTC)
+    except (ValueError, binascii.Error, OverflowError, OSError):
+        return None
+
+
+def hook_release_due(creds: Credentials) -> dt.datetime | None:
+    """When the hook must come off unless the credential is rotated: EXPIRY_MARGIN before
+    the current token expires (the token file read again, as the client reads it on a
+    401: a real path, so a rotation moves it); None when the token says nothing about
+    its expiry."""
+    token = creds.token
+    if creds.token_file:
+        try:
+            with open(creds.token_file, encoding="utf-8") as handle:
+                token = handle.read().strip() or token
+        except (OSError, UnicodeDecodeError):
+            pass
+    expiry = token_expiry(token)
+    return expiry - dt.timedelta(seconds=EXPIRY_MARGIN) if expiry else None
 
 
 # -- the steps ---------------------------------------------------------------------------
