@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 from machine_agent_sandbox.apiserver import ApiServer
-from machine_agent_sandbox.kubeadm_standin import install, kubelet_sync
+from machine_agent_sandbox.kubeadm_standin import install, kubelet_sync, spki_pin
 
 TOKEN = "abcdef.0123456789abcdef"
 FRESH_TOKEN = "ghijkl.0123456789ghijkl"
@@ -142,6 +142,12 @@ def joinable_cluster(base: Path, names: tuple[str, ...]) -> Iterator[
         for runtime in sockets:
             runtime.close()
         api.stop()
+
+
+def ca_pin(api: ApiServer) -> str:
+    """The workload cluster's CA pin, as `kubeadm token create --print-join-command`
+    prints it (sha256 of the CA's SubjectPublicKeyInfo)."""
+    return spki_pin(api.ca_path.read_text())
 
 
 def cloud_config(endpoint: str, token: str = TOKEN, version: str = "v1beta4",

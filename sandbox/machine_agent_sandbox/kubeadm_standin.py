@@ -45,6 +45,8 @@ Run as `python -m machine_agent_sandbox.kubeadm_standin [kubelet] ARGS`; `instal
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -498,6 +500,10 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
     if init_cfg.get("certificateKey"):
         world["uploadedCerts"] = {"key": init_cfg["certificateKey"]}
     api = world.get("apiServer")
+    if api and tokens is not None:  # bootstrap-token phase: cluster-info, then signed
+        print("[bootstrap-token] Creating the \"cluster-info\" ConfigMap in the "
+              "\"kube-public\" namespace")
+        publish_cluster_info(endpoint, api, tokens)
     credential = _issue(endpoint, api, name) if api else None
     _write_kubeconfig(root / KUBELET_CONF, _kubeconfig(endpoint, "default-auth", api, credential))
     if api and credential and failure != "node-not-registered":
@@ -669,6 +675,13 @@ def _discover(root: Path, cfg: dict[str, Any], world: dict[str, Any]) -> str:
                      f"timeout=10s\": dial tcp {endpoint}: {refused}")
     token_id, _, secret = str(token_cfg.get("token", "")).partition(".")
     tokens = world.get("tokens")
+    api = world.get("apiServer")
+    if tokens is not None and api:
+        try:
+            _token_discovery(endpoint, token_id, secret, token_cfg, world, api)
+        except Failed as err:
+            raise Failed(f"{prefix}{err}") from err
+        return f"https://{endpoint}"
     if tokens is not None and token_id not in tokens:  # token.go, getClusterInfo
         raise Failed(f"{prefix}could not find a JWS signature in the cluster-info ConfigMap "
                      f"for token ID \"{token_id}\"")
@@ -681,6 +694,142 @@ def _discover(root: Path, cfg: dict[str, Any], world: dict[str, Any]) -> str:
         raise Failed(f"{prefix}cluster CA found in cluster-info ConfigMap is invalid: none "
                      f"of the public keys \"{pin}\" are pinned")
     return f"https://{endpoint}"
+
+
+CLUSTER_INFO = "/api/v1/namespaces/kube-public/configmaps/cluster-info"
+
+
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def jws_signature(payload: str, token_id: str, secret: str) -> str:
+    """k8s.io/cluster-bootstrap/token/jws ComputeDetachedSignature: HS256 over the
+    payload with the token's secret, `kid` the token ID, the payload left out
+    ("header..signature")."""
+    header = _b64url(json.dumps({"alg": "HS256", "kid": token_id},
+                                separators=(",", ":")).encode())
+    mac = hmac.new(secret.encode(), f"{header}.{_b64url(payload.encode())}".encode(),
+                   hashlib.sha256).digest()
+    return f"{header}..{_b64url(mac)}"
+
+
+def publish_cluster_info(server: str, api: dict[str, str], tokens: dict[str, str]) -> None:
+    """What the cluster serves for token discovery: the kube-public/cluster-info
+    ConfigMap with the cluster's kubeconfig (its server and CA) and the RBAC that lets
+    anyone read it (kubeadm init's bootstrap-token phase: app/phases/bootstraptoken/
+    clusterinfo/clusterinfo.go CreateBootstrapConfigMapIfNotExists,
+    CreateClusterInfoRBACRules), signed for every known token as kube-controller-
+    manager's bootstrap signer does (pkg/controller/bootstrap/bootstrapsigner.go: one
+    `jws-kubeconfig-<token id>` per token, none for an expired or deleted one)."""
+    ca = Path(api["ca"]).read_text()
+    kubeconfig = yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": "", "cluster": {
+            "certificate-authority-data": base64.b64encode(ca.encode()).decode(),
+            "server": server}}],
+        "contexts": None, "current-context": "", "users": None})
+    data = {"kubeconfig": kubeconfig}
+    data.update({f"jws-kubeconfig-{tid}": jws_signature(kubeconfig, tid, sec)
+                 for tid, sec in sorted(tokens.items())})
+    token = api["signerToken"]
+    _api(server, ca, token, "POST", "/api/v1/namespaces",
+         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-public"}})
+    _api(server, ca, token, "DELETE", CLUSTER_INFO)
+    status, doc = _api(server, ca, token, "POST", "/api/v1/namespaces/kube-public/configmaps",
+                       {"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+                        "data": data})
+    if status != 201:
+        raise Failed(f"publishing cluster-info: HTTP {status}: {doc.get('message')}")
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-public"
+    # kubeadm names both "kubeadm:bootstrap-signer-clusterinfo"; the API stand-in checks
+    # RBAC names as DNS subdomains (the real server takes path segment names), hence "-".
+    name = "kubeadm-bootstrap-signer-clusterinfo"
+    answers = [_api(server, ca, token, "POST", f"{rbac}/roles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name, "namespace": "kube-public"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                   "resourceNames": ["cluster-info"]}]}),
+        _api(server, ca, token, "POST", f"{rbac}/rolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": "kube-public"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": name},
+            "subjects": [{"kind": "User", "name": "system:anonymous"}]})]
+    for status, doc in answers:
+        if status not in (201, 409):
+            raise Failed(f"publishing cluster-info's RBAC: HTTP {status}: {doc.get('message')}")
+
+
+def _cluster_info(endpoint: str, ca: str | None) -> dict[str, str]:
+    """token.go getClusterInfo: the ConfigMap, read anonymously; without `ca` over TLS
+    that is not verified (the first, insecure fetch), with it verified."""
+    url = f"https://{endpoint}{CLUSTER_INFO}?timeout=10s"
+    if ca is None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        context = ssl.create_default_context(cadata=ca)
+        context.check_hostname = False  # kubeadm dials the endpoint, the CA is pinned
+    try:
+        with urllib.request.urlopen(url, timeout=API_TIMEOUT, context=context) as resp:
+            doc = json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        raise Failed(f"failed to request the cluster-info ConfigMap: configmaps "
+                     f"\"cluster-info\" is forbidden: HTTP {err.code}") from err
+    except (urllib.error.URLError, OSError) as err:
+        raise Failed(f"failed to request the cluster-info ConfigMap: Get \"{url}\": "
+                     f"{getattr(err, 'reason', err)}") from err
+    data = doc.get("data") or {}
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _token_discovery(endpoint: str, token_id: str, secret: str, token_cfg: dict[str, Any],
+                     world: dict[str, Any], api: dict[str, str]) -> None:
+    """app/discovery/token/token.go retrieveValidatedConfigInfo against the cluster's API
+    (the world's API stand-in): cluster-info read without TLS verification, its JWS
+    signature for the token checked with the token's secret (validateClusterInfoToken),
+    the CA in its kubeconfig checked against caCertHashes (validateClusterCA: the
+    world's `caCertHash` stands for the CA's public key pin when it is set), then read
+    again over TLS verified with that CA and compared."""
+    publish_cluster_info(f"https://{endpoint}", api, world.get("tokens") or {})
+    info = _cluster_info(endpoint, None)
+    kubeconfig = info.get("kubeconfig")
+    if not kubeconfig:
+        raise Failed("there is no kubeconfig key in the cluster-info ConfigMap. This API "
+                     "Server isn't set up for token bootstrapping, can't connect")
+    signature = info.get(f"jws-kubeconfig-{token_id}")
+    if not signature:  # getClusterInfo's last error once its poll gives up
+        raise Failed("could not find a JWS signature in the cluster-info ConfigMap for "
+                     f"token ID \"{token_id}\"")
+    if not hmac.compare_digest(signature, jws_signature(kubeconfig, token_id, secret)):
+        raise Failed("failed to verify JWS signature of received cluster info object, "
+                     "can't trust this API Server")
+    clusters = (yaml.safe_load(kubeconfig) or {}).get("clusters") or [{}]
+    ca = base64.b64decode(clusters[0]["cluster"]["certificate-authority-data"]).decode()
+    pins = [str(p) for p in token_cfg.get("caCertHashes") or []]
+    if pins:
+        actual = world.get("caCertHash") or spki_pin(ca)
+        if actual not in pins:  # app/util/pubkeypin/pubkeypin.go CheckAny
+            raise Failed(f"cluster CA found in cluster-info ConfigMap is invalid: none of "
+                         f"the public keys \"{actual}\" are pinned")
+        if _cluster_info(endpoint, ca).get("kubeconfig") != kubeconfig:
+            raise Failed("the second kubeconfig from the cluster-info ConfigMap (using "
+                         "validated TLS) was different from the first")
+
+
+def spki_pin(ca_pem: str) -> str:
+    """app/util/pubkeypin/pubkeypin.go Hash: sha256 of the certificate's
+    SubjectPublicKeyInfo."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    cert = x509.load_pem_x509_certificate(ca_pem.encode())
+    spki = cert.public_key().public_bytes(serialization.Encoding.DER,
+                                          serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(spki).hexdigest()
 
 
 def _discover_file(root: Path, path: str) -> str:

@@ -231,4 +231,4 @@ def test_the_bootstrap_data_in_user_data_ran_once_by_the_agent_not_again_by_clou
     assert "cloud-init user-data: 1 discarded" in said, said
     # cloud-final ran (and came before this report): its runcmd had its chance
     (final,) = [line for line in said if line.startswith("cloud-final: ")]
-    assert final.startswith("cloud-final: ActiveState=active Result=success"), final
+    assert final == "cloud-final: Result=success ActiveState=active", final

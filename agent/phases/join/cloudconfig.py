@@ -1,12 +1,15 @@
 """CABPK bootstrap data (cloud-config) parsed into what the join phase applies.
 
 CABPK writes a `#cloud-config` document (cluster-api bootstrap/kubeadm/internal/cloudinit):
-`write_files` (the JoinConfiguration at /run/kubeadm/kubeadm-join-config.yaml, certificates,
-user files) and `runcmd` (preKubeadmCommands, then `kubeadm join --config ... && echo
-success > /run/cluster-api/bootstrap-success.complete`, then postKubeadmCommands). The
-agent applies the files itself and runs the commands in order, except the kubeadm join
-entry, which becomes the agent's managed join (classified, safe to repeat). Nothing else
-is ever run blindly: a join entry the agent does not understand is refused.
+`write_files` (the JoinConfiguration at /run/kubeadm/kubeadm-join-config.yaml, or for the
+first control plane the Cluster- and InitConfiguration at /run/kubeadm/kubeadm.yaml;
+certificates, user files), `bootcmd`, and `runcmd` (preKubeadmCommands, then `kubeadm
+join|init --config ... && echo success > /run/cluster-api/bootstrap-success.complete`,
+then postKubeadmCommands): controlplane_init.go, controlplane_join.go, node.go. The agent
+applies the files itself and runs the commands in order, except the kubeadm entry, which
+becomes the agent's managed join (classified, safe to repeat). Nothing else is ever run
+blindly: a kubeadm entry the agent does not understand is refused; the other keys are
+delegated or refused by name (datakeys.py).
 """
 
 from __future__ import annotations

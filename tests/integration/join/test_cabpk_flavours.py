@@ -21,7 +21,7 @@ from tests.cabpk import (
     join_configuration,
 )
 from tests.integration.join.conftest import Node, NoSleep
-from tests.joinable import joinable_cluster
+from tests.joinable import ca_pin, joinable_cluster
 
 TOKEN = "abcdef.0123456789abcdef"
 NAMES = ("cp-0", "cp-1", "worker-0")
@@ -63,7 +63,7 @@ def runs(node: Node) -> list[str]:
 def flavours(cluster: dict[str, Node], api: str, certificate_key: str | None = None,
              with_certificates: bool = True) -> dict[str, Flavour]:
     endpoint = cluster["cp-0"].endpoint
-    ca_hash = "sha256:" + "5e" * 32
+    ca_hash = ca_pin(cluster["cp-0"].api)
     cp0, cp1, worker = (cluster[n] for n in NAMES)
     return {
         "cp-0": Flavour("init", init_configuration(endpoint, "cp-0", TOKEN, api,

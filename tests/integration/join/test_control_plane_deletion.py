@@ -23,7 +23,7 @@ from tests.cabpk import (
 )
 from tests.integration.join.conftest import Node, NoSleep
 from tests.integration.join.test_cabpk_flavours import facts
-from tests.joinable import joinable_cluster
+from tests.joinable import ca_pin, joinable_cluster
 
 TOKEN = "abcdef.0123456789abcdef"
 
@@ -41,7 +41,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Node
 
 
 def bootstrap(cluster: dict[str, Node]) -> None:
-    endpoint, pin = cluster["cp-0"].endpoint, "sha256:" + "5e" * 32
+    endpoint, pin = cluster["cp-0"].endpoint, ca_pin(cluster["cp-0"].api)
     data = {
         "cp-0": Flavour("init", init_configuration(endpoint, "cp-0", TOKEN),
                         tuple(certificate_files())),

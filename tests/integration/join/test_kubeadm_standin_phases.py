@@ -11,7 +11,7 @@ import pytest
 from agent.phases.join.classify import classify_output
 from tests.cabpk import certificate_files, init_configuration, join_configuration
 from tests.integration.join.conftest import Node, NoSleep
-from tests.joinable import joinable_cluster
+from tests.joinable import ca_pin, joinable_cluster
 
 TOKEN = "abcdef.0123456789abcdef"
 
@@ -46,7 +46,7 @@ def kubeadm_init(node: Node, version: str = "v1beta4") -> list[str]:
 def kubeadm_join_control_plane(node: Node) -> list[str]:
     write_certificates(node)
     node.host.write_file("/run/kubeadm/join.yaml", join_configuration(
-        node.endpoint, "cp-1", TOKEN, "sha256:" + "5e" * 32, control_plane=True))
+        node.endpoint, "cp-1", TOKEN, ca_pin(node.api), control_plane=True))
     return ["kubeadm", "join", "--config", "/run/kubeadm/join.yaml"]
 
 
@@ -144,3 +144,45 @@ def test_worker_kubelet_start_writes_the_ca_only_where_there_is_none(
     assert first.host.run(kubeadm_init(first)).ok
     assert second.host.run(kubeadm_join_control_plane(second)).ok
     assert "\nca\n" in second.file("/etc/kubernetes/pki/ca.crt").read_text()
+
+
+def test_token_discovery_reads_cluster_info_checks_its_jws_signature_and_the_ca_pin(
+        pair: tuple[Node, Node]) -> None:
+    """app/discovery/token/token.go retrieveValidatedConfigInfo: cluster-info read
+    anonymously, validateClusterInfoToken (the token's JWS signature: present only for a
+    known token, made with its secret), validateClusterCA (the pin of the CA in its
+    kubeconfig, app/util/pubkeypin), then read again over TLS verified with that CA."""
+    import requests
+
+    from agent.phases.join.token import _signed
+
+    first, second = pair
+    assert first.host.run(kubeadm_init(first)).ok  # its token is now known, signed
+    info = requests.get(f"https://{first.endpoint}/api/v1/namespaces/kube-public/"
+                        "configmaps/cluster-info", verify=str(first.api.ca_path),
+                        timeout=10).json()  # anonymous, as kubeadm reads it
+    assert sorted(info["data"]) == ["jws-kubeconfig-abcdef", "kubeconfig"]
+    # the agent's own doctor check agrees with the signature the cluster made
+    assert _signed(info["data"]["jws-kubeconfig-abcdef"], info["data"]["kubeconfig"],
+                   "0123456789abcdef")
+
+    def join_with(token: str, pin: str) -> str:
+        second.host.write_file("/run/kubeadm/join.yaml", join_configuration(
+            second.endpoint, "worker-0", token, pin))
+        result = second.host.run(["kubeadm", "join", "--config", "/run/kubeadm/join.yaml"],
+                                 check=False)
+        assert not result.ok
+        return result.stderr.splitlines()[0]
+
+    prefix = ("error execution phase preflight: couldn't validate the identity of the API "
+              "Server: ")
+    pin = ca_pin(second.api)
+    assert join_with("zzzzzz.0123456789abcdef", pin) == (
+        prefix + 'could not find a JWS signature in the cluster-info ConfigMap for token '
+                 'ID "zzzzzz"')
+    assert join_with("abcdef.0123456789zzzzzz", pin) == (
+        prefix + "failed to verify JWS signature of received cluster info object, can't "
+                 "trust this API Server")
+    assert join_with(TOKEN, "sha256:" + "00" * 32) == (
+        prefix + f'cluster CA found in cluster-info ConfigMap is invalid: none of the public '
+                 f'keys "{pin}" are pinned')
