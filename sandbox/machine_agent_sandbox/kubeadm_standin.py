@@ -21,8 +21,12 @@ a client certificate; kubelet.conf carries it inline.
 
 The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   version             kubeadm/kubelet version, default v1.31.2
-  tokens              {token id: secret} the cluster knows (absent: any token works)
-  caCertHash          the cluster CA's pin (absent: any pin works)
+  tokens              {token id: secret} the cluster knows (absent: any token works).
+                      With `apiServer`, discovery is kubeadm's (token.go): cluster-info is
+                      published there signed for each of these tokens, read anonymously,
+                      its JWS signature and CA pin checked
+  caCertHash          stands for the cluster CA's pin (absent: the real pin of the
+                      `apiServer` CA is checked; without an API, any pin works)
   apiServer           {"ca": CA file, "signerToken": token}: the workload API stand-in at
                       the discovery endpoint (its CA, as cluster-info holds it; a token
                       allowed to issue credentials, standing for the CSR signer); absent:

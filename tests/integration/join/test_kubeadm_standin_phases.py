@@ -186,3 +186,21 @@ def test_token_discovery_reads_cluster_info_checks_its_jws_signature_and_the_ca_
     assert join_with(TOKEN, "sha256:" + "00" * 32) == (
         prefix + f'cluster CA found in cluster-info ConfigMap is invalid: none of the public '
                  f'keys "{pin}" are pinned')
+
+
+def test_kubelet_start_bootstraps_the_kubelets_own_credential_and_removes_the_bootstrap_one(
+        pair: tuple[Node, Node]) -> None:
+    """app/cmd/phases/join/kubelet.go runKubeletStartJoinPhase: bootstrap-kubelet.conf
+    for the TLS bootstrap, removed once the kubelet has its own kubelet.conf (mode 0600,
+    app/util/kubeconfig WriteToDisk), whose credential the cluster issued to
+    system:node:<name>, with which the kubelet registers its Node."""
+    first, second = pair
+    assert first.host.run(kubeadm_init(first)).ok
+    second.host.write_file("/run/kubeadm/join.yaml", join_configuration(
+        second.endpoint, "worker-0", TOKEN, ca_pin(second.api)))
+    assert second.host.run(["kubeadm", "join", "--config", "/run/kubeadm/join.yaml"]).ok
+    assert not second.file("/etc/kubernetes/bootstrap-kubelet.conf").exists()
+    conf = second.file("/etc/kubernetes/kubelet.conf")
+    assert conf.stat().st_mode & 0o777 == 0o600
+    node = second.registered("worker-0")
+    assert node is not None and node["metadata"]["name"] == "worker-0"
