@@ -29,9 +29,13 @@ from agent.retry import Backoff
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 # What `kubeadm join` writes on a worker (cmd/kubeadm/app/cmd/phases/join/kubelet.go:
 # bootstrap kubeconfig, CA, kubelet config and flags, then the kubelet's kubelet.conf).
+# On a control plane (init, or a join with controlPlane) also the static Pod manifests
+# and admin.conf (app/phases/controlplane, etcd, kubeconfig).
 JOIN_FILES = (KUBELET_CONF, "/etc/kubernetes/bootstrap-kubelet.conf",
               "/etc/kubernetes/pki/ca.crt", "/var/lib/kubelet/config.yaml",
-              "/var/lib/kubelet/kubeadm-flags.env")
+              "/var/lib/kubelet/kubeadm-flags.env", "/etc/kubernetes/admin.conf",
+              "/etc/kubernetes/manifests/kube-apiserver.yaml",
+              "/etc/kubernetes/manifests/etcd.yaml")
 ATTEMPTS_KEPT = 20
 OUTPUT_TAIL = 1000
 """Characters of each attempt's kubeadm output kept in the journal (the log has it all)."""
