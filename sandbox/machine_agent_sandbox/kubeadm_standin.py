@@ -727,15 +727,7 @@ def publish_cluster_info(server: str, api: dict[str, str], tokens: dict[str, str
     manager's bootstrap signer does (pkg/controller/bootstrap/bootstrapsigner.go: one
     `jws-kubeconfig-<token id>` per token, none for an expired or deleted one)."""
     ca = Path(api["ca"]).read_text()
-    kubeconfig = yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "preferences": {},
-        "clusters": [{"name": "", "cluster": {
-            "certificate-authority-data": base64.b64encode(ca.encode()).decode(),
-            "server": server}}],
-        "contexts": None, "current-context": "", "users": None})
-    data = {"kubeconfig": kubeconfig}
-    data.update({f"jws-kubeconfig-{tid}": jws_signature(kubeconfig, tid, sec)
-                 for tid, sec in sorted(tokens.items())})
+    data = cluster_info_data(server, ca, tokens)
     token = api["signerToken"]
     _api(server, ca, token, "POST", "/api/v1/namespaces",
          {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-public"}})
@@ -764,6 +756,21 @@ def publish_cluster_info(server: str, api: dict[str, str], tokens: dict[str, str
     for status, doc in answers:
         if status not in (201, 409):
             raise Failed(f"publishing cluster-info's RBAC: HTTP {status}: {doc.get('message')}")
+
+
+def cluster_info_data(server: str, ca: str, tokens: dict[str, str]) -> dict[str, str]:
+    """cluster-info's data: the kubeconfig (app/phases/bootstraptoken/clusterinfo), one
+    signature per token."""
+    kubeconfig = yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": "", "cluster": {
+            "certificate-authority-data": base64.b64encode(ca.encode()).decode(),
+            "server": server}}],
+        "contexts": None, "current-context": "", "users": None})
+    data = {"kubeconfig": kubeconfig}
+    data.update({f"jws-kubeconfig-{tid}": jws_signature(kubeconfig, tid, sec)
+                 for tid, sec in sorted(tokens.items())})
+    return data
 
 
 def _cluster_info(endpoint: str, ca: str | None) -> dict[str, str]:
@@ -798,8 +805,15 @@ def _token_discovery(endpoint: str, token_id: str, secret: str, token_cfg: dict[
     the CA in its kubeconfig checked against caCertHashes (validateClusterCA: the
     world's `caCertHash` stands for the CA's public key pin when it is set), then read
     again over TLS verified with that CA and compared."""
-    publish_cluster_info(f"https://{endpoint}", api, world.get("tokens") or {})
-    info = _cluster_info(endpoint, None)
+    server, tokens = f"https://{endpoint}", world.get("tokens") or {}
+    try:
+        info: dict[str, str] | None = _cluster_info(endpoint, None)
+    except Failed:
+        info = None  # not published yet
+    if info != cluster_info_data(server, Path(api["ca"]).read_text(), tokens):
+        # the cluster's side, when its tokens changed (the bootstrap signer's work)
+        publish_cluster_info(server, api, tokens)
+        info = _cluster_info(endpoint, None)
     kubeconfig = info.get("kubeconfig")
     if not kubeconfig:
         raise Failed("there is no kubeconfig key in the cluster-info ConfigMap. This API "

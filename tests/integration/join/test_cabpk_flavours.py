@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from machine_agent_sandbox.testkit.node import ca_pin, joinable_cluster
 
 from agent.kube.facts import MachineFacts
 from tests.cabpk import (
@@ -21,7 +22,6 @@ from tests.cabpk import (
     join_configuration,
 )
 from tests.integration.join.conftest import Node, NoSleep
-from tests.joinable import ca_pin, joinable_cluster
 
 TOKEN = "abcdef.0123456789abcdef"
 NAMES = ("cp-0", "cp-1", "worker-0")

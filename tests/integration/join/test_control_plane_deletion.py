@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from machine_agent_sandbox.testkit.node import ca_pin, joinable_cluster
 
 from agent.daemon.deletion import DeletePolicy
 from agent.ipam.base import PluginEnv
@@ -23,7 +24,6 @@ from tests.cabpk import (
 )
 from tests.integration.join.conftest import Node, NoSleep
 from tests.integration.join.test_cabpk_flavours import facts
-from tests.joinable import ca_pin, joinable_cluster
 
 TOKEN = "abcdef.0123456789abcdef"
 

@@ -10,16 +10,17 @@ import socket
 import threading
 
 import pytest
+from machine_agent_sandbox.testkit.bootstrap import FRESH_TOKEN, TOKEN, cloud_config
 
 from agent.errors import AgentError, Reason
 from agent.kube.facts import MachineFacts
 from agent.orchestrator import Orchestrator
 from agent.phases.base import PhaseContext
 from agent.phases.join import JoinPhase
+from agent.phases.join.result import JoinRecord
 from agent.report import Condition
 from agent.state import Journal
 from tests.integration.join.conftest import Node, NoSleep, machine_facts
-from tests.joinable import FRESH_TOKEN, TOKEN, cloud_config
 
 
 class Said:
@@ -189,7 +190,8 @@ def test_a_node_the_kubelet_never_registers_is_not_reported_joined(node: Node) -
 def test_every_failure_ends_with_its_reason_and_a_clean_node(
         node: Node, world: dict[str, object], reason: Reason, attempts: int) -> None:
     node.set_world(**world)
-    loaded = node.configure({"timeout": "1s"})
+    # long enough for kubeadm's discovery on a busy machine, shorter than hang:5
+    loaded = node.configure({"timeout": "3s"})
     result, machine = node.run(loaded, machine_facts(cloud_config(node.endpoint)))
     joined = machine.conditions["NodeJoined"]
     assert not result.ok
@@ -444,9 +446,9 @@ def test_expired_token_is_replaced_by_a_fresh_one_from_the_bootstrap_data(node: 
     phase = JoinPhase()
     phase.apply(ctx, phase.plan(ctx))
     result = phase.verify(ctx, phase.plan(ctx))
-    assert result["node"] == "worker-0" and node.joined()
-    attempts = ctx.journal.extra["join"]["attempts"]
-    assert [(a["outcome"], a.get("reason")) for a in attempts] == [
+    assert result.node == "worker-0" and node.joined()
+    attempts = ctx.journal.section(JoinRecord).attempts
+    assert [(a.outcome, a.reason) for a in attempts] == [
         ("failed", "TokenExpired"), ("joined", None)]
     assert FRESH_TOKEN in node.file("/run/kubeadm/kubeadm-join-config.yaml").read_text()
 
@@ -459,7 +461,7 @@ def test_a_dead_token_is_never_retried(node: Node) -> None:
         phase.apply(ctx, phase.plan(ctx))
     assert info.value.reason is Reason.TokenExpired and not info.value.temporary
     assert "still has the same token" in info.value.message
-    assert len(ctx.journal.extra["join"]["attempts"]) == 1 and node.clean()
+    assert len(ctx.journal.section(JoinRecord).attempts) == 1 and node.clean()
 
 
 def test_agent_preflight_lists_every_failing_check_and_does_not_run_kubeadm(
