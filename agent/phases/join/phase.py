@@ -162,15 +162,16 @@ class JoinPhase(PhaseOf[JoinResult]):
         if not ctx.host.exists(SENTINEL):
             raise PermanentError(f"{SENTINEL} is missing", reason=Reason.InternalError)
         record = ctx.journal.section(JoinRecord)
-        last = {(c.kind, c.index): c for c in record.commands}
+        last = {(c.kind or "runcmd", c.index): c for c in record.commands}
         registered = (plan.registered if isinstance(plan, JoinPlan) and plan.registered
                       else confirm_node(ctx.host, source.target.node_name,
                                         float(ctx.config.spec.join.registration_timeout),
                                         ctx.progress))
         return JoinResult(node=source.target.node_name, api_server=server,
                           local_api_server=source.target.local_server,
-                          kubeadm=source.facts.command,
-                          control_plane=source.facts.control_plane,
+                          kubeadm=source.facts.command if source.facts.command != "join"
+                          else None,
+                          control_plane=True if source.facts.control_plane else None,
                           kubernetes_version=str(source.version),
                           join_configuration=source.facts.api_version,
                           attempts=len(record.attempts), node_registered=registered,
@@ -271,7 +272,7 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
         except AgentError as err:  # not found (a list entry), or its time-out
             status, tail = None, REDACT(err.message)
         ctx.journal.section(JoinRecord).commands.append(
-            CommandRun(index, shown, status, tail, kind))
+            CommandRun(index, shown, status, tail, kind if kind != "runcmd" else None))
         ctx.journal.save()
         if status != 0:
             how = f"exited {status}" if status is not None else "did not run to its end"

@@ -16,9 +16,11 @@ class JoinResult(PhaseResult):
     api_server: str | None = None
     local_api_server: str | None = None
     """A control plane's own API server, which its kubelet.conf may name instead."""
-    kubeadm: str = "join"
-    """`join`, or `init` (the first control plane)."""
-    control_plane: bool = False
+    kubeadm: str | None = None
+    """`init` for the first control plane; None: `join` (left out of the journal, as
+    journals before it have it)."""
+    control_plane: bool | None = None
+    """True on a control plane; None otherwise."""
     kubernetes_version: str | None = None
     join_configuration: str | None = None
     """The apiVersion of the kubeadm JoinConfiguration used."""
@@ -55,8 +57,8 @@ class CommandRun:
     exit_status: int | None = None
     """None: not found, or it did not run to its end."""
     output_tail: str = ""
-    kind: str = "runcmd"
-    """`runcmd`, or `bootcmd`: their indexes count apart."""
+    kind: str | None = None
+    """`bootcmd`, or None: a runcmd entry. Their indexes count apart."""
 
 
 @dataclass
