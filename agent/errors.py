@@ -64,6 +64,7 @@ class Reason(enum.StrEnum):
     # IPAM
     PoolExhausted = "PoolExhausted"
     PoolNotFound = "PoolNotFound"
+    AllocationFailed = "AllocationFailed"
     IPAMUnauthorized = "IPAMUnauthorized"
     IPAMUnavailable = "IPAMUnavailable"
     InvalidAllocation = "InvalidAllocation"
@@ -81,6 +82,7 @@ class Reason(enum.StrEnum):
     APIServerUnreachable = "APIServerUnreachable"
     KubeletNotHealthy = "KubeletNotHealthy"
     JoinTimeout = "JoinTimeout"
+    ControlPlaneNotReady = "ControlPlaneNotReady"
     # CNI
     CNIInstalled = "CNIInstalled"
     CNIBroken = "CNIBroken"
@@ -90,6 +92,7 @@ class Reason(enum.StrEnum):
     AddressesReleased = "AddressesReleased"
     CNIConfigRemoved = "CNIConfigRemoved"
     CleanedUp = "CleanedUp"
+    CredentialExpiring = "CredentialExpiring"
     Reconfigured = "Reconfigured"
 
     @property
@@ -175,6 +178,11 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.PoolNotFound: ReasonInfo(
         "The IPAM pool named in the configuration does not exist.",
         "Fix the pool reference or create the pool."),
+    Reason.AllocationFailed: ReasonInfo(
+        "The IPAM provider could not allocate an address for the claim (its Ready "
+        "condition's reason AllocationFailed); its own message is quoted.",
+        "Fix what the provider's message names (the pool's addresses, a conflicting "
+        "IPAddress); the claim was deleted, the next run claims again."),
     Reason.IPAMUnauthorized: ReasonInfo(
         "The IPAM backend refused the agent's credentials.",
         "Give the agent a valid IPAM token."),
@@ -217,6 +225,15 @@ REASONS: dict[Reason, ReasonInfo] = {
         "is the kubelet's --hostname-override."),
     Reason.JoinTimeout: ReasonInfo(
         "kubeadm join did not finish in time.", "Check the API server and kubelet."),
+    Reason.ControlPlaneNotReady: ReasonInfo(
+        "kubeadm cannot add this control plane: the cluster has no stable "
+        "controlPlaneEndpoint, or the certificates every control plane shares are neither "
+        "in the bootstrap data nor downloadable (the kubeadm-certs Secret expired, or the "
+        "certificateKey does not decrypt it).",
+        "KubeadmControlPlane puts the certificates in the bootstrap data: check its "
+        "Secrets (<cluster>-ca, -etcd, -proxy, -sa); with certificateKey, upload the "
+        "certificates again on a control plane (`kubeadm init phase upload-certs "
+        "--upload-certs`) and give the new key."),
     Reason.CNIInstalled: ReasonInfo(
         "CNI plugins and configuration installed and proved with ADD/CHECK/DEL.",
         "Nothing to do."),
@@ -244,6 +261,15 @@ REASONS: dict[Reason, ReasonInfo] = {
         "A changed AgentConfig (the Machine's ConfigMap or Secret) was planned and applied "
         "to the phases in spec.lifecycle.reconfigure; on a node that had not bootstrapped "
         "yet, the whole bootstrap ran again with it and completed.", "Nothing to do."),
+    Reason.CredentialExpiring: ReasonInfo(
+        "The node's management credential expires within 10 minutes and the token file "
+        "holds no rotated one: the agent took its pre-terminate hook off while it still "
+        "could, so that a deletion of the Machine is never held by a node that can no "
+        "longer answer; its delete policy will not run.",
+        "Rotate the credential (a projected service account token rotates itself; or "
+        "write a new token into spec.management.tokenFile): the agent reads it again and "
+        "puts the hook back on at its next check. Or accept that this node is not cleaned "
+        "up on deletion."),
     Reason.CleanedUp: ReasonInfo(
         "Every step of spec.lifecycle.onDelete ran; the node no longer acts as this "
         "Machine.", "Nothing to do; reimage or reuse the host."),

@@ -11,7 +11,21 @@ hooks": the annotation `HOOK` on its Machine, put there by the daemon once it fo
 Machine) and runs the policy only once CAPI waits on pre-terminate hooks: v1beta2
 condition `Deleting` True with reason `WaitingForPreTerminateHook`, or (CAPI before
 v1beta2) v1beta1 condition `PreTerminateDeleteHookSucceeded` False with reason
-`WaitingExternalHook`. Then, in order:
+`WaitingExternalHook`.
+
+On a control-plane Machine (label `cluster.x-k8s.io/control-plane`) KubeadmControlPlane
+holds the same point with its own hook, `KCP_HOOK`, and removes the Machine's etcd member
+before it takes it off (cluster-api controlplane/kubeadm kubeadmcontrolplane_controller.go,
+reconcilePreTerminateHook). The order of the two hooks follows KCP's: for Kubernetes
+1.31 and later KCP waits until every other pre-terminate hook is gone ("the KCP
+pre-terminate hook should be the one executed last, so that kubelet is still working"),
+so the agent runs first, while etcd and the kubelet still work; waiting for KCP there
+would hold both for ever. Before 1.31 KCP does not wait: it removes the member at once,
+after checking that etcd stays healthy without it, which a node the agent had already
+reset would fail; so there the agent waits until KCP's hook is gone. Either way the
+member is KCP's to remove, never the agent's: on a control plane its reset skips
+kubeadm's remove-etcd-member phase (`--skip-phases=remove-etcd-member`). Workers are
+not held. Then, in order:
 - `kubeadm reset -f` (the join undone: kubelet.conf, the kubelet's PKI and flags);
 - the release of the IPAM addresses the network phase claimed;
 - the removal of the CNI configuration list the cni phase wrote;
@@ -20,6 +34,15 @@ each reported as its own condition (hence an Event) on the Machine, then the sum
 safe to repeat; the steps done are journaled (section `lifecycle`, `DeleteRecord`), so a restart
 mid-way resumes after the last one, and a node whose Machine was cleaned up is not
 bootstrapped again by that Machine.
+
+A credential that expires would hold the Machine for ever: the agent could no longer take
+its hook off. So the daemon looks at its credential (`hook_release_due`): a bearer token
+that is a JWT (service account tokens are) says when it expires (`exp`); EXPIRY_MARGIN
+before that, unless the token file then holds a rotated token that lives longer (a
+projected token rotates itself), the daemon takes the hook off while the credential still
+works, and says so on the Machine (`NodeCleanedUp` False, `CredentialExpiring`): a
+deletion then goes on without the delete policy instead of never. A token with no expiry
+the agent can read (an opaque one, revoked) is the operator's: docs/identity.md.
 
 A step that fails keeps the hook, so the Machine (and with it the infrastructure) stays
 until the node is cleaned up: the daemon runs the policy again after a temporary failure
@@ -34,7 +57,12 @@ annotation by hand lets CAPI delete the Machine without the cleanup.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime as dt
+import json
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +73,7 @@ from agent.host import Host
 from agent.ipam.base import PluginEnv
 from agent.ipam.release import release_all
 from agent.kube.client import Client, resource_path
+from agent.kube.kubeconfig import Credentials
 from agent.kube.machine import GROUP, MachineView
 from agent.report import Conditions
 from agent.state import Journal, Section
@@ -58,6 +87,12 @@ HOOK = f"{HOOK_PREFIX}/machine-agent"
 """The agent's pre-terminate hook: `<lifecycle-point>.delete.hook.machine.cluster.x-k8s.io/
 <hook-name>: <owner>` (CAPI proposal 20200602-machine-deletion-phase-hooks)."""
 HOOK_OWNER = "machine-agent"
+KCP_HOOK = f"{HOOK_PREFIX}/kcp-cleanup"
+"""KubeadmControlPlane's pre-terminate hook on its Machines (cluster-api
+controlplane/kubeadm/api: PreTerminateHookCleanupAnnotation)."""
+CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
+ETCD_MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
+"""A stacked etcd member's static Pod: the node is a kubeadm control plane."""
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -179,8 +214,12 @@ def hold(client: Client, machine: MachineView, held: bool) -> None:
 
 def waiting_for_hook(machine: dict[str, Any]) -> bool:
     """Whether CAPI's machine controller waits on pre-terminate hooks (the drain and the
-    volume detach are over). Read as v1beta2 the v1beta1 conditions are under
-    `status.deprecated.v1beta1`; read as v1beta1 the v1beta2 ones under `status.v1beta2`."""
+    volume detach are over) and, on a control plane before Kubernetes 1.31,
+    KubeadmControlPlane's kcp-cleanup hook is gone (its etcd member removed). Read as
+    v1beta2 the v1beta1 conditions are under `status.deprecated.v1beta1`; read as v1beta1
+    the v1beta2 ones under `status.v1beta2`."""
+    if waiting_for_kcp(machine):
+        return False
     lists = [_field(machine, "status", "conditions"),
              _field(machine, "status", "v1beta2", "conditions"),
              _field(machine, "status", "deprecated", "v1beta1", "conditions")]
@@ -191,11 +230,78 @@ def waiting_for_hook(machine: dict[str, Any]) -> bool:
                for c in conditions if isinstance(c, dict))
 
 
+KCP_RUNS_LAST = (1, 31)
+"""From this Kubernetes version KCP's hook waits for every other pre-terminate hook."""
+
+
+def waiting_for_kcp(machine: dict[str, Any]) -> bool:
+    """Whether the agent must let KubeadmControlPlane's kcp-cleanup hook go first: it
+    is on the Machine, and the Machine's Kubernetes version is before 1.31 (from 1.31
+    KCP waits for the agent instead; an unknown version is not waited for, since a wait
+    on both sides would hold the Machine for ever)."""
+    annotations = _field(machine, "metadata", "annotations")
+    if not isinstance(annotations, dict) or annotations.get(KCP_HOOK) is None:
+        return False
+    version = _field(machine, "spec", "version")
+    found = re.match(r"^v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    return found is not None and (int(found[1]), int(found[2])) < KCP_RUNS_LAST
+
+
+def is_control_plane(machine: dict[str, Any]) -> bool:
+    labels = _field(machine, "metadata", "labels")
+    return isinstance(labels, dict) and CONTROL_PLANE_LABEL in labels
+
+
+# -- the credential's expiry -------------------------------------------------------------
+
+EXPIRY_MARGIN = 600.0
+"""Seconds before the credential expires when the hook comes off (unless rotated): time
+for the patch, retries included, while the credential still works."""
+
+
+def token_expiry(token: str | None) -> dt.datetime | None:
+    """When a JWT bearer token expires (its `exp` claim, read without verifying: the
+    agent only schedules by it); None for a token that is not a JWT or says nothing."""
+    parts = (token or "").split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        exp = claims.get("exp") if isinstance(claims, dict) else None
+        if isinstance(exp, bool) or not isinstance(exp, int | float):
+            return None
+        return dt.datetime.fromtimestamp(exp, dt.UTC)
+    except (ValueError, binascii.Error, OverflowError, OSError):
+        return None
+
+
+def hook_release_due(creds: Credentials) -> dt.datetime | None:
+    """When the hook must come off unless the credential is rotated: EXPIRY_MARGIN before
+    the current token expires (the token file read again, as the client reads it on a
+    401: a real path, so a rotation moves it); None when the token says nothing about
+    its expiry."""
+    token = creds.token
+    if creds.token_file:
+        try:
+            with open(creds.token_file, encoding="utf-8") as handle:
+                token = handle.read().strip() or token
+        except (OSError, UnicodeDecodeError):
+            pass
+    expiry = token_expiry(token)
+    return expiry - dt.timedelta(seconds=EXPIRY_MARGIN) if expiry else None
+
+
 # -- the steps ---------------------------------------------------------------------------
 
 def kubeadm_reset(policy: DeletePolicy) -> str:
+    """`kubeadm reset -f`; on a control plane without its remove-etcd-member phase: the
+    member is KCP's to remove (its kcp-cleanup hook)."""
     spec = policy.config.spec
     argv = [spec.join.kubeadm_path, "reset", "-f"]
+    join = policy.journal.phases.get("join")
+    if (join is not None and join.result.get("controlPlane")) or \
+            policy.host.exists(ETCD_MANIFEST):
+        argv.append("--skip-phases=remove-etcd-member")
     result = policy.host.run(argv, timeout=float(spec.lifecycle.on_delete.reset_timeout),
                              check=False, sandboxed=False)
     if not result.ok:

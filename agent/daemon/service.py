@@ -38,6 +38,7 @@ blocked in the kernel returns at once.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
 import queue
@@ -49,13 +50,16 @@ from types import FrameType
 from typing import Any
 
 from agent.daemon.deletion import (
+    EXPIRY_MARGIN,
     HOOK,
     DeletePolicy,
     cleaned_up,
     hold,
+    hook_release_due,
     hooked,
     waiting_for_hook,
 )
+from agent.daemon.deletion import SUMMARY as DELETION_SUMMARY
 from agent.daemon.reconfigure import CONDITION, applied, bootstrapped, reconfigure, source_name
 from agent.daemon.watching import CONFIG, MACHINE, Watches
 from agent.errors import AgentError, ConfigError, Reason
@@ -104,7 +108,13 @@ class DeleteAgain:
     """Time to run the delete policy again: a step failed for a reason that may pass."""
 
 
-Event = Stop | StartAgain | DeleteAgain | Update | Recovered
+@dataclass(frozen=True)
+class CredentialCheck:
+    """Time to look whether the credential expires soon without a rotation
+    (agent.daemon.deletion.hook_release_due)."""
+
+
+Event = Stop | StartAgain | DeleteAgain | CredentialCheck | Update | Recovered
 
 
 class Daemon:
@@ -135,7 +145,8 @@ class Daemon:
         self._start_failures = 0
         self._delete_failures = 0
         self._delete_state = ""
-        """Where the delete policy is: "unhooked" (deleted without the hook: not run),
+        """Where the delete policy is: "expiring" (the hook taken off before the
+        credential expires), "unhooked" (deleted without the hook: not run),
         "drain" (CAPI drains), "running", "retry" (its DeleteAgain is due), "person"
         (a permanent failure: a restart runs it again), "release" (done; taking the
         hook off is due again), "done"."""
@@ -326,7 +337,9 @@ class Daemon:
         # Machine already being deleted keeps it as it is: put on now, it could stop
         # CAPI past that point; taken off, CAPI would go on without the delete policy.
         if not session.machine.deletion_timestamp:
-            self._hold_deletion(lifecycle.watch and bool(lifecycle.on_delete.steps))
+            held = lifecycle.watch and bool(lifecycle.on_delete.steps)
+            if self._hold_deletion(held) and held:
+                self._check_credential()
         if not lifecycle.watch:
             return
         self.watches = Watches(session.client, session.machine, self.events.put)
@@ -354,7 +367,9 @@ class Daemon:
             elif self._delete_state == "release":
                 self._release_hook()
             return EXIT_OK
-        if isinstance(event, Recovered):
+        if isinstance(event, CredentialCheck):
+            self._check_credential()
+        elif isinstance(event, Recovered):
             self._flush_reports()
         elif isinstance(event, Update) and event.source == MACHINE:
             self._on_machine(event.obj)
@@ -469,6 +484,45 @@ class Daemon:
         pause = self._delete_again_later()
         log.info("taking the pre-terminate hook off again in %.0fs", pause)
 
+    def _check_credential(self) -> None:
+        """Take the hook off before the credential expires unless it was rotated; put it
+        back once a rotated one appears (agent.daemon.deletion, "A credential that
+        expires"). A timer, set for when it is due, brings the next check."""
+        session, orchestrator = self.session, self.orchestrator
+        if session is None or session.client is None or orchestrator is None:
+            return
+        if self._delete_state in ("running", "retry", "person", "release", "done"):
+            return  # the delete policy owns the hook now
+        due = hook_release_due(session.client.creds)
+        if due is None:
+            return
+        now = self.host.clock.now()
+        if due > now:
+            if self._delete_state == "expiring" and self._hold_deletion(True):
+                self._delete_state = ""
+                log.info("the credential was rotated: the pre-terminate hook is on again")
+            self._credential_check_in((due - now).total_seconds())
+            return
+        # look again later: a rotated token puts the hook back on
+        self._credential_check_in(CREDENTIAL_RECHECK)
+        if self._delete_state == "expiring" or not self._hold_deletion(False):
+            return
+        self._delete_state = "expiring"
+        message = (f"the management credential expires at "
+                   f"{(due + dt.timedelta(seconds=EXPIRY_MARGIN)):%Y-%m-%dT%H:%M:%SZ} and "
+                   f"was not rotated: the pre-terminate hook {HOOK} was taken off so that a "
+                   "deletion of this Machine is not held for ever; spec.lifecycle.onDelete "
+                   "will not run")
+        log.error("%s", message)
+        orchestrator.conditions.set(DELETION_SUMMARY, "False", Reason.CredentialExpiring,
+                                    message)
+        _publisher(orchestrator)(True)
+
+    def _credential_check_in(self, seconds: float) -> None:
+        timer = threading.Timer(max(0.0, seconds), self.events.put, (CredentialCheck(),))
+        timer.daemon = True
+        timer.start()
+
     def _delete_again_later(self) -> float:
         self._delete_failures += 1
         return self._put_later(DeleteAgain(), DELETE_BACKOFF, self._delete_failures)
@@ -517,4 +571,6 @@ def _publisher(orchestrator: Orchestrator) -> Callable[[bool], None]:
 START_BACKOFF = Backoff(base=2.0, cap=300.0, attempts=0)
 """Pauses before another bootstrap after a temporary failure."""
 DELETE_BACKOFF = Backoff(base=2.0, cap=300.0, attempts=0)
+CREDENTIAL_RECHECK = 300.0
+"""Seconds between looks for a rotated credential once the hook came off for its expiry."""
 """Pauses before the delete policy runs again after a temporary failure."""

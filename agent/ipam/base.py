@@ -85,6 +85,12 @@ class PoolNotFound(PermanentError):
     reason = Reason.PoolNotFound
 
 
+class AllocationFailed(PermanentError):
+    """The provider says it could not allocate (not a full pool), and why."""
+
+    reason = Reason.AllocationFailed
+
+
 class IPAMUnauthorized(PermanentError):
     reason = Reason.IPAMUnauthorized
 

@@ -23,6 +23,7 @@ from agent.config.fields import Duration, setting
 from agent.errors import AgentError, PermanentError, Reason
 from agent.ipam.base import (
     Allocation,
+    AllocationFailed,
     ClaimRequest,
     IPAMUnauthorized,
     IPAMUnavailable,
@@ -49,7 +50,10 @@ POLL = 0.2
 """Seconds between checks that a released claim is gone."""
 # The reasons Cluster API's IPAM contract gives a claim's Ready condition (and the
 # stand-in's pool controller sets): api/ipam/v1beta2 IPAddressClaim conditions.
-FAILED_REASONS = {"PoolNotReady": PoolNotFound, "PoolExhausted": PoolExhausted}
+# AllocationFailed: the provider could not allocate, its message says why
+# (api/ipam/v1beta2 IPAddressClaimReadyAllocationFailedReason): reported at once, with it.
+FAILED_REASONS = {"PoolNotReady": PoolNotFound, "PoolExhausted": PoolExhausted,
+                  "AllocationFailed": AllocationFailed}
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,7 @@ class CAPIPlugin:
                 "annotations": {KEY_ANNOTATION: request.claim_key},
                 # No controller/blockOwnerDeletion: those need rights on the Machine the
                 # node does not have; plain ownership is enough for garbage collection.
-                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2",
+                "ownerReferences": [{"apiVersion": f"cluster.x-k8s.io/{m.api_version}",
                                      "kind": "Machine", "name": m.name, "uid": m.uid}]},
             "spec": {"clusterName": m.cluster_name, "poolRef": ref},
         }
@@ -270,11 +274,18 @@ def _address_name(claim: Object) -> str:
 
 def _failure(claim: Object) -> tuple[str, str] | None:
     """(reason, message) of a Ready=False condition that means the claim will not be
-    fulfilled as things stand; providers that set no conditions never give one."""
-    for cond in (claim.get("status") or {}).get("conditions") or []:
-        if (cond.get("type") == "Ready" and cond.get("status") == "False"
-                and cond.get("reason") in FAILED_REASONS):
-            return str(cond["reason"]), str(cond.get("message") or "")
+    fulfilled as things stand; providers that set no conditions never give one. Read
+    where either API version keeps them: status.conditions, status.v1beta2.conditions
+    (a claim read as v1beta1), status.deprecated.v1beta1.conditions (as v1beta2)."""
+    status = claim.get("status") or {}
+    lists = [status.get("conditions"), (status.get("v1beta2") or {}).get("conditions"),
+             ((status.get("deprecated") or {}).get("v1beta1") or {}).get("conditions")]
+    for conditions in lists:
+        for cond in conditions if isinstance(conditions, list) else []:
+            if (isinstance(cond, dict) and cond.get("type") == "Ready"
+                    and cond.get("status") == "False"
+                    and cond.get("reason") in FAILED_REASONS):
+                return str(cond["reason"]), str(cond.get("message") or "")
     return None
 
 

@@ -21,6 +21,7 @@ from urllib.parse import quote
 from agent import __version__
 from agent.kube.errors import Unreachable, error_from_status
 from agent.kube.kubeconfig import Credentials
+from agent.logs import REDACT
 from agent.retry import Backoff, retry
 from agent.tls import Trust, default_bundle, explain
 
@@ -197,6 +198,12 @@ class Client:
             raise Unreachable(f"{what}: no answer from {self.creds.server}: "
                               f"{type(err).__name__}: {_short(err)}") from err
         log.debug("%s -> %d", what, response.status_code)
+        if response.status_code == 401 and self._token_rotated():
+            response.close()
+            log.info("%s: the credential was refused (401); %s holds a new token, sending "
+                     "again with it", what, self.creds.token_file)
+            return self._send(method, path, params, body, content_type, stream=stream,
+                              timeout=timeout)
         if response.status_code < 400:
             return response
         try:
@@ -208,6 +215,24 @@ class Client:
         raise error_from_status(response.status_code,
                                 status if isinstance(status, dict) else None, what,
                                 _retry_after(response.headers.get("Retry-After")))
+
+    def _token_rotated(self) -> bool:
+        """Read the token file again (client-go's cached file token source does on a
+        401); True when it holds another token, which the client now sends."""
+        if not self.creds.token_file:
+            return False
+        try:
+            with open(self.creds.token_file, encoding="utf-8") as handle:
+                token = handle.read().strip()
+        except (OSError, UnicodeDecodeError) as err:
+            log.warning("cannot read the token file %s again: %s", self.creds.token_file,
+                        err)
+            return False
+        if not token or self.headers.get("Authorization") == f"Bearer {token}":
+            return False
+        REDACT.add(token)
+        self.headers["Authorization"] = f"Bearer {token}"
+        return True
 
     @staticmethod
     def _log_retry(err: Exception, attempt: int, pause: float) -> None:

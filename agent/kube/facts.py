@@ -31,3 +31,7 @@ class MachineFacts:
     """Whether the Cluster's control plane was initialized when it was read (v1beta2
     `status.initialization.controlPlaneInitialized`; v1beta1 `status.controlPlaneReady`
     or the `ControlPlaneInitialized` condition); None: no Cluster was read."""
+    api_version: str = "v1beta2"
+    """The cluster.x-k8s.io version the Machine was read with, one the server serves:
+    what an ownerReference to it names (garbage collection resolves it by that version;
+    CAPI before 1.11 serves no v1beta2)."""

@@ -48,6 +48,11 @@ class Credentials:
     """The name to verify the server's certificate against instead of the URL's host."""
     trust_store: str | None = None
     """The operating system's CA bundle (agent.tls.default_bundle), used without ca_file."""
+    token_file: str | None = None
+    """The real path the token was read from (spec.management.tokenFile, a kubeconfig
+    user's tokenFile): read again on every 401 (agent.kube.client), as client-go does,
+    so a rotated token (a projected service account token, a renewed file) is used
+    without a restart."""
 
     @property
     def verify(self) -> bool | str:
@@ -113,7 +118,8 @@ def _from_files(spec: ManagementSpec, host: Host) -> Credentials:
         _read(host, spec.ca_file, "spec.management.caFile")
         ca = str(host.path(spec.ca_file))
     return Credentials(spec.server, token=token, ca_file=ca,
-                       insecure=spec.insecure_skip_tls_verify)
+                       insecure=spec.insecure_skip_tls_verify,
+                       token_file=str(host.path(spec.token_file)))
 
 
 def _named(doc: dict[str, Any], kind: str, name: str, where: str) -> dict[str, Any]:
@@ -158,8 +164,10 @@ def _from_kubeconfig(path: str, host: Host, allow_insecure: bool,
                    "give certificate-authority(-data), or set "
                    "spec.management.insecureSkipTLSVerify: true to accept the risk")
     token = user.get("token")
+    token_file = None
     if not token and user.get("tokenFile"):
-        token = _read(host, _resolve(base, str(user["tokenFile"])), where).strip()
+        token_file = _resolve(base, str(user["tokenFile"]))
+        token = _read(host, token_file, where).strip()
     if token:
         REDACT.add(str(token))
     server_name = cluster.get("tls-server-name")
@@ -177,7 +185,8 @@ def _from_kubeconfig(path: str, host: Host, allow_insecure: bool,
                                                 "certificate-authority", base, "ca.crt",
                                                 where),
         insecure=insecure,
-        tls_server_name=str(server_name) if server_name else None)
+        tls_server_name=str(server_name) if server_name else None,
+        token_file=str(host.path(token_file)) if token_file else None)
 
 
 def _resolve(base: str, path: str) -> str:

@@ -270,7 +270,7 @@ class MachineReader:
             kubernetes_version=spec.version, control_plane_endpoint=endpoint,
             bootstrap_format=fmt, bootstrap_data=data, provider_id=spec.provider_id,
             control_plane=CONTROL_PLANE_LABEL in meta.labels,
-            control_plane_initialized=initialized)
+            control_plane_initialized=initialized, api_version=version)
         ref = config_ref(namespace, name, meta.annotations)
         return MachineView(facts, version, meta.generation, self._config_source(ref),
                            meta.deletion_timestamp,

@@ -5,7 +5,11 @@ kubeadm cannot be installed here. This program behaves like it where the agent c
 (kubeadm.k8s.io/v1beta3 and v1beta4), runs the join preflight, discovery, kubelet-start
 in kubeadm's order, writes what kubeadm writes under $KUBEADM_STANDIN_ROOT, and fails with
 kubeadm's own words (copied from kubernetes/kubernetes cmd/kubeadm, file named at each);
-`reset -f` removes what join wrote; `version -o short` prints the version.
+`init --config FILE` reads the InitConfiguration and ClusterConfiguration and makes the
+cluster (its etcd, its tokens); a JoinConfiguration with controlPlane runs the control-
+plane preflight, prepare (certificates, downloaded with certificateKey) and etcd join;
+`reset -f [--skip-phases=...]` removes what they wrote (and the etcd member); exit
+status as kubeadm's (1, 3 for validation); `version -o short` prints the version.
 
 After a successful join it also does what the kubelet then does on a real node: its
 kubelet.conf carries the credential the cluster issued it (TLS bootstrap), and with it
@@ -17,8 +21,12 @@ a client certificate; kubelet.conf carries it inline.
 
 The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   version             kubeadm/kubelet version, default v1.31.2
-  tokens              {token id: secret} the cluster knows (absent: any token works)
-  caCertHash          the cluster CA's pin (absent: any pin works)
+  tokens              {token id: secret} the cluster knows (absent: any token works).
+                      With `apiServer`, discovery is kubeadm's (token.go): cluster-info is
+                      published there signed for each of these tokens, read anonymously,
+                      its JWS signature and CA pin checked
+  caCertHash          stands for the cluster CA's pin (absent: the real pin of the
+                      `apiServer` CA is checked; without an API, any pin works)
   apiServer           {"ca": CA file, "signerToken": token}: the workload API stand-in at
                       the discovery endpoint (its CA, as cluster-info holds it; a token
                       allowed to issue credentials, standing for the CSR signer); absent:
@@ -32,6 +40,11 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
                       the agent that ran it are killed with SIGKILL right after kubelet.conf
                       is written / after the Node registered: a power cut mid-join)
   joins               (written) the names that joined, in order
+  invocations         (written) every join, init and reset run, in order
+  etcdMembers         (written by init and a control-plane join; reset removes) the
+                      stacked etcd members
+  clusterConfiguration (written by init) what a joining control plane reads
+  uploadedCerts       {"key": certificateKey}: the kubeadm-certs Secret init uploaded
 Run as `python -m machine_agent_sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
 `kubeadm` and `kubelet` wrappers into a bin directory with the root and world baked in.
 """
@@ -39,8 +52,12 @@ Run as `python -m machine_agent_sandbox.kubeadm_standin [kubelet] ARGS`; `instal
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import ssl
@@ -62,6 +79,20 @@ CA_CERT = "etc/kubernetes/pki/ca.crt"
 KUBELET_CONFIG = "var/lib/kubelet/config.yaml"
 KUBELET_FLAGS = "var/lib/kubelet/kubeadm-flags.env"
 WRITTEN = (KUBELET_CONF, BOOTSTRAP_CONF, CA_CERT, KUBELET_CONFIG, KUBELET_FLAGS)
+PKI_DIR = "etc/kubernetes/pki"
+MANIFESTS_DIR = "etc/kubernetes/manifests"
+ETCD_MANIFEST = f"{MANIFESTS_DIR}/etcd.yaml"
+# app/constants/constants.go: the static Pod manifests and kubeconfig files of a control
+# plane (init: app/phases/controlplane, etcd, kubeconfig; join: control-plane-prepare).
+MANIFESTS = tuple(f"{MANIFESTS_DIR}/{c}.yaml" for c in (
+    "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"))
+CONTROL_PLANE_KUBECONFIGS = tuple(f"etc/kubernetes/{n}.conf" for n in (
+    "admin", "super-admin", "controller-manager", "scheduler"))
+CONTROL_PLANE_FILES = (*MANIFESTS, *CONTROL_PLANE_KUBECONFIGS)
+# app/phases/certs/certs.go SharedCertificateExists: what every control plane shares
+# (with a local etcd), provided by the bootstrap data or downloaded with certificateKey.
+SHARED_CERTS = ("ca.crt", "ca.key", "sa.key", "sa.pub", "front-proxy-ca.crt",
+                "front-proxy-ca.key", "etcd/ca.crt", "etcd/ca.key")
 CNI_CONF_DIR = "etc/cni/net.d"
 API_TIMEOUT = 10.0
 
@@ -96,14 +127,73 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                                       "upgradeManifests")},
     },
 }
+_ANY = object
+"""A subtree the stand-in does not check field by field (extra volumes, etcd options)."""
+_ARGS3, _ARGS4 = "str:str", [{"name": str, "value": str}]
+_LOCAL_ENDPOINT = {"advertiseAddress": str, "bindPort": int}
+_BOOTSTRAP_TOKENS = [{"token": str, "description": str, "ttl": str, "expires": str,
+                      "usages": [str], "groups": [str]}]
+
+
+def _init_schema(args: Any, v4: bool) -> dict[str, Any]:
+    """InitConfiguration, apis/kubeadm/v1beta3|v1beta4/types.go."""
+    schema: dict[str, Any] = {
+        "apiVersion": str, "kind": str, "bootstrapTokens": _BOOTSTRAP_TOKENS,
+        "nodeRegistration": {**_COMMON_REG, "kubeletExtraArgs": args},
+        "localAPIEndpoint": _LOCAL_ENDPOINT, "certificateKey": str, "skipPhases": [str],
+        "patches": {"directory": str}}
+    if v4:
+        schema["nodeRegistration"]["imagePullSerial"] = bool
+        schema.update(dryRun=bool, timeouts=SCHEMAS["kubeadm.k8s.io/v1beta4"]["timeouts"])
+    return schema
+
+
+def _cluster_schema(args: Any, v4: bool) -> dict[str, Any]:
+    """ClusterConfiguration, apis/kubeadm/v1beta3|v1beta4/types.go."""
+    component = {"extraArgs": args, "extraVolumes": [_ANY]}
+    if v4:
+        component["extraEnvs"] = [_ANY]
+    schema: dict[str, Any] = {
+        "apiVersion": str, "kind": str, "etcd": {"local": _ANY, "external": _ANY},
+        "networking": {"serviceSubnet": str, "podSubnet": str, "dnsDomain": str},
+        "kubernetesVersion": str, "controlPlaneEndpoint": str,
+        "apiServer": {**component, "certSANs": [str],
+                      **({} if v4 else {"timeoutForControlPlane": str})},
+        "controllerManager": component, "scheduler": component,
+        "dns": {"imageRepository": str, "imageTag": str, **({"disabled": bool} if v4 else {})},
+        "certificatesDir": str, "imageRepository": str, "featureGates": _ANY,
+        "clusterName": str}
+    if v4:
+        schema.update(proxy={"disabled": bool}, encryptionAlgorithm=str,
+                      certificateValidityPeriod=str, caCertificateValidityPeriod=str)
+    return schema
+
+
+INIT_SCHEMAS = {"kubeadm.k8s.io/v1beta3": _init_schema(_ARGS3, False),
+                "kubeadm.k8s.io/v1beta4": _init_schema(_ARGS4, True)}
+CLUSTER_SCHEMAS = {"kubeadm.k8s.io/v1beta3": _cluster_schema(_ARGS3, False),
+                   "kubeadm.k8s.io/v1beta4": _cluster_schema(_ARGS4, True)}
+_TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
 # app/util/config/common.go, validateSupportedVersion: versions kubeadm names a release for.
 OLD_API_VERSIONS = {"kubeadm.k8s.io/v1alpha1": "v1.11", "kubeadm.k8s.io/v1alpha2": "v1.12",
                     "kubeadm.k8s.io/v1alpha3": "v1.14", "kubeadm.k8s.io/v1beta1": "v1.15",
                     "kubeadm.k8s.io/v1beta2": "v1.22"}
 
 
+# cmd/kubeadm/app/util/error.go: DefaultErrorExitCode, PreFlightExitCode, ValidationExitCode.
+# checkErr picks 3 for a field-error Aggregate (config validation, returned before any
+# phase runs) and 2 for a bare preflight error; a phase's error is wrapped by the
+# workflow runner ("error execution phase %s", app/cmd/phases/workflow/runner.go) and
+# exits 1, preflight included.
+EXIT_DEFAULT, EXIT_PREFLIGHT, EXIT_VALIDATION = 1, 2, 3
+
+
 class Failed(Exception):
-    """kubeadm's error: printed to stderr as kubeadm prints it; exit status 1."""
+    """kubeadm's error: printed to stderr as kubeadm prints it; exit status `code`."""
+
+    def __init__(self, message: str, code: int = EXIT_DEFAULT) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def main(argv: list[str]) -> int:
@@ -120,29 +210,67 @@ def main(argv: list[str]) -> int:
         if argv[:3] == ["version", "-o", "short"]:
             print(version)
             return 0
-        if argv[:1] == ["reset"]:
-            return reset(root, argv[1:])
-        if argv[:1] == ["join"]:
+        if argv[:1] in (["reset"], ["join"], ["init"]):
+            command = {"reset": reset, "join": join, "init": init}[argv[0]]
+            world.setdefault("invocations", []).append(argv[0])  # every run, counted
             try:
-                return join(root, world, argv[1:])
+                return command(root, world, argv[1:])
             finally:
                 if world_path:
                     write_atomic(Path(world_path), json.dumps(world, indent=1))
         raise Failed(f"unknown command {' '.join(argv[:1])!r} for \"kubeadm\"")
     except Failed as err:
         print(f"{err}\n{STACK_HINT}", file=sys.stderr)
-        return 1
+        return err.code
 
 
-def reset(root: Path, args: list[str]) -> int:
-    if not {"-f", "--force"} & set(args):
+def reset(root: Path, world: dict[str, Any], args: list[str]) -> int:
+    """app/cmd/reset.go with its phases (app/cmd/phases/reset): preflight,
+    remove-etcd-member (a control plane's stacked etcd member, removed through the etcd
+    cluster: resetremoveetcdmember.go), cleanup-node (cleanupnode.go: the kubeconfig
+    files, the static Pod manifests, the PKI directory, the kubelet's files)."""
+    skip: set[str] = set()
+    force = False
+    while args:
+        arg = args.pop(0)
+        name, eq, value = arg.partition("=")
+        if name in ("-f", "--force"):
+            force = True
+        elif name == "--skip-phases":
+            skip |= set((value if eq else (args.pop(0) if args else "")).split(","))
+        elif name not in ("--v", "-v"):
+            raise Failed(f"unknown flag: {name}")
+    if not force:
         raise Failed("won't proceed; the user didn't answer (Y|n) in order to continue")
+    if "remove-etcd-member" not in skip and (root / ETCD_MANIFEST).exists():
+        name = _node_name_of(root)
+        members = world.get("etcdMembers") or []
+        if name in members:
+            members.remove(name)
+            print(f"[reset] Removing etcd member: {name}")
+        world.setdefault("etcdRemovedBy", []).append(name)
+    elif (root / ETCD_MANIFEST).exists():
+        print("[reset] Skipping phase remove-etcd-member")
+    if "cleanup-node" in skip:
+        return 0
     print("[reset] Stopping the kubelet service")
-    for rel in WRITTEN:
+    for rel in (*WRITTEN, *CONTROL_PLANE_FILES):
         if (root / rel).exists():
             (root / rel).unlink()
             print(f"[reset] Deleted /{rel}")
+    for rel in (PKI_DIR, MANIFESTS_DIR):
+        if (root / rel).is_dir():
+            shutil.rmtree(root / rel)
+            print(f"[reset] Deleting contents of /{rel}")
     return 0
+
+
+def _node_name_of(root: Path) -> str:
+    try:
+        flags = (root / KUBELET_FLAGS).read_text()
+    except OSError:
+        return os.uname().nodename
+    return flags.split("--hostname-override=", 1)[-1].split('"')[0].split()[0]
 
 
 def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
@@ -177,10 +305,16 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                      "can make a check non-fatal with `--ignore-preflight-errors=...`")
 
     endpoint = _discover(root, cfg, world)
+    control_plane = cfg.get("controlPlane")
+    if control_plane is not None:
+        _control_plane_preflight(root, world, control_plane, ignored)
+        _control_plane_prepare(root, world, control_plane, endpoint, name)
 
-    # app/cmd/phases/join/kubelet.go, runKubeletStartJoinPhase
+    # app/cmd/phases/join/kubelet.go, runKubeletStartJoinPhase: the bootstrap kubeconfig,
+    # and the cluster CA from cluster-info when the node has none yet.
     _write_kubeconfig(root / BOOTSTRAP_CONF, _kubeconfig(endpoint, "tls-bootstrap-token-user"))
-    _write(root / CA_CERT, "-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n")
+    if not (root / CA_CERT).exists():
+        _write(root / CA_CERT, CA_PEM)
     try:
         if name in (world.get("readyNodes") or []):
             raise Failed(f"error execution phase kubelet-start: a Node with name "
@@ -207,6 +341,8 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
             _killed_with_the_agent(world)
     finally:
         (root / BOOTSTRAP_CONF).unlink(missing_ok=True)
+    if control_plane is not None:
+        _control_plane_join(root, world, name)
     if api and credential and failure != "node-not-registered":
         _register_node(root, endpoint, api, credential, name)
     world.setdefault("joins", []).append(name)
@@ -227,6 +363,179 @@ def _killed_with_the_agent(world: dict[str, Any]) -> None:
         Path(world_path).write_text(json.dumps(world, indent=1))
     os.kill(os.getppid(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+CA_PEM = "-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n"
+
+
+def _control_plane_preflight(root: Path, world: dict[str, Any], control_plane: dict[str, Any],
+                             ignored: set[str]) -> None:
+    """app/cmd/phases/join/preflight.go runPreflight for a control plane:
+    checkIfReadyForAdditionalControlPlane (a stable controlPlaneEndpoint in the cluster's
+    ClusterConfiguration; without certificateKey, the shared certificates on disk:
+    app/phases/certs/certs.go SharedCertificateExists), then the init checks
+    (app/preflight/checks.go RunInitNodeChecks: FileAvailable for the static Pod
+    manifests)."""
+    problem = None
+    if not (world.get("clusterConfiguration") or {}).get("controlPlaneEndpoint"):
+        problem = ("unable to add a new control plane instance a cluster that doesn't have "
+                   "a stable controlPlaneEndpoint address")
+    elif not control_plane.get("certificateKey"):
+        missing = next((c for c in SHARED_CERTS if not (root / PKI_DIR / c).exists()), None)
+        if missing is not None:
+            kind = "certificate" if missing.endswith((".crt", ".pub")) else "key"
+            problem = (f"failure loading {kind} for {missing.rsplit('.', 1)[0]}: couldn't "
+                       f"load the {kind} file /{PKI_DIR}/{missing}: open /{PKI_DIR}/"
+                       f"{missing}: no such file or directory")
+    if problem is not None:
+        raise Failed("error execution phase preflight: \nOne or more conditions for hosting "
+                     f"a new control plane instance is not satisfied.\n\n{problem}\n\n"
+                     "Please ensure that:\n* The cluster has a stable controlPlaneEndpoint "
+                     "address.\n* The certificates that must be shared among control plane "
+                     "instances are provided.\n")
+    print("[preflight] Running pre-flight checks before initializing the new control plane "
+          "instance")
+    _init_node_checks(root, ignored)
+
+
+def _init_node_checks(root: Path, ignored: set[str]) -> None:
+    """app/preflight/checks.go RunInitNodeChecks: the static Pod manifests must not exist
+    (FileAvailable--etc-kubernetes-manifests-<name>.yaml); Error.Error's wording."""
+    errors = [(f"FileAvailable--{rel.replace('/', '-')}", f"/{rel} already exists")
+              for rel in MANIFESTS if (root / rel).exists()]
+    fatal = [(c, m) for c, m in errors if "all" not in ignored and c.lower() not in ignored]
+    if fatal:
+        lines = "".join(f"\t[ERROR {c}]: {m}\n" for c, m in fatal)
+        raise Failed("error execution phase preflight: [preflight] Some fatal errors "
+                     f"occurred:\n{lines}[preflight] If you know what you are doing, you "
+                     "can make a check non-fatal with `--ignore-preflight-errors=...`")
+
+
+def _control_plane_prepare(root: Path, world: dict[str, Any], control_plane: dict[str, Any],
+                           endpoint: str, name: str) -> None:
+    """app/cmd/phases/join/controlplaneprepare.go: download-certs (the kubeadm-certs
+    Secret, decrypted with certificateKey: app/phases/copycerts/copycerts.go
+    DownloadCerts), certs, kubeconfig, control-plane (the static Pod manifests)."""
+    key = control_plane.get("certificateKey")
+    if key:
+        uploaded = world.get("uploadedCerts")
+        if uploaded is None:
+            raise Failed("error execution phase control-plane-prepare/download-certs: error "
+                         "downloading certs: error downloading the secret: Secret "
+                         "\"kubeadm-certs\" was not found in the \"kube-system\" Namespace. "
+                         "This Secret might have expired. Please, run `kubeadm init phase "
+                         "upload-certs --upload-certs` on a control plane to generate a new "
+                         "one")
+        if uploaded.get("key") != key:
+            raise Failed("error execution phase control-plane-prepare/download-certs: error "
+                         "downloading certs: error decoding secret data with provided key: "
+                         "cipher: message authentication failed")
+        print("[download-certs] Downloading the certificates in Secret \"kubeadm-certs\" in "
+              "the \"kube-system\" Namespace")
+        for cert in SHARED_CERTS:
+            _write(root / PKI_DIR / cert, CA_PEM if cert.endswith(".crt") else "key\n", 0o600)
+    _control_plane_files(root, endpoint, name)
+
+
+def _control_plane_files(root: Path, endpoint: str, name: str) -> None:
+    """What kubeadm writes on a control plane besides the kubelet's files: the serving
+    certificates (certs), the kubeconfig files (kubeconfig), the static Pod manifests
+    (control-plane; etcd's in the etcd step)."""
+    for cert in ("apiserver.crt", "apiserver.key", "apiserver-kubelet-client.crt",
+                 "front-proxy-client.crt", "etcd/server.crt", "etcd/peer.crt"):
+        _write(root / PKI_DIR / cert, CA_PEM, 0o600)
+    for rel in CONTROL_PLANE_KUBECONFIGS:
+        _write_kubeconfig(root / rel, _kubeconfig(endpoint, "kubernetes-admin"))
+    for rel in MANIFESTS[1:]:
+        _write(root / rel, f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: "
+                           f"{Path(rel).stem}-{name}\n", 0o600)
+
+
+def _control_plane_join(root: Path, world: dict[str, Any], name: str) -> None:
+    """app/cmd/phases/join/controlplanejoin.go: etcd (the new member added to the stacked
+    etcd cluster, app/phases/etcd/local.go CreateStackedEtcdStaticPodManifestFile), then
+    mark-control-plane."""
+    members = world.setdefault("etcdMembers", [])
+    if name not in members:
+        members.append(name)
+    _write(root / ETCD_MANIFEST, f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: etcd-{name}\n",
+           0o600)
+    print("[etcd] Announced new etcd member joining to the existing etcd cluster")
+    print(f"[mark-control-plane] Marking the node {name} as control-plane")
+
+
+def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
+    """`kubeadm init --config FILE` (app/cmd/init.go, phases in app/cmd/phases/init):
+    preflight (RunInitNodeChecks), certs (the CA kept when the bootstrap data brought it),
+    kubeconfig, etcd, control-plane, kubelet-start, wait-control-plane, upload-config (the
+    ClusterConfiguration into the cluster, where a joining control plane reads the
+    controlPlaneEndpoint), bootstrap-token (the InitConfiguration's tokens become known to
+    discovery), then the kubelet's TLS bootstrap as for a join."""
+    config_path, ignored = _join_args(args)
+    init_cfg, cluster_cfg = load_init_configuration(root / config_path.lstrip("/"))
+    reg = init_cfg.get("nodeRegistration") or {}
+    ignored |= {str(x).lower() for x in reg.get("ignorePreflightErrors") or []}
+    name = reg.get("name") or os.uname().nodename
+    failure = (world.get("failNext") or [None])[0]
+    if failure is not None:
+        world["failNext"] = world["failNext"][1:]
+    print(f"[init] Using Kubernetes version: {world.get('version', 'v1.31.2')}")
+    print("[preflight] Running pre-flight checks")
+    errors = [(f"FileAvailable--{rel.replace('/', '-')}", f"/{rel} already exists")
+              for rel in MANIFESTS if (root / rel).exists()]
+    if failure and failure.startswith("preflight:"):
+        _, check, message = failure.split(":", 2)
+        errors.append((check, message))
+    fatal = [(c, m) for c, m in errors if "all" not in ignored and c.lower() not in ignored]
+    if fatal:
+        lines = "".join(f"\t[ERROR {c}]: {m}\n" for c, m in fatal)
+        raise Failed("error execution phase preflight: [preflight] Some fatal errors "
+                     f"occurred:\n{lines}[preflight] If you know what you are doing, you "
+                     "can make a check non-fatal with `--ignore-preflight-errors=...`")
+    local = init_cfg.get("localAPIEndpoint") or {}
+    endpoint = "https://" + str(cluster_cfg.get("controlPlaneEndpoint") or
+                                f"{local.get('advertiseAddress', '127.0.0.1')}:"
+                                f"{local.get('bindPort', 6443)}")
+    if not (root / CA_CERT).exists():
+        print("[certs] Generating \"ca\" certificate and key")
+        _write(root / CA_CERT, CA_PEM)
+    else:
+        print("[certs] Using existing ca certificate authority")
+    _control_plane_files(root, endpoint, name)
+    _write(root / KUBELET_CONFIG, "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+                                  "kind: KubeletConfiguration\n")
+    _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
+    print("[kubelet-start] Starting the kubelet")
+    if failure and failure.startswith("phase-error:"):
+        _, phase, message = failure.split(":", 2)
+        raise Failed(f"error execution phase {phase}: {message}")
+    if failure == "kubelet-unhealthy":
+        _kubelet_unhealthy(world.get("version", "v1.31.2"))
+    world["etcdMembers"] = [name]
+    _write(root / ETCD_MANIFEST, f"apiVersion: v1\nkind: Pod\nmetadata:\n  name: etcd-{name}\n",
+           0o600)
+    world["clusterConfiguration"] = {k: v for k, v in cluster_cfg.items()
+                                     if k not in ("apiVersion", "kind")}
+    tokens = world.setdefault("tokens", {}) if world.get("tokens") is not None else None
+    for entry in init_cfg.get("bootstrapTokens") or []:
+        token_id, _, secret = str(entry.get("token", "")).partition(".")
+        if tokens is not None and token_id:
+            tokens[token_id] = secret
+    if init_cfg.get("certificateKey"):
+        world["uploadedCerts"] = {"key": init_cfg["certificateKey"]}
+    api = world.get("apiServer")
+    if api and tokens is not None:  # bootstrap-token phase: cluster-info, then signed
+        print("[bootstrap-token] Creating the \"cluster-info\" ConfigMap in the "
+              "\"kube-public\" namespace")
+        publish_cluster_info(endpoint, api, tokens)
+    credential = _issue(endpoint, api, name) if api else None
+    _write_kubeconfig(root / KUBELET_CONF, _kubeconfig(endpoint, "default-auth", api, credential))
+    if api and credential and failure != "node-not-registered":
+        _register_node(root, endpoint, api, credential, name)
+    world.setdefault("joins", []).append(name)
+    world.setdefault("readyNodes", []).append(name)
+    print("\nYour Kubernetes control-plane has initialized successfully!")
+    return 0
 
 
 def _kubelet_unhealthy(version: str) -> None:
@@ -289,11 +598,66 @@ def load_join_configuration(path: Path) -> dict[str, Any]:
                      f"strict decoding error: {', '.join(problems)}")
     discovery = doc.get("discovery") or {}
     if bool(discovery.get("bootstrapToken")) == bool(discovery.get("file")):
-        raise Failed("discovery: Invalid value: \"\": bootstrapToken or file must be set")
+        # app/apis/kubeadm/validation/validation.go ValidateDiscovery: a field error list,
+        # returned as an Aggregate before any phase runs: exit status 3.
+        raise Failed("discovery: Invalid value: \"\": bootstrapToken or file must be set",
+                     EXIT_VALIDATION)
     return doc
 
 
+def load_init_configuration(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The InitConfiguration and ClusterConfiguration of `kubeadm init --config`
+    (app/util/config/initconfiguration.go LoadInitConfigurationFromFile: documents by
+    kind, strict per their version's schema, then validated)."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise Failed(f"unable to read config from {str(path)!r} : {err}") from err
+    docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    found: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        kind, api = str(doc.get("kind", "")), str(doc.get("apiVersion", ""))
+        if kind not in ("InitConfiguration", "ClusterConfiguration"):
+            continue
+        if api in OLD_API_VERSIONS:
+            raise Failed(f"your configuration file uses an old API spec: {json.dumps(api)} "
+                         f"(kind: \"{kind}\"). Please use kubeadm {OLD_API_VERSIONS[api]} "
+                         "instead and run 'kubeadm config migrate --old-config old.yaml "
+                         "--new-config new.yaml', which will write the new, similar spec "
+                         "using a newer API version.")
+        schemas = INIT_SCHEMAS if kind == "InitConfiguration" else CLUSTER_SCHEMAS
+        if api not in schemas:
+            raise Failed(f"no kind \"{kind}\" is registered for version \"{api}\" in scheme "
+                         "\"k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm/scheme/"
+                         "scheme.go:31\"")
+        problems = _strict(doc, schemas[api], "")
+        if problems:
+            group, version = api.split("/")
+            raise Failed(f"error unmarshaling configuration schema.GroupVersionKind{{Group:"
+                         f"\"{group}\", Version:\"{version}\", Kind:\"{kind}\"}}: strict "
+                         f"decoding error: {', '.join(problems)}")
+        found[kind] = doc
+    init_cfg = found.get("InitConfiguration", {})
+    cluster_cfg = found.get("ClusterConfiguration", {})
+    # app/apis/kubeadm/validation/validation.go ValidateInitConfiguration (an Aggregate)
+    errors = []
+    for i, entry in enumerate(init_cfg.get("bootstrapTokens") or []):
+        token = str(entry.get("token", ""))
+        if not _TOKEN.match(token):
+            errors.append(f"bootstrapTokens[{i}].token: Invalid value: \"\": the bootstrap "
+                          "token is invalid")
+    endpoint = cluster_cfg.get("controlPlaneEndpoint")
+    if endpoint is not None and not re.match(r"^[A-Za-z0-9.\-\[\]:]+(:\d+)?$", str(endpoint)):
+        errors.append(f"controlPlaneEndpoint: Invalid value: {json.dumps(endpoint)}: "
+                      "must be a valid host or host:port")
+    if errors:
+        raise Failed("[" + ", ".join(errors) + "]", EXIT_VALIDATION)
+    return init_cfg, cluster_cfg
+
+
 def _strict(value: Any, schema: Any, where: str) -> list[str]:
+    if schema is _ANY:
+        return []
     if isinstance(schema, dict):
         if not isinstance(value, dict):
             return [f"{where or 'JoinConfiguration'}: expected an object"]
@@ -335,6 +699,13 @@ def _discover(root: Path, cfg: dict[str, Any], world: dict[str, Any]) -> str:
                      f"timeout=10s\": dial tcp {endpoint}: {refused}")
     token_id, _, secret = str(token_cfg.get("token", "")).partition(".")
     tokens = world.get("tokens")
+    api = world.get("apiServer")
+    if tokens is not None and api:
+        try:
+            _token_discovery(endpoint, token_id, secret, token_cfg, world, api)
+        except Failed as err:
+            raise Failed(f"{prefix}{err}") from err
+        return f"https://{endpoint}"
     if tokens is not None and token_id not in tokens:  # token.go, getClusterInfo
         raise Failed(f"{prefix}could not find a JWS signature in the cluster-info ConfigMap "
                      f"for token ID \"{token_id}\"")
@@ -347,6 +718,156 @@ def _discover(root: Path, cfg: dict[str, Any], world: dict[str, Any]) -> str:
         raise Failed(f"{prefix}cluster CA found in cluster-info ConfigMap is invalid: none "
                      f"of the public keys \"{pin}\" are pinned")
     return f"https://{endpoint}"
+
+
+CLUSTER_INFO = "/api/v1/namespaces/kube-public/configmaps/cluster-info"
+
+
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def jws_signature(payload: str, token_id: str, secret: str) -> str:
+    """k8s.io/cluster-bootstrap/token/jws ComputeDetachedSignature: HS256 over the
+    payload with the token's secret, `kid` the token ID, the payload left out
+    ("header..signature")."""
+    header = _b64url(json.dumps({"alg": "HS256", "kid": token_id},
+                                separators=(",", ":")).encode())
+    mac = hmac.new(secret.encode(), f"{header}.{_b64url(payload.encode())}".encode(),
+                   hashlib.sha256).digest()
+    return f"{header}..{_b64url(mac)}"
+
+
+def publish_cluster_info(server: str, api: dict[str, str], tokens: dict[str, str]) -> None:
+    """What the cluster serves for token discovery: the kube-public/cluster-info
+    ConfigMap with the cluster's kubeconfig (its server and CA) and the RBAC that lets
+    anyone read it (kubeadm init's bootstrap-token phase: app/phases/bootstraptoken/
+    clusterinfo/clusterinfo.go CreateBootstrapConfigMapIfNotExists,
+    CreateClusterInfoRBACRules), signed for every known token as kube-controller-
+    manager's bootstrap signer does (pkg/controller/bootstrap/bootstrapsigner.go: one
+    `jws-kubeconfig-<token id>` per token, none for an expired or deleted one)."""
+    ca = Path(api["ca"]).read_text()
+    data = cluster_info_data(server, ca, tokens)
+    token = api["signerToken"]
+    _api(server, ca, token, "POST", "/api/v1/namespaces",
+         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-public"}})
+    _api(server, ca, token, "DELETE", CLUSTER_INFO)
+    status, doc = _api(server, ca, token, "POST", "/api/v1/namespaces/kube-public/configmaps",
+                       {"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+                        "data": data})
+    if status != 201:
+        raise Failed(f"publishing cluster-info: HTTP {status}: {doc.get('message')}")
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-public"
+    # kubeadm names both "kubeadm:bootstrap-signer-clusterinfo"; the API stand-in checks
+    # RBAC names as DNS subdomains (the real server takes path segment names), hence "-".
+    name = "kubeadm-bootstrap-signer-clusterinfo"
+    answers = [_api(server, ca, token, "POST", f"{rbac}/roles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name, "namespace": "kube-public"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"],
+                   "resourceNames": ["cluster-info"]}]}),
+        _api(server, ca, token, "POST", f"{rbac}/rolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": "kube-public"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": name},
+            "subjects": [{"kind": "User", "name": "system:anonymous"}]})]
+    for status, doc in answers:
+        if status not in (201, 409):
+            raise Failed(f"publishing cluster-info's RBAC: HTTP {status}: {doc.get('message')}")
+
+
+def cluster_info_data(server: str, ca: str, tokens: dict[str, str]) -> dict[str, str]:
+    """cluster-info's data: the kubeconfig (app/phases/bootstraptoken/clusterinfo), one
+    signature per token."""
+    kubeconfig = yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": "", "cluster": {
+            "certificate-authority-data": base64.b64encode(ca.encode()).decode(),
+            "server": server}}],
+        "contexts": None, "current-context": "", "users": None})
+    data = {"kubeconfig": kubeconfig}
+    data.update({f"jws-kubeconfig-{tid}": jws_signature(kubeconfig, tid, sec)
+                 for tid, sec in sorted(tokens.items())})
+    return data
+
+
+def _cluster_info(endpoint: str, ca: str | None) -> dict[str, str]:
+    """token.go getClusterInfo: the ConfigMap, read anonymously; without `ca` over TLS
+    that is not verified (the first, insecure fetch), with it verified."""
+    url = f"https://{endpoint}{CLUSTER_INFO}?timeout=10s"
+    if ca is None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    else:
+        context = ssl.create_default_context(cadata=ca)
+        context.check_hostname = False  # kubeadm dials the endpoint, the CA is pinned
+    try:
+        with urllib.request.urlopen(url, timeout=API_TIMEOUT, context=context) as resp:
+            doc = json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        raise Failed(f"failed to request the cluster-info ConfigMap: configmaps "
+                     f"\"cluster-info\" is forbidden: HTTP {err.code}") from err
+    except (urllib.error.URLError, OSError) as err:
+        raise Failed(f"failed to request the cluster-info ConfigMap: Get \"{url}\": "
+                     f"{getattr(err, 'reason', err)}") from err
+    data = doc.get("data") or {}
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _token_discovery(endpoint: str, token_id: str, secret: str, token_cfg: dict[str, Any],
+                     world: dict[str, Any], api: dict[str, str]) -> None:
+    """app/discovery/token/token.go retrieveValidatedConfigInfo against the cluster's API
+    (the world's API stand-in): cluster-info read without TLS verification, its JWS
+    signature for the token checked with the token's secret (validateClusterInfoToken),
+    the CA in its kubeconfig checked against caCertHashes (validateClusterCA: the
+    world's `caCertHash` stands for the CA's public key pin when it is set), then read
+    again over TLS verified with that CA and compared."""
+    server, tokens = f"https://{endpoint}", world.get("tokens") or {}
+    try:
+        info: dict[str, str] | None = _cluster_info(endpoint, None)
+    except Failed:
+        info = None  # not published yet
+    if info != cluster_info_data(server, Path(api["ca"]).read_text(), tokens):
+        # the cluster's side, when its tokens changed (the bootstrap signer's work)
+        publish_cluster_info(server, api, tokens)
+        info = _cluster_info(endpoint, None)
+    kubeconfig = info.get("kubeconfig")
+    if not kubeconfig:
+        raise Failed("there is no kubeconfig key in the cluster-info ConfigMap. This API "
+                     "Server isn't set up for token bootstrapping, can't connect")
+    signature = info.get(f"jws-kubeconfig-{token_id}")
+    if not signature:  # getClusterInfo's last error once its poll gives up
+        raise Failed("could not find a JWS signature in the cluster-info ConfigMap for "
+                     f"token ID \"{token_id}\"")
+    if not hmac.compare_digest(signature, jws_signature(kubeconfig, token_id, secret)):
+        raise Failed("failed to verify JWS signature of received cluster info object, "
+                     "can't trust this API Server")
+    clusters = (yaml.safe_load(kubeconfig) or {}).get("clusters") or [{}]
+    ca = base64.b64decode(clusters[0]["cluster"]["certificate-authority-data"]).decode()
+    pins = [str(p) for p in token_cfg.get("caCertHashes") or []]
+    if pins:
+        actual = world.get("caCertHash") or spki_pin(ca)
+        if actual not in pins:  # app/util/pubkeypin/pubkeypin.go CheckAny
+            raise Failed(f"cluster CA found in cluster-info ConfigMap is invalid: none of "
+                         f"the public keys \"{actual}\" are pinned")
+        if _cluster_info(endpoint, ca).get("kubeconfig") != kubeconfig:
+            raise Failed("the second kubeconfig from the cluster-info ConfigMap (using "
+                         "validated TLS) was different from the first")
+
+
+def spki_pin(ca_pem: str) -> str:
+    """app/util/pubkeypin/pubkeypin.go Hash: sha256 of the certificate's
+    SubjectPublicKeyInfo."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    cert = x509.load_pem_x509_certificate(ca_pem.encode())
+    spki = cert.public_key().public_bytes(serialization.Encoding.DER,
+                                          serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(spki).hexdigest()
 
 
 def _discover_file(root: Path, path: str) -> str:

@@ -223,3 +223,18 @@ def test_the_bootstrap_data_commands_ran_outside_the_agent_sandbox(
     # unit's sandbox. The NodeJoined message names no failed command (see above).
     assert ("/run/node-prep.log:swap files on: 1, after swapoff -a: 0; ip_vs loaded: 1"
             in said), said
+
+
+def test_the_bootstrap_data_in_user_data_ran_once_by_the_agent_not_again_by_cloud_init(
+        console: list[str]) -> None:
+    said = report(console)
+    # The NoCloud user-data is CABPK's bootstrap data (the copy the agent joins from):
+    # real cloud-init discarded it on this boot (machine-agent-cloud-init.service), so its
+    # bootcmd and runcmd ran once, by the agent, and kubeadm joined once; the report
+    # comes after cloud-init's final stage, where runcmd would have run them again.
+    assert "cabpk commands: bootcmd preKubeadmCommands postKubeadmCommands" in said, said
+    assert "kubeadm-standin runs: join" in said, said
+    assert "cloud-init user-data: 1 discarded" in said, said
+    # cloud-final ran (and came before this report): its runcmd had its chance
+    (final,) = [line for line in said if line.startswith("cloud-final: ")]
+    assert final == "cloud-final: Result=success ActiveState=active", final

@@ -1,4 +1,14 @@
-"""kubeadm join failures mapped to condition reasons, by kubeadm's own messages.
+"""kubeadm join/init failures mapped to condition reasons, by kubeadm's exit status and
+its own messages.
+
+Exit status first (cmd/kubeadm/app/util/error.go, checkErr): 3 (ValidationExitCode) is an
+`Aggregate` of field errors, which kubeadm returns while loading and validating its
+configuration, before any phase runs: the configuration is wrong (ConfigInvalid,
+permanent, whatever the words). 2 (PreFlightExitCode) is a preflight error that reached
+checkErr unwrapped (PreflightFailed). Errors of a phase are wrapped by the workflow runner
+(app/cmd/phases/workflow/runner.go, "error execution phase %s") and exit 1, preflight
+included; kubeadm from 1.33 (app/util/errors/errors.go, HandleError) exits 1 for every
+error and prefixes "error: ". So 1 says nothing beyond "failed": the message decides.
 
 Each pattern is kubeadm's wording, copied from its source (kubernetes/kubernetes,
 cmd/kubeadm/...; the file is named beside each pattern). Order matters: the first match
@@ -48,6 +58,17 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
     (re.compile(r"a Node with name \"[^\"]*\" and status \"Ready\" already exists in the "
                 r"cluster"),
      Reason.NodeNameConflict, "a Ready Node with this name already exists", False),
+    # app/cmd/phases/join/preflight.go, notReadyToJoinControlPlaneTemp: no stable
+    # controlPlaneEndpoint, or the shared certificates missing (SharedCertificateExists).
+    (re.compile(r"One or more conditions for hosting a new control plane instance is not "
+                r"satisfied"),
+     Reason.ControlPlaneNotReady, "the cluster cannot take another control plane", False),
+    # app/cmd/phases/join/controlplaneprepare.go, runDownloadCertsPhase
+    # (app/phases/copycerts/copycerts.go DownloadCerts): the kubeadm-certs Secret is gone
+    # (it lives two hours) or the certificateKey does not decrypt it.
+    (re.compile(r"error downloading certs: "),
+     Reason.ControlPlaneNotReady, "the control-plane certificates could not be downloaded",
+     False),
     # app/preflight/checks.go, Error.Error: "[preflight] Some fatal errors occurred:".
     (re.compile(r"\[preflight\] Some fatal errors occurred"),
      Reason.PreflightFailed, "kubeadm's preflight failed", False),
@@ -73,7 +94,7 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
     # app/util/config/common.go (validateSupportedVersion), strict decoding, or an
     # unregistered version: the JoinConfiguration itself is wrong.
     (re.compile(r"your configuration file uses an old API spec|strict decoding error|"
-                r"no kind \"JoinConfiguration\" is registered"),
+                r"no kind \"(?:Join|Init|Cluster)Configuration\" is registered"),
      Reason.ConfigInvalid, "kubeadm refused the JoinConfiguration", False),
     # k8s.io/apimachinery/pkg/util/wait (wait.go ErrWaitTimeout, "timed out waiting for
     # the condition", which kubeadm's polls return) and Go's context.DeadlineExceeded.
@@ -84,8 +105,21 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
 _PREFLIGHT_LINE = re.compile(r"\[ERROR ([^\]]+)\]: (.*)")
 
 
-def classify_output(output: str) -> Classified:
-    """The reason for a failed `kubeadm join`, from its combined output."""
+PREFLIGHT_EXIT_CODE = 2
+VALIDATION_EXIT_CODE = 3
+
+
+def classify_output(output: str, exit_code: int | None = None) -> Classified:
+    """The reason for a failed `kubeadm join` or `init`, from its exit status and its
+    combined output."""
+    if exit_code == VALIDATION_EXIT_CODE:
+        return Classified(Reason.ConfigInvalid, "kubeadm refused its configuration (exit "
+                          "status 3, validation)", False, last_line(output))
+    if exit_code == PREFLIGHT_EXIT_CODE:
+        failing = [f"{m.group(1)}: {m.group(2).strip()}"
+                   for m in _PREFLIGHT_LINE.finditer(output)]
+        return Classified(Reason.PreflightFailed, "kubeadm's preflight failed (exit status "
+                          "2)", False, "; ".join(failing) or last_line(output))
     for pattern, reason, summary, temporary in _RULES:
         match = pattern.search(output)
         if match is None:
@@ -94,16 +128,21 @@ def classify_output(output: str) -> Classified:
             failing = [f"{m.group(1)}: {m.group(2).strip()}"
                        for m in _PREFLIGHT_LINE.finditer(output)]
             return Classified(reason, summary, temporary, "; ".join(failing))
-        line = next((ln for ln in output.splitlines() if match.group(0) in ln),
-                    match.group(0))
-        return Classified(reason, summary, temporary, line.strip())
+        lines = output.splitlines()
+        at = next((i for i, ln in enumerate(lines) if match.group(0) in ln), None)
+        line = lines[at].strip() if at is not None else match.group(0)
+        if reason is Reason.ControlPlaneNotReady and line.endswith("satisfied."):
+            # the cause is on the next line that says something (the template's {{.Error}})
+            line = next((ln.strip() for ln in lines[(at or 0) + 1:] if ln.strip()), line)
+        return Classified(reason, summary, temporary, line)
     return Classified(Reason.CommandFailed, "kubeadm join failed", False, last_line(output))
 
 
 # cmd/kubeadm/app/util/error.go, checkErr: the hint kubeadm prints after every error.
 STACK_HINT = "To see the stack trace of this error execute with --v=5 or higher"
 # cmd/kubeadm/app/cmd/phases/workflow/runner.go: how a failed phase's error is wrapped.
-_PHASE_ERROR = re.compile(r"^error execution phase .*")
+# kubeadm 1.33+ prints "error: " before it (app/util/errors/errors.go, exitWithCode).
+_PHASE_ERROR = re.compile(r"^(?:error: )?error execution phase .*")
 
 
 def last_line(output: str) -> str:

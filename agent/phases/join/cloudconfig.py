@@ -1,12 +1,15 @@
 """CABPK bootstrap data (cloud-config) parsed into what the join phase applies.
 
 CABPK writes a `#cloud-config` document (cluster-api bootstrap/kubeadm/internal/cloudinit):
-`write_files` (the JoinConfiguration at /run/kubeadm/kubeadm-join-config.yaml, certificates,
-user files) and `runcmd` (preKubeadmCommands, then `kubeadm join --config ... && echo
-success > /run/cluster-api/bootstrap-success.complete`, then postKubeadmCommands). The
-agent applies the files itself and runs the commands in order, except the kubeadm join
-entry, which becomes the agent's managed join (classified, safe to repeat). Nothing else
-is ever run blindly: a join entry the agent does not understand is refused.
+`write_files` (the JoinConfiguration at /run/kubeadm/kubeadm-join-config.yaml, or for the
+first control plane the Cluster- and InitConfiguration at /run/kubeadm/kubeadm.yaml;
+certificates, user files), `bootcmd`, and `runcmd` (preKubeadmCommands, then `kubeadm
+join|init --config ... && echo success > /run/cluster-api/bootstrap-success.complete`,
+then postKubeadmCommands): controlplane_init.go, controlplane_join.go, node.go. The agent
+applies the files itself and runs the commands in order, except the kubeadm entry, which
+becomes the agent's managed join (classified, safe to repeat). Nothing else is ever run
+blindly: a kubeadm entry the agent does not understand is refused; the other keys are
+delegated or refused by name (datakeys.py).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import binascii
 import re
 import shlex
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import checks
@@ -76,12 +79,15 @@ class Command:
 
 @dataclass(frozen=True)
 class KubeadmJoin:
-    """The runcmd entry that joins; executed by the agent's managed join."""
+    """The runcmd entry that runs kubeadm (`join`, or `init` on the first control plane);
+    executed by the agent's managed join."""
 
     config_path: str
     ignore_preflight_errors: tuple[str, ...]
     sentinel: bool
     shown: str
+    command: str = "join"
+    """`join` or `init`."""
 
 
 Step = Command | KubeadmJoin
@@ -91,16 +97,21 @@ Step = Command | KubeadmJoin
 class CloudConfig:
     files: list[WriteFile]
     steps: list[Step]
-    ignored: list[str]
-    """Top-level keys the agent does not apply (e.g. ntp, users), for the plan."""
+    other: dict[str, Any] = field(default_factory=dict)
+    """Every other top-level key (ntp, users, mounts, ...) with its value: each is
+    delegated or refused by name (agent.phases.join.datakeys), never skipped."""
+    boot: list[Command] = field(default_factory=list)
+    """bootcmd entries: run first, before the files are written (as cloud-init runs
+    bootcmd in its init stage, before write_files)."""
 
     @property
     def join(self) -> KubeadmJoin:
         found = [s for s in self.steps if isinstance(s, KubeadmJoin)]
         if len(found) != 1:
             raise BootstrapDataError(
-                f"the bootstrap data has {len(found)} `kubeadm join` commands in runcmd",
-                hint="the bootstrap data must run `kubeadm join --config FILE` exactly once")
+                f"the bootstrap data has {len(found)} `kubeadm join` or `kubeadm init` "
+                "commands", hint="the bootstrap data must run `kubeadm join --config FILE` "
+                                 "or `kubeadm init --config FILE` exactly once")
         return found[0]
 
     def file(self, path: str) -> WriteFile | None:
@@ -135,8 +146,17 @@ def parse_cloud_config(text: str, *, node_name: str | None) -> CloudConfig:
         raise BootstrapDataError(f"the bootstrap data's write_files unpack to more than "
                                  f"{MAX_FILES_BYTES} bytes together")
     steps = [_step(entry, i) for i, entry in enumerate(_list(doc, "runcmd"))]
-    ignored = sorted(k for k in doc if k not in ("write_files", "runcmd"))
-    return CloudConfig(files, steps, ignored)
+    boot = [_boot_step(entry, i) for i, entry in enumerate(_list(doc, "bootcmd"))]
+    other = {str(k): v for k, v in doc.items() if k not in ("write_files", "runcmd", "bootcmd")}
+    return CloudConfig(files, steps, other, boot)
+
+
+def _boot_step(entry: Any, index: int) -> Command:
+    step = _step(entry, index)
+    if not isinstance(step, Command):
+        raise BootstrapDataError(f"cloud-config bootcmd[{index}] runs kubeadm",
+                                 hint="run kubeadm from runcmd, as CABPK does")
+    return step
 
 
 def _render_instance_vars(text: str, node_name: str | None) -> str:
@@ -240,7 +260,13 @@ def _step(entry: Any, index: int) -> Step:
     if not isinstance(entry, str) or not entry.strip():
         raise BootstrapDataError(f"cloud-config {where} is neither a string nor a list of "
                                  "strings")
-    if re.search(r"\bkubeadm\s+join\b", entry):
+    return shell_step(entry, where)
+
+
+def shell_step(entry: str, where: str) -> Step:
+    """One shell command line: the managed kubeadm step when it runs `kubeadm join|init`
+    (optionally `&& echo success > SENTINEL`), else run through `sh -c`."""
+    if re.search(r"\bkubeadm\s+(?:join|init)\b", entry):
         first, _, rest = entry.partition("&&")
         try:
             argv = tuple(shlex.split(first))
@@ -248,8 +274,8 @@ def _step(entry: Any, index: int) -> Step:
             raise BootstrapDataError(f"cloud-config {where}: {err}") from err
         if not _is_kubeadm_join(argv):
             raise BootstrapDataError(
-                f"cloud-config {where} runs kubeadm join inside other shell commands",
-                hint="put `kubeadm join --config FILE` in an entry of its own")
+                f"cloud-config {where} runs kubeadm join or init inside other shell "
+                "commands", hint="put `kubeadm join|init --config FILE` in an entry of its own")
         return _kubeadm_join(argv, rest.strip() or None, entry.strip(), where)
     return Command(("sh", "-c", entry), secret_summary("sh -c", [entry]), entry.strip())
 
@@ -270,7 +296,8 @@ def secret_summary(program: str, rest: list[str] | tuple[str, ...]) -> str:
 
 
 def _is_kubeadm_join(argv: tuple[str, ...]) -> bool:
-    return len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "kubeadm" and argv[1] == "join"
+    return (len(argv) >= 2 and argv[0].rsplit("/", 1)[-1] == "kubeadm"
+            and argv[1] in ("join", "init"))
 
 
 def _kubeadm_join(argv: tuple[str, ...], after: str | None, shown: str,
@@ -295,12 +322,12 @@ def _kubeadm_join(argv: tuple[str, ...], after: str | None, shown: str,
             ignored.extend(v for v in value.split(",") if v)
         elif name not in ("--v", "-v"):
             raise BootstrapDataError(
-                f"cloud-config {where}: kubeadm join option {name!r} is not supported by "
-                "the managed join", hint="put the settings in the JoinConfiguration file")
+                f"cloud-config {where}: kubeadm {argv[1]} option {name!r} is not supported "
+                "by the managed join", hint="put the settings in the JoinConfiguration file")
     if config is None or checks.absolute_path(config):
-        raise BootstrapDataError(f"cloud-config {where}: kubeadm join needs --config "
-                                 "with an absolute path")
+        raise BootstrapDataError(f"cloud-config {where}: kubeadm {argv[1]} needs "
+                                 "--config with an absolute path")
     for check_name in ignored:
         if problem := checks.preflight_check_name(check_name):
             raise BootstrapDataError(f"cloud-config {where}: {problem}")
-    return KubeadmJoin(config, tuple(ignored), after is not None, shown)
+    return KubeadmJoin(config, tuple(ignored), after is not None, shown, argv[1])

@@ -20,6 +20,8 @@ from agent.templating import render
 V1BETA3 = "kubeadm.k8s.io/v1beta3"
 V1BETA4 = "kubeadm.k8s.io/v1beta4"
 KIND = "JoinConfiguration"
+INIT_KIND = "InitConfiguration"
+CLUSTER_KIND = "ClusterConfiguration"
 
 
 class JoinConfigError(PermanentError):
@@ -129,41 +131,94 @@ class JoinFacts:
     control_plane: bool
     certificate_key: str | None = None
     """controlPlane.certificateKey: decrypts the cluster's certificates; secret."""
+    command: str = "join"
+    """`join`, or `init` (InitConfiguration: the first control plane)."""
+    local_endpoint: str | None = None
+    """A control plane's own API endpoint (host:port): its kubelet.conf may name it
+    instead of the controlPlaneEndpoint (kubeadm's ControlPlaneKubeletLocalMode)."""
+    secrets: tuple[str, ...] = ()
+    """Other secrets in the file (bootstrap tokens init creates, tlsBootstrapToken)."""
 
 
 def read_join_configuration(text: str) -> JoinFacts:
     """The JoinConfiguration document in a kubeadm config file (bootstrap data)."""
+    return read_kubeadm_configuration(text, "join")
+
+
+def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
+    """What `kubeadm join` (a JoinConfiguration) or `kubeadm init` (an InitConfiguration
+    and at most one ClusterConfiguration, as CABPK writes /run/kubeadm/kubeadm.yaml)
+    will do, from its config file."""
     import yaml
 
     try:
         docs = [d for d in yaml.safe_load_all(text) if d]
     except yaml.YAMLError as err:
         raise JoinConfigError(f"the kubeadm config file is not valid YAML: {err}") from err
-    found = [d for d in docs if isinstance(d, dict) and d.get("kind") == KIND]
+    kind = INIT_KIND if command == "init" else KIND
+    found = [d for d in docs if isinstance(d, dict) and d.get("kind") == kind]
     if len(found) != 1:
-        raise JoinConfigError(f"the kubeadm config file has {len(found)} {KIND} documents",
-                              hint="the bootstrap data must carry exactly one")
+        raise JoinConfigError(f"the kubeadm config file has {len(found)} {kind} documents",
+                              hint=f"the bootstrap data for kubeadm {command} must carry "
+                                   "exactly one")
     doc = found[0]
-    discovery = _mapping(doc.get("discovery"))
-    token = _mapping(discovery.get("bootstrapToken"))
     reg = _mapping(doc.get("nodeRegistration"))
-    facts = JoinFacts(
-        api_version=str(doc.get("apiVersion", "")),
-        node_name=_str(reg.get("name")),
-        cri_socket=_str(reg.get("criSocket")) or DEFAULT_CRI_SOCKET,
-        ignore_preflight_errors=tuple(str(x) for x in reg.get("ignorePreflightErrors") or []),
-        token=_str(token.get("token")),
-        api_server_endpoint=_str(token.get("apiServerEndpoint")),
-        kube_config_path=_str(_mapping(discovery.get("file")).get("kubeConfigPath")),
-        control_plane=doc.get("controlPlane") is not None,
-        certificate_key=_str(_mapping(doc.get("controlPlane")).get("certificateKey")))
+    if command == "init":
+        clusters = [d for d in docs if isinstance(d, dict)
+                    and d.get("kind") == CLUSTER_KIND]
+        if len(clusters) > 1:
+            raise JoinConfigError(f"the kubeadm config file has {len(clusters)} "
+                                  f"{CLUSTER_KIND} documents", hint="give at most one")
+        cluster = clusters[0] if clusters else {}
+        local = _mapping(doc.get("localAPIEndpoint"))
+        advertise = _str(local.get("advertiseAddress"))
+        port = local.get("bindPort") or 6443
+        local_endpoint = (f"[{advertise}]:{port}" if advertise and ":" in advertise else
+                          f"{advertise}:{port}" if advertise else None)
+        facts = JoinFacts(
+            api_version=str(doc.get("apiVersion", "")),
+            node_name=_str(reg.get("name")),
+            cri_socket=_str(reg.get("criSocket")) or DEFAULT_CRI_SOCKET,
+            ignore_preflight_errors=tuple(str(x) for x in
+                                          reg.get("ignorePreflightErrors") or []),
+            token=None,
+            # kubelet.conf names the controlPlaneEndpoint (else the local endpoint):
+            # app/phases/kubeconfig/kubeconfig.go, getKubeConfigSpecsBase.
+            api_server_endpoint=_str(_mapping(cluster).get("controlPlaneEndpoint"))
+            or local_endpoint,
+            kube_config_path=None, control_plane=True,
+            certificate_key=_str(doc.get("certificateKey")),
+            command="init", local_endpoint=local_endpoint,
+            secrets=tuple(str(_mapping(t).get("token")) for t in
+                          doc.get("bootstrapTokens") or [] if _mapping(t).get("token")))
+    else:
+        discovery = _mapping(doc.get("discovery"))
+        token = _mapping(discovery.get("bootstrapToken"))
+        control = _mapping(doc.get("controlPlane"))
+        local = _mapping(control.get("localAPIEndpoint"))
+        advertise = _str(local.get("advertiseAddress"))
+        facts = JoinFacts(
+            api_version=str(doc.get("apiVersion", "")),
+            node_name=_str(reg.get("name")),
+            cri_socket=_str(reg.get("criSocket")) or DEFAULT_CRI_SOCKET,
+            ignore_preflight_errors=tuple(str(x) for x in
+                                          reg.get("ignorePreflightErrors") or []),
+            token=_str(token.get("token")),
+            api_server_endpoint=_str(token.get("apiServerEndpoint")),
+            kube_config_path=_str(_mapping(discovery.get("file")).get("kubeConfigPath")),
+            control_plane=doc.get("controlPlane") is not None,
+            certificate_key=_str(control.get("certificateKey")),
+            local_endpoint=(f"{advertise}:{local.get('bindPort') or 6443}"
+                            if advertise and doc.get("controlPlane") is not None else None),
+            secrets=tuple(s for s in (_str(discovery.get("tlsBootstrapToken")),) if s))
     for what, value, check in (
             ("nodeRegistration.criSocket", facts.cri_socket, checks.unix_socket_url),
-            ("discovery.bootstrapToken.apiServerEndpoint", facts.api_server_endpoint,
+            ("discovery.bootstrapToken.apiServerEndpoint" if command == "join" else
+             "ClusterConfiguration controlPlaneEndpoint", facts.api_server_endpoint,
              checks.host_port),
             ("nodeRegistration.name", facts.node_name, checks.k8s_name)):
         if value is not None and (problem := check(value)):
-            raise JoinConfigError(f"JoinConfiguration {what}: {problem}")
+            raise JoinConfigError(f"{kind} {what}: {problem}")
     return facts
 
 

@@ -30,9 +30,13 @@ from agent.retry import Backoff
 
 # What `kubeadm join` writes on a worker (cmd/kubeadm/app/cmd/phases/join/kubelet.go:
 # bootstrap kubeconfig, CA, kubelet config and flags, then the kubelet's kubelet.conf).
+# On a control plane (init, or a join with controlPlane) also the static Pod manifests
+# and admin.conf (app/phases/controlplane, etcd, kubeconfig).
 JOIN_FILES = (KUBELET_CONF, "/etc/kubernetes/bootstrap-kubelet.conf",
               "/etc/kubernetes/pki/ca.crt", "/var/lib/kubelet/config.yaml",
-              "/var/lib/kubelet/kubeadm-flags.env")
+              "/var/lib/kubelet/kubeadm-flags.env", "/etc/kubernetes/admin.conf",
+              "/etc/kubernetes/manifests/kube-apiserver.yaml",
+              "/etc/kubernetes/manifests/etcd.yaml")
 ATTEMPTS_KEPT = 20
 OUTPUT_TAIL = 1000
 """Characters of each attempt's kubeadm output kept in the journal (the log has it all)."""
@@ -54,6 +58,16 @@ class JoinTarget:
     node_name: str
     ignore_preflight_errors: tuple[str, ...]
     control_plane: bool = False
+    command: str = "join"
+    """`join`, or `init` on the first control plane (the same management: reset and
+    retry, classified failures)."""
+    local_server: str | None = None
+    """A control plane's own API server URL, which its kubelet.conf may name instead."""
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The servers a kubelet.conf of this node joined to this cluster names."""
+        return tuple(s for s in (self.expected_server, self.local_server) if s)
 
 
 def kubeconfig_server(text: str | None) -> str | None:
@@ -80,16 +94,18 @@ def kubeconfig_server(text: str | None) -> str | None:
     return server if isinstance(server, str) else None
 
 
-def node_state(host: Host, expected_server: str | None,
+def node_state(host: Host, expected_server: str | tuple[str, ...] | None,
                record: JoinRecord | None = None) -> NodeState:
-    """Joined to `expected_server`, partly joined, or clean. `record` is the join
-    phase's journal section: a join journaled as started (`in_flight`: before kubeadm
-    starts; kubeadm writes kubelet.conf long before it is done, a control plane's etcd
-    member and mark-control-plane come after) and not as finished (the agent
-    was killed while kubeadm ran) counts as joined only on evidence a completed join
-    leaves (`completed_join`); else the node is partly joined, and reset."""
+    """Joined to `expected_server` (one of them: a control plane's kubelet.conf may name
+    its own API server), partly joined, or clean. `record` is the join phase's journal
+    section: a join journaled as started (`in_flight`: before kubeadm starts; kubeadm
+    writes kubelet.conf long before it is done, a control plane's etcd member and
+    mark-control-plane come after) and not as finished (the agent was killed while
+    kubeadm ran) counts as joined only on evidence a completed join leaves
+    (`completed_join`); else the node is partly joined, and reset."""
     server = kubeconfig_server(host.read_text(KUBELET_CONF))
-    if server is not None and server == expected_server:
+    expected = (expected_server,) if isinstance(expected_server, str) else expected_server
+    if server is not None and server in (expected or ()):
         started = record.in_flight if record is not None else None
         if started is None:
             return "joined"
@@ -125,6 +141,8 @@ class ManagedJoin:
         self.kubeadm = kubeadm
         self.resolve = resolve
         self.spec = ctx.config.spec.join
+        self._previous: JoinTarget | None = None
+        """The target whose files the last attempt wrote (None: the plan wrote them)."""
 
     def run(self, target: JoinTarget) -> None:
         limit = self.spec.max_attempts
@@ -132,7 +150,7 @@ class ManagedJoin:
                           attempts=limit)
         last: AgentError | None = None
         for attempt in range(1, limit + 1):
-            state = node_state(self.host, target.expected_server, self._journal())
+            state = node_state(self.host, target.servers, self._journal())
             if state == "joined":
                 self._finished()
                 self._record(attempt, "already-joined", None, reset=False)
@@ -141,24 +159,24 @@ class ManagedJoin:
             if reset:
                 self._reset(f"attempt {attempt}: the node is partly joined")
             self._write_files(target)
-            self.ctx.progress(f"kubeadm join, attempt {attempt} of {limit}")
+            self.ctx.progress(f"kubeadm {target.command}, attempt {attempt} of {limit}")
             self._journal().in_flight = JoinInFlight(attempt, self._now(), target.node_name,
                                                      target.control_plane)
             self.ctx.journal.save()  # before kubeadm starts: a kill from here on is seen
             outcome, output = self._join(target)
             if outcome is None:
                 self._finished()  # kubeadm exited 0: whatever it wrote is a whole join
-                if node_state(self.host, target.expected_server) != "joined":
+                if node_state(self.host, target.servers) != "joined":
                     outcome = Classified(Reason.KubeletNotHealthy,
-                                         "kubeadm join exited 0 but wrote no kubelet.conf "
-                                         "for this cluster", True)
+                                         f"kubeadm {target.command} exited 0 but wrote no "
+                                         "kubelet.conf for this cluster", True)
                 else:
                     self._record(attempt, "joined", None, reset=reset, output=output)
                     return
             self._record(attempt, "failed", outcome, reset=reset, output=output)
-            if node_state(self.host, target.expected_server, self._journal()) != "clean":
+            if node_state(self.host, target.servers, self._journal()) != "clean":
                 self._reset(f"attempt {attempt} failed ({outcome.reason})")
-            last = _error(outcome, attempt)
+            last = _error(outcome, attempt, target.command)
             if outcome.reason is Reason.TokenExpired:
                 target = self._fresh_token(target, last)
                 continue
@@ -170,13 +188,14 @@ class ManagedJoin:
                                      attempt, outcome.reason, pause)
                 self.host.clock.sleep(pause)
         assert last is not None
-        raise PermanentError(f"kubeadm join failed {limit} time(s); last: {last.message}",
+        raise PermanentError(f"kubeadm {target.command} failed {limit} time(s); last: "
+                             f"{last.message}",
                              reason=last.reason, hint=last.hint)
 
     def _join(self, target: JoinTarget) -> tuple[Classified | None, str]:
         """Run kubeadm join, its output streamed to the log as it comes; the outcome
         (None: it exited 0) and the tail of its output (kept after a time-out too)."""
-        argv = [self.kubeadm, "join", "--config", target.config_path]
+        argv = [self.kubeadm, target.command, "--config", target.config_path]
         if target.ignore_preflight_errors:
             argv.append("--ignore-preflight-errors=" + ",".join(target.ignore_preflight_errors))
         result = self.host.stream(argv, lambda line: self.ctx.log.info("kubeadm: %s", line),
@@ -185,9 +204,10 @@ class ManagedJoin:
         if result.timed_out:
             last = last_line(result.stdout)
             return Classified(Reason.JoinTimeout,
-                              f"kubeadm join did not finish within {self.spec.timeout:g}s",
+                              f"kubeadm {target.command} did not finish within "
+                              f"{self.spec.timeout:g}s",
                               True, f"its last line: {last}" if last else ""), tail
-        return (None if result.ok else classify_output(result.stdout)), tail
+        return (None if result.ok else classify_output(result.stdout, result.returncode)), tail
 
     def _reset(self, why: str) -> None:
         self.ctx.log.info("kubeadm reset -f: %s", why)
@@ -225,11 +245,17 @@ class ManagedJoin:
         return fresh
 
     def _write_files(self, target: JoinTarget) -> None:
+        """Write again what a reset removed (kubeadm reset deletes /etc/kubernetes/pki) and
+        what a fresh token changed; a file the pre-commands edited (envsubst, sed on the
+        kubeadm config, as CAPI templates do) is otherwise left as they made it."""
+        before = {wf.path: wf.content for wf in self._previous.files} if self._previous \
+            else {}
+        self._previous = target
         for wf in target.files:
             if wf.append:
                 continue
             current = self.host.read_bytes(wf.path) if self.host.exists(wf.path) else None
-            if current != wf.content:
+            if current is None or before.get(wf.path, wf.content) != wf.content:
                 self.host.write_file(wf.path, wf.content, mode=wf.mode,
                                      owner=owner_ids(self.host, wf.owner))
 
@@ -259,9 +285,10 @@ class ManagedJoin:
         return self.host.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _error(outcome: Classified, attempt: int) -> AgentError:
+def _error(outcome: Classified, attempt: int, command: str = "join") -> AgentError:
     detail = f": {outcome.detail}" if outcome.detail else ""
-    return AgentError(REDACT(f"kubeadm join attempt {attempt}: {outcome.summary}{detail}"),
+    return AgentError(REDACT(f"kubeadm {command} attempt {attempt}: {outcome.summary}"
+                             f"{detail}"),
                       reason=outcome.reason, temporary=outcome.temporary)
 
 

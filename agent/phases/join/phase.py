@@ -61,19 +61,23 @@ class JoinPhase(PhaseOf[JoinResult]):
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         source = resolve(ctx.config, ctx.machine, ctx.host)
         plan = JoinPlan(self.name)
-        plan.notes.append(f"join {source.target.expected_server or 'the cluster'} as Node "
-                          f"{source.target.node_name}: {source.facts.api_version} "
-                          f"JoinConfiguration from {source.origin}, Kubernetes "
-                          f"{source.version}")
-        plan.notes.extend(f"not applied by the agent: cloud-config {key}"
-                          for key in source.cloud.ignored)
-        joined = node_state(ctx.host, source.target.expected_server,
+        facts = source.facts
+        what = ("initialise the cluster at" if facts.command == "init" else
+                "join as a control plane" if facts.control_plane else "join")
+        kind = "InitConfiguration" if facts.command == "init" else "JoinConfiguration"
+        plan.notes.append(f"{what} {source.target.expected_server or 'the cluster'} as Node "
+                          f"{source.target.node_name}: {facts.api_version} {kind} from "
+                          f"{source.origin}, Kubernetes {source.version}")
+        plan.notes.extend(source.notes)
+        joined = node_state(ctx.host, source.target.servers,
                             ctx.journal.section(JoinRecord)) == "joined"
         if joined:
             plan.notes.append(f"already joined ({KUBELET_CONF} points at "
-                              f"{source.target.expected_server}): kubeadm join and runcmd "
-                              "are skipped")
+                              f"{source.target.expected_server}): kubeadm "
+                              f"{facts.command}, bootcmd and runcmd are skipped")
         else:
+            plan.changes.extend(_command_change(ctx, index, step, plan.failed, "bootcmd")
+                                for index, step in enumerate(source.cloud.boot))
             plan.changes.extend(c for wf in source.cloud.files
                                 if (c := _file_change(ctx.host, wf, source,
                                                       ctx.show_secrets)) is not None)
@@ -97,7 +101,9 @@ class JoinPhase(PhaseOf[JoinResult]):
         def join(host: Host) -> None:
             warnings = run_preflight(host, PreflightInputs(
                 version=source.version, cri_socket=source.facts.cri_socket,
-                api_server_endpoint=source.facts.api_server_endpoint,
+                # kubeadm init starts the API server: nothing to reach before it
+                api_server_endpoint=(None if source.facts.command == "init"
+                                     else source.facts.api_server_endpoint),
                 kubeadm=spec.kubeadm_path, kubelet=spec.kubelet_path,
                 dual_stack=spec.dual_stack, br_netfilter=spec.require_br_netfilter,
                 ignored=ignored, api_timeout=spec.api_check_timeout,
@@ -153,34 +159,40 @@ class JoinPhase(PhaseOf[JoinResult]):
     def verify(self, ctx: PhaseContext, plan: PhasePlan) -> JoinResult:
         source = resolve(ctx.config, ctx.machine, ctx.host)
         server = source.target.expected_server
-        if node_state(ctx.host, server, ctx.journal.section(JoinRecord)) != "joined":
+        if node_state(ctx.host, source.target.servers,
+                      ctx.journal.section(JoinRecord)) != "joined":
             raise PermanentError(f"{KUBELET_CONF} does not point at {server}: the node did "
                                  "not join", reason=Reason.KubeletNotHealthy)
         if not ctx.host.exists(SENTINEL):
             raise PermanentError(f"{SENTINEL} is missing", reason=Reason.InternalError)
         record = ctx.journal.section(JoinRecord)
-        last = {c.index: c for c in record.commands}
+        last = {(c.kind or "runcmd", c.index): c for c in record.commands}
         registered = (plan.registered if isinstance(plan, JoinPlan) and plan.registered
                       else confirm_node(ctx.host, source.target.node_name,
                                         float(ctx.config.spec.join.registration_timeout),
                                         ctx.progress))
         return JoinResult(node=source.target.node_name, api_server=server,
+                          local_api_server=source.target.local_server,
+                          kubeadm=source.facts.command if source.facts.command != "join"
+                          else None,
+                          control_plane=True if source.facts.control_plane else None,
                           kubernetes_version=str(source.version),
                           join_configuration=source.facts.api_version,
                           attempts=len(record.attempts), node_registered=registered,
-                          failed_commands=[f"runcmd[{i}] `{c.command}`"
-                                           for i, c in sorted(last.items())
+                          failed_commands=[f"{kind}[{i}] `{c.command}`"
+                                           for (kind, i), c in sorted(last.items())
                                            if c.exit_status != 0])
 
     def still_holds(self, ctx: PhaseContext, result: JoinResult) -> bool:
         """kubelet.conf still points at the server joined (a `kubeadm reset` removes it)."""
-        return node_state(ctx.host, result.api_server,
-                          ctx.journal.section(JoinRecord)) == "joined"
+        servers = tuple(s for s in (result.api_server, result.local_api_server) if s)
+        return node_state(ctx.host, servers, ctx.journal.section(JoinRecord)) == "joined"
 
     def message(self, result: JoinResult) -> str:
         registered = (f"; Node {result.node_registered} registered"
                       if result.node_registered else "")
-        text = (f"Node {result.node} joined {result.api_server} "
+        verb = "initialised the cluster at" if result.kubeadm == "init" else "joined"
+        text = (f"Node {result.node} {verb} {result.api_server} "
                 f"(Kubernetes {result.kubernetes_version}){registered}")
         failed = result.failed_commands
         if failed:  # a joined node does not run runcmd again: the failure stays named
@@ -261,11 +273,12 @@ def _sized(content: bytes) -> str:
 
 
 def _command_change(ctx: PhaseContext, index: int, step: Command,
-                    failed: dict[str, str]) -> Change:
-    """Run one pre- or post-command; record its exit status and output tail in the
-    journal; a failure goes in `failed` instead of stopping the phase."""
+                    failed: dict[str, str], kind: str = "runcmd") -> Change:
+    """Run one pre- or post-command (`kind` runcmd) or boot command (bootcmd); record
+    its exit status and output tail in the journal; a failure goes in `failed` instead
+    of stopping the phase."""
     timeout = ctx.config.spec.join.timeout
-    key = f"runcmd:{index}:{digest(step.argv)[7:19]}"
+    key = f"{kind}:{index}:{digest(step.argv)[7:19]}"
     shown = REDACT(step.shown)
 
     def run(host: Host) -> None:
@@ -276,11 +289,12 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
             status, tail = result.returncode, REDACT(result.tail(TAIL))
         except AgentError as err:  # not found (a list entry), or its time-out
             status, tail = None, REDACT(err.message)
-        ctx.journal.section(JoinRecord).commands.append(CommandRun(index, shown, status, tail))
+        ctx.journal.section(JoinRecord).commands.append(
+            CommandRun(index, shown, status, tail, kind if kind != "runcmd" else None))
         ctx.journal.save()
         if status != 0:
             how = f"exited {status}" if status is not None else "did not run to its end"
-            failed[key] = f"runcmd[{index}] `{shown}` {how}: {tail or '(no output)'}"
+            failed[key] = f"{kind}[{index}] `{shown}` {how}: {tail or '(no output)'}"
             ctx.log.warning("%s", failed[key])
 
     return Change(key, f"run {shown}", run,

@@ -14,6 +14,13 @@ class JoinResult(PhaseResult):
     node: str | None = None
     """The node name kubeadm joined with."""
     api_server: str | None = None
+    local_api_server: str | None = None
+    """A control plane's own API server, which its kubelet.conf may name instead."""
+    kubeadm: str | None = None
+    """`init` for the first control plane; None: `join` (left out of the journal, as
+    journals before it have it)."""
+    control_plane: bool | None = None
+    """True on a control plane; None otherwise."""
     kubernetes_version: str | None = None
     join_configuration: str | None = None
     """The apiVersion of the kubeadm JoinConfiguration used."""
@@ -43,13 +50,15 @@ class JoinAttempt:
 
 @dataclass
 class CommandRun:
-    """One runcmd entry of the bootstrap data, as it ran."""
+    """One runcmd (or bootcmd) entry of the bootstrap data, as it ran."""
 
     index: int = 0
     command: str = ""
     exit_status: int | None = None
     """None: not found, or it did not run to its end."""
     output_tail: str = ""
+    kind: str | None = None
+    """`bootcmd`, or None: a runcmd entry. Their indexes count apart."""
 
 
 @dataclass

@@ -17,11 +17,13 @@ from agent.phases.join.cloudconfig import (
     WriteFile,
     parse_cloud_config,
 )
+from agent.phases.join.datakeys import check_other_keys
+from agent.phases.join.ignition import parse_ignition
 from agent.phases.join.joinconfig import (
     JoinFacts,
     JoinParams,
     Version,
-    read_join_configuration,
+    read_kubeadm_configuration,
     render_join_configuration,
 )
 from agent.phases.join.managed import JoinTarget, kubeconfig_server
@@ -40,6 +42,8 @@ class JoinSource:
     target: JoinTarget
     masked_config: str
     """The JoinConfiguration as `plan` shows it: every secret replaced."""
+    notes: tuple[str, ...] = ()
+    """What of the bootstrap data is delegated to another phase (for `plan`)."""
 
 
 def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> JoinSource:
@@ -64,11 +68,16 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
         cloud = CloudConfig(
             [WriteFile(JOIN_CONFIG_PATH, text.encode(), 0o600, ("root", "root"), False)],
             [KubeadmJoin(JOIN_CONFIG_PATH, (), True,
-                         f"kubeadm join --config {JOIN_CONFIG_PATH}")], [])
+                         f"kubeadm join --config {JOIN_CONFIG_PATH}")])
         origin = "spec.join"
+        notes: list[str] = []
     else:
-        data, origin = _bootstrap_data(spec.bootstrap_data_file, machine, host)
-        cloud = parse_cloud_config(data, node_name=node_name)
+        data, origin, data_format = _bootstrap_data(spec.bootstrap_data_file, machine, host)
+        if data_format == "ignition":
+            cloud = parse_ignition(data)
+        else:
+            cloud = parse_cloud_config(data, node_name=node_name)
+        notes = check_other_keys(cloud.other, config, data_format)
         join = cloud.join
         written = cloud.file(join.config_path)
         text_or_none = written.content.decode() if written else host.read_text(join.config_path)
@@ -77,9 +86,9 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
                                      "the bootstrap data's write_files nor on the node")
         text = text_or_none
         masked = REDACT(text)
-    facts = read_join_configuration(text)
-    REDACT.add(facts.token)
-    REDACT.add(facts.certificate_key)
+    facts = read_kubeadm_configuration(text, cloud.join.command)
+    for secret in (facts.token, facts.certificate_key, *facts.secrets):
+        REDACT.add(secret)
     if facts.api_server_endpoint:
         server: str | None = f"https://{facts.api_server_endpoint}"
     else:
@@ -90,25 +99,36 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
         raise PermanentError("no node name: the JoinConfiguration names none and no "
                              "Machine was read", reason=Reason.ConfigInvalid,
                              hint="set spec.join.nodeRegistration.name")
+    local = f"https://{facts.local_endpoint}" if facts.local_endpoint else None
     target = JoinTarget(cloud.join.config_path, tuple(cloud.files), facts.token, server, name,
-                        cloud.join.ignore_preflight_errors, control_plane=facts.control_plane)
-    return JoinSource(origin, cloud, facts, version, target, REDACT(masked))
+                        cloud.join.ignore_preflight_errors, control_plane=facts.control_plane,
+                        command=cloud.join.command,
+                        local_server=local if local != server else None)
+    return JoinSource(origin, cloud, facts, version, target, REDACT(masked), tuple(notes))
 
 
 def _bootstrap_data(path: str | None, machine: MachineFacts | None,
-                    host: Host) -> tuple[str, str]:
+                    host: Host) -> tuple[str, str, str]:
+    """The data, where it came from, and its format (cloud-config or ignition)."""
     if machine is not None and machine.bootstrap_data:
-        if machine.bootstrap_format not in (None, "cloud-config"):
+        if machine.bootstrap_format not in (None, "cloud-config", "ignition"):
             raise BootstrapDataError(
                 f"the bootstrap data format is {machine.bootstrap_format!r}; the agent "
-                "joins from cloud-config", hint="set the KubeadmConfig's format to "
-                                                "cloud-config, or use spec.join.source: config")
-        return machine.bootstrap_data, f"Machine {machine.namespace}/{machine.name}"
+                "joins from cloud-config or ignition", hint="set the KubeadmConfig's "
+                "format to cloud-config or ignition, or use spec.join.source: config")
+        data_format = machine.bootstrap_format or _sniff(machine.bootstrap_data)
+        return (machine.bootstrap_data, f"Machine {machine.namespace}/{machine.name}",
+                data_format)
     if path is not None:
         text = host.read_text(path)
         if text is None:
             raise BootstrapDataError(f"spec.join.bootstrapDataFile {path} does not exist")
-        return text, path
+        return text, path, _sniff(text)
     raise BootstrapDataError(
         "no bootstrap data: no Machine was read and spec.join.bootstrapDataFile is not set",
         hint="give spec.join.bootstrapDataFile, or spec.join.source: config with discovery")
+
+
+def _sniff(text: str) -> str:
+    """A local copy has no `format` key: ignition is a JSON object, cloud-config not."""
+    return "ignition" if text.lstrip().startswith("{") else "cloud-config"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machine_agent_sandbox.apiserver import ApiServer
-from machine_agent_sandbox.kubeadm_standin import install, kubelet_sync
+from machine_agent_sandbox.kubeadm_standin import install, kubelet_sync, spki_pin
 from machine_agent_sandbox.testkit.bootstrap import CA_HASH
 
 HEALTHY_PROC = {
@@ -84,3 +84,65 @@ def joinable(root: Path, tools: Path, *, kubelet: bool = True) -> Iterator[JoinW
             running.join(timeout=5)
         runtime.close()
         api.stop()
+
+
+@dataclass
+class ClusterNode:
+    root: Path
+    path: Path
+    """PATH with this node's stand-in kubeadm and kubelet first."""
+
+
+@contextlib.contextmanager
+def joinable_cluster(base: Path, names: tuple[str, ...]) -> Iterator[
+        tuple[JoinWorld, dict[str, ClusterNode]]]:
+    """Several healthy nodes (roots under `base`, one per name) and the one workload
+    cluster they make together: one API stand-in, one world file (its etcd members, the
+    tokens init created, the uploaded certificates), a kubelet per node."""
+    tools = base / "t"
+    tools.mkdir()
+    api = ApiServer(tools / "workload-api", ipam=False).start()
+    world = tools / "world.json"
+    world.write_text(json.dumps({"version": "v1.31.2", "tokens": {},
+                                 "apiServer": {"ca": str(api.ca_path),
+                                               "signerToken": api.admin_token}}))
+    stop = threading.Event()
+    sockets: list[socket.socket] = []
+    nodes: dict[str, ClusterNode] = {}
+    for name in names:
+        root = base / name
+        for path, text in HEALTHY_PROC.items():
+            target = root / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        (root / "var/run/containerd").mkdir(parents=True)
+        runtime = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sockets.append(runtime)
+        runtime.bind(str(root / "var/run/containerd/containerd.sock"))
+        runtime.listen(8)
+        install(tools / name, root, world)
+        nodes[name] = ClusterNode(root, tools / name)
+
+    def run_kubelets() -> None:
+        posted: dict[str, str] = {}
+        while not stop.wait(0.05):
+            for node in nodes.values():
+                kubelet_sync(node.root, posted)
+
+    kubelets = threading.Thread(target=run_kubelets, name="kubelets", daemon=True)
+    kubelets.start()
+    try:
+        yield JoinWorld(tools, world, f"127.0.0.1:{api.port}", api), nodes
+    finally:
+        stop.set()
+        kubelets.join(timeout=5)
+        for runtime in sockets:
+            runtime.close()
+        api.stop()
+
+
+def ca_pin(api: ApiServer) -> str:
+    """The workload cluster's CA pin, as `kubeadm token create --print-join-command`
+    prints it (sha256 of the CA's SubjectPublicKeyInfo)."""
+    return spki_pin(api.ca_path.read_text())
+

@@ -61,6 +61,11 @@ def test_role_installs_and_enables_the_agent_and_is_idempotent(tmp_path: Path) -
                  "systemd-networkd.service"):
         wants = tree / "etc/systemd/system/multi-user.target.wants" / unit
         assert os.readlink(wants).endswith(f"/systemd/system/{unit}"), unit
+    # one owner of the bootstrap data: on the agent's boots cloud-init discards user-data
+    guard = "machine-agent-cloud-init.service"
+    assert (system / guard).read_text() == (REPO / "units" / guard).read_text()
+    wants = tree / "etc/systemd/system/sysinit.target.wants" / guard
+    assert os.readlink(wants).endswith(f"/systemd/system/{guard}")
     assert "config: disabled" in (tree / "etc/cloud/cloud.cfg.d/99-machine-agent.cfg").read_text()
     assert not (tree / "var/cache/machine-agent-wheels").exists()
     # What build.sh installs too: the unit's Documentation=, what kubeadm's preflight needs.

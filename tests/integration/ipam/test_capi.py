@@ -108,3 +108,32 @@ def test_the_provider_the_test_plays_on_a_real_server_fulfils_claims(tmp_path: P
         assert claims["b"]["conditions"][0]["reason"] == "PoolExhausted"
     finally:
         server.stop()
+
+
+def test_a_provider_that_cannot_allocate_is_reported_at_once_with_its_message(
+        tmp_path: Path, management: Management) -> None:
+    from agent.ipam.base import AllocationFailed
+
+    pool = management.pool("broken", ["192.0.2.20-192.0.2.30"], 40)  # no IPv4 prefix
+    plugin = plugin_for(tmp_path, management, {"v4": {"name": pool}})  # waits up to 10s
+    started = time.monotonic()
+    with pytest.raises(AllocationFailed) as info:
+        plugin.claim(request("uid/eth0/ipv4"))
+    assert time.monotonic() - started < 5  # not after the wait, as "did not answer"
+    assert info.value.reason == "AllocationFailed"
+    assert "(AllocationFailed): failed to create or patch address" in info.value.message
+    assert management.claims() == []  # nothing half-created
+
+
+def test_the_claims_owner_reference_names_the_machine_in_the_version_it_was_read(
+        tmp_path: Path, management: Management) -> None:
+    import dataclasses
+
+    pool = management.pool("workers", ["192.0.2.10-192.0.2.20"], 24)
+    machine = dataclasses.replace(management.machine, api_version="v1beta1")  # CAPI < 1.11
+    plugin = open_plugin("capi", {"capi": {"timeout": "10s", "pools": {"v4": {"name": pool}}}},
+                         PluginEnv(Host(tmp_path), machine, management.client))
+    plugin.claim(request(f"{machine.uid}/eth0/ipv4"))
+    (claim,) = management.claims()
+    (owner,) = claim["metadata"]["ownerReferences"]  # type: ignore[index]
+    assert owner["apiVersion"] == "cluster.x-k8s.io/v1beta1"

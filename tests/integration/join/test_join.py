@@ -198,7 +198,8 @@ def test_a_node_the_kubelet_never_registers_is_not_reported_joined(node: Node) -
 def test_every_failure_ends_with_its_reason_and_a_clean_node(
         node: Node, world: dict[str, object], reason: Reason, attempts: int) -> None:
     node.set_world(**world)
-    loaded = node.configure({"timeout": "1s"})
+    # long enough for kubeadm's discovery on a busy machine, shorter than hang:5
+    loaded = node.configure({"timeout": "3s"})
     result, machine = node.run(loaded, machine_facts(cloud_config(node.endpoint)))
     joined = machine.conditions["NodeJoined"]
     assert not result.ok
@@ -596,6 +597,9 @@ def test_a_control_plane_certificate_key_never_reaches_plan_logs_or_status(
     from agent.cli import main
 
     key = secrets.token_hex(32)  # unique: the redactor is process-wide
+    # a cluster whose first control plane uploaded its certificates with this key
+    node.set_world(clusterConfiguration={"controlPlaneEndpoint": node.endpoint},
+                   uploadedCerts={"key": key})
     node.host.write_file("/etc/machine-agent/bootstrap-data",
                          cloud_config(node.endpoint, certificate_key=key))
     loaded = node.configure({"bootstrapDataFile": "/etc/machine-agent/bootstrap-data",
@@ -681,6 +685,8 @@ def test_kubeadm_refuses_a_ca_certificate_present_only_on_a_worker_join(node: No
         return ["kubeadm", "join", "--config", "/run/kubeadm/join.yaml"]
 
     node.host.write_file("/etc/kubernetes/pki/ca.crt", "from the bootstrap data\n")
+    node.set_world(clusterConfiguration={"controlPlaneEndpoint": node.endpoint},
+                   uploadedCerts={"key": "8f" * 32})
     worker = node.host.run(join_file(None), check=False)
     assert not worker.ok
     assert ("[ERROR FileAvailable--etc-kubernetes-pki-ca.crt]: /etc/kubernetes/pki/ca.crt "

@@ -112,3 +112,25 @@ def test_capi_waiting_on_pre_terminate_hooks_is_read_in_either_api_version(
 ])
 def test_the_agents_hook_is_its_own_annotation(metadata: object, held: bool) -> None:
     assert hooked({"metadata": metadata}) is held
+
+
+KCP = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup"
+
+
+@pytest.mark.parametrize(("version", "annotations", "waiting"), [
+    # before 1.31 KCP removes the etcd member at once: the agent lets it go first
+    ("v1.30.6", {HOOK: "machine-agent", KCP: ""}, False),
+    ("v1.30.6", {HOOK: "machine-agent"}, True),  # KCP's hook is gone: the agent's turn
+    # from 1.31 KCP waits for every other hook (controlplane/kubeadm
+    # reconcilePreTerminateHook): the agent goes first, or both would wait for ever
+    ("v1.31.2", {HOOK: "machine-agent", KCP: ""}, True),
+    (None, {HOOK: "machine-agent", KCP: ""}, True),  # unknown: never a wait on both sides
+])
+def test_on_a_control_plane_the_hooks_run_in_kcps_order(
+        version: str | None, annotations: dict[str, str], waiting: bool) -> None:
+    machine = {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+                            "labels": {"cluster.x-k8s.io/control-plane": ""},
+                            "annotations": annotations},
+               "spec": {"version": version} if version else {},
+               "status": {"conditions": [DELETING]}}
+    assert waiting_for_hook(machine) is waiting

@@ -95,3 +95,22 @@ def test_a_refused_dial_to_the_kubelets_port_is_not_the_api_server(address: str)
 def test_an_unclassified_failure_names_kubeadms_error_line(output: str, detail: str) -> None:
     found = classify_output(output)
     assert (found.reason, found.detail) == (Reason.CommandFailed, detail)
+
+
+@pytest.mark.parametrize(("code", "reason"), [(3, Reason.ConfigInvalid),
+                                              (2, Reason.PreflightFailed)])
+def test_kubeadms_exit_status_decides_before_its_words(code: int, reason: Reason) -> None:
+    """cmd/kubeadm/app/util/error.go checkErr: ValidationExitCode 3, PreFlightExitCode 2;
+    the words of the message would say something else (a time-out)."""
+    found = classify_output("timed out waiting for the condition", code)
+    assert (found.reason, found.temporary) == (reason, False)
+
+
+def test_exit_status_1_leaves_it_to_the_message_and_the_error_prefix_of_new_kubeadm() -> None:
+    """kubeadm 1.33+ (app/util/errors/errors.go exitWithCode) prints "error: " first."""
+    output = ("[preflight] Running pre-flight checks\nerror: error execution phase "
+              "kubelet-start: something new\nTo see the stack trace of this error execute "
+              "with --v=5 or higher")
+    found = classify_output(output, 1)
+    assert found.reason is Reason.CommandFailed
+    assert found.detail == "error: error execution phase kubelet-start: something new"

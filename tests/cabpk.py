@@ -1,0 +1,156 @@
+"""Bootstrap data shaped as CABPK writes it, for every flavour: the first control plane
+(`kubeadm init`), a control plane that joins, a worker; as cloud-config
+(cluster-api bootstrap/kubeadm/pkg/cloudinit: controlplane_init.go, controlplane_join.go,
+node.go, files.go, commands.go) and as Ignition (pkg/ignition/ignition.go and
+clc/clc.go: /etc/kubeadm.yml, /etc/kubeadm.sh run by kubeadm.service)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import urllib.parse
+from dataclasses import dataclass
+
+SENTINEL = "echo success > /run/cluster-api/bootstrap-success.complete"
+PLACEHOLDER = ("This placeholder file is used to create the /run/cluster-api sub directory "
+               "in a way that is compatible with both Linux and Windows (mkdir -p "
+               "/run/cluster-api does not work with Windows)")
+# secret.Certificates.AsFiles: the CAs every control plane shares (crt 0640, key 0600).
+SHARED = ("ca", "etcd/ca", "front-proxy-ca")
+
+
+@dataclass(frozen=True)
+class File:
+    path: str
+    content: str
+    permissions: str = "0640"
+    owner: str = "root:root"
+
+
+def certificate_files() -> list[File]:
+    files = []
+    for name in SHARED:
+        files.append(File(f"/etc/kubernetes/pki/{name}.crt", f"-----BEGIN CERTIFICATE-----\n"
+                          f"{name}\n-----END CERTIFICATE-----\n"))
+        files.append(File(f"/etc/kubernetes/pki/{name}.key", "key\n", "0600"))
+    files.append(File("/etc/kubernetes/pki/sa.pub", "public\n"))
+    files.append(File("/etc/kubernetes/pki/sa.key", "key\n", "0600"))
+    return files
+
+
+def _args(version: str, args: dict[str, str]) -> str:
+    if version == "v1beta4":
+        return "".join(f"  - name: {k}\n    value: {v}\n" for k, v in args.items())
+    return "".join(f"    {k}: {v}\n" for k, v in args.items())
+
+
+def init_configuration(endpoint: str, name: str, token: str, version: str = "v1beta4",
+                       certificate_key: str | None = None) -> str:
+    """ClusterConfiguration then InitConfiguration, as KCP renders them into
+    /run/kubeadm/kubeadm.yaml."""
+    key = f"certificateKey: {certificate_key}\n" if certificate_key else ""
+    return (f"---\napiVersion: kubeadm.k8s.io/{version}\nclusterName: demo\n"
+            f"controlPlaneEndpoint: {endpoint}\nkind: ClusterConfiguration\n"
+            f"kubernetesVersion: v1.31.2\nnetworking:\n  podSubnet: 192.168.0.0/16\n"
+            f"  serviceSubnet: 10.96.0.0/12\n---\napiVersion: kubeadm.k8s.io/{version}\n"
+            f"bootstrapTokens:\n- token: {token}\n  ttl: 15m0s\n{key}kind: InitConfiguration\n"
+            "localAPIEndpoint:\n  advertiseAddress: 192.0.2.10\n  bindPort: 6443\n"
+            f"nodeRegistration:\n  kubeletExtraArgs:\n{_args(version, {'node-ip': '192.0.2.10'})}"
+            f"  name: {name}\n")
+
+
+def join_configuration(endpoint: str, name: str, token: str, ca_hash: str,
+                       version: str = "v1beta4", control_plane: bool = False,
+                       certificate_key: str | None = None, address: str = "192.0.2.20") -> str:
+    cp = ""
+    if control_plane:
+        key = f"  certificateKey: {certificate_key}\n" if certificate_key else ""
+        cp = (f"controlPlane:\n{key}  localAPIEndpoint:\n    advertiseAddress: {address}\n"
+              "    bindPort: 6443\n")
+    return (f"---\napiVersion: kubeadm.k8s.io/{version}\n{cp}discovery:\n  bootstrapToken:\n"
+            f"    apiServerEndpoint: {endpoint}\n    caCertHashes:\n    - {ca_hash}\n"
+            f"    token: {token}\nkind: JoinConfiguration\nnodeRegistration:\n"
+            f"  kubeletExtraArgs:\n{_args(version, {'node-ip': address})}  name: {name}\n")
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """What CABPK puts in one Machine's bootstrap data."""
+
+    kubeadm: str
+    """`init` or `join`."""
+    config: str
+    """The kubeadm configuration file's content."""
+    files: tuple[File, ...] = ()
+    pre: tuple[str, ...] = ()
+    post: tuple[str, ...] = ()
+    extra: str = ""
+    """More top-level cloud-config (ntp, users, ...), as CABPK's templates add it."""
+
+    @property
+    def config_path(self) -> str:
+        return "/run/kubeadm/kubeadm.yaml" if self.kubeadm == "init" else \
+            "/run/kubeadm/kubeadm-join-config.yaml"
+
+
+def _indent(text: str, by: int) -> str:
+    return "".join(" " * by + line + "\n" for line in text.splitlines())
+
+
+def cloud_config(flavour: Flavour) -> str:
+    """The cloud-config CABPK's templates render (controlplane_init.go, controlplane_join.go,
+    node.go)."""
+    out = ["## template: jinja\n#cloud-config\n", "write_files:\n"]
+    for f in (*flavour.files, File(flavour.config_path, flavour.config)):
+        out.append(f"-   path: {f.path}\n    owner: {f.owner}\n    permissions: "
+                   f"'{f.permissions}'\n    content: |\n{_indent(f.content, 6)}")
+    out.append(f"-   path: /run/cluster-api/placeholder\n    owner: root:root\n    "
+               f"permissions: '0640'\n    content: \"{PLACEHOLDER}\"\nruncmd:\n")
+    out.extend(f"  - {json.dumps(c)}\n" for c in flavour.pre)
+    if flavour.kubeadm == "init":
+        out.append(f"  - 'kubeadm init --config {flavour.config_path}  && {SENTINEL}'\n")
+    else:
+        out.append(f"  - kubeadm join --config {flavour.config_path}  && {SENTINEL}\n")
+    out.extend(f"  - {json.dumps(c)}\n" for c in flavour.post)
+    return "".join(out) + flavour.extra
+
+
+def _data_url(content: str, compress: bool) -> dict[str, object]:
+    if compress:  # Ignition 3: compression gzip, the data base64
+        packed = base64.b64encode(gzip.compress(content.encode())).decode()
+        return {"source": f"data:;base64,{packed}", "compression": "gzip"}
+    return {"source": "data:," + urllib.parse.quote(content, safe="")}
+
+
+def ignition(flavour: Flavour, version: str = "2.3.0", compress: bool = False,
+             root: str = "") -> str:
+    """The Ignition JSON CABPK's CLC template converts to (clc.go clcTemplate):
+    the write_files, /etc/kubeadm.sh, /etc/kubeadm.yml, and kubeadm.service. Commands run
+    on the machine itself, so a test under a temporary root gives it as `root`: the
+    script's `mv` of the kubeadm config then moves the file under it."""
+    v2 = version.startswith("2.")
+    lines = ["#!/bin/bash", "set -e", *flavour.pre, "",
+             f"kubeadm {flavour.kubeadm} --config /etc/kubeadm.yml ",
+             "mkdir -p /run/cluster-api && " + SENTINEL,
+             f"mv {root}/etc/kubeadm.yml {root}/tmp/", *flavour.post]
+    files = [*[(f.path, f.content, int(f.permissions, 8)) for f in flavour.files],
+             ("/etc/kubeadm.sh", "\n".join(lines) + "\n", 0o700),
+             ("/etc/kubeadm.yml", flavour.config, 0o600)]
+    entries = []
+    for path, content, mode in files:
+        entry: dict[str, object] = {"path": path, "mode": mode, "user": {"name": "root"},
+                                    "group": {"name": "root"},
+                                    "contents": _data_url(content, compress)}
+        if v2:
+            entry["filesystem"] = "root"
+        entries.append(entry)
+    unit = ("[Unit]\nDescription=kubeadm\n# Run only once. After successful run, this file "
+            "is moved to /tmp/.\nConditionPathExists=/etc/kubeadm.yml\nAfter=network.target\n"
+            "[Service]\n# To not restart the unit when it exits, as it is expected.\n"
+            "Type=oneshot\nExecStart=/bin/bash /etc/kubeadm.sh\n[Install]\n"
+            "WantedBy=multi-user.target\n")
+    return json.dumps({"ignition": {"version": version},
+                       "storage": {"files": entries},
+                       "systemd": {"units": [{"name": "kubeadm.service", "enabled": True,
+                                              "contents": unit}]}})
