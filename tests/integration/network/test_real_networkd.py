@@ -223,6 +223,24 @@ def test_a_bridge_mtu_its_ports_lack_is_refused_and_one_they_share_is_kept(
     same(without_kernel_choices(got["live"]), without_kernel_choices(got["netplan"]))
 
 
+def test_an_stp_bridge_with_ipv6_and_gateways_is_applied_live_as_networkd_applies_it(
+        tmp_path: Path) -> None:
+    # with STP the ports listen and learn for 2 x 4 s before the bridge has carrier: no
+    # DAD completes and no gateway answers before then, longer than the 5 s DAD wait
+    # (FAST) — networkd waits it out, and so must the live apply
+    doc = {"interfaces": [
+        {"name": "eth0"},
+        {"name": "br0", "type": "bridge",
+         "bridge": {"members": ["eth0"], "stp": True, "forwardDelay": 4},
+         "addresses": [{"static": "192.0.2.10/24"}, {"static": "2001:db8::10/64"}],
+         "gateway": "192.0.2.1", "gateway6": "2001:db8::1"}]}
+    got = differential(doc, tmp_path)
+    assert got["live"]["links"]["br0"]["stp_state"] == 1
+    assert ("br0", "2001:db8::10/64") in {a[:2] for a in got["live"]["addresses"]}
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["networkd"]))
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["netplan"]))
+
+
 def match_section(text: str) -> dict[str, str]:
     section = text.split("[Match]", 1)[1].split("\n[", 1)[0]
     return dict(line.split("=", 1) for line in section.strip().splitlines())

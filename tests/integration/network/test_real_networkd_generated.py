@@ -95,7 +95,8 @@ def networks(draw: st.DrawFn) -> dict[str, Any]:
         bridge = draw(link_settings(subnets, destinations, defaults))
         interfaces.append({"name": "br0", "type": "bridge",
                            # STP off: with it the ports learn for 2 x 15 s before the
-                           # bridge has carrier, longer than the DAD wait (see the report)
+                           # bridge has carrier, which every path waits out (proved once
+                           # in test_real_networkd), too long for each example
                            "bridge": {"members": members, "stp": False},
                            **bridge})
         # the members carry the bridge's MTU: networkd does not keep a bridge MTU its
