@@ -14,6 +14,10 @@ from agent.config.fields import Duration, setting
 from agent.config.netconfig_v2 import translate
 
 Problem = tuple[str, str, str | None]
+RT_TABLE_MAIN = 254
+DEFAULT_ROUTE_METRIC = {4: 0, 6: 1024}
+"""The kernel's main table and its metric of a route given none, per family (as
+agent.phases.network.model has them; config does not import the phases)."""
 CLOUD_INIT = "cloud-init"
 
 
@@ -420,6 +424,7 @@ class NetworkSpec:
         yield from self._references(by_name)
         yield from self._same_link()
         yield from self._addresses()
+        yield from self._default_routes()
         if self.renderer == "netplan":
             for i, iface in enumerate(self.interfaces):
                 if iface.type == "macvlan":
@@ -482,10 +487,17 @@ class NetworkSpec:
                    f"{member_mtu} differs from the MTU of its bond {master.name} "
                    f"({master_mtu}): the kernel gives a bond's members the bond's MTU",
                    f"give {master.name} mtu {member_mtu}, or drop this one")
-        if master.type == "bridge" and master.mtu is not None and master_mtu > member_mtu:
-            yield (f"{here}.mtu", f"{master_mtu} is above the MTU of its member "
-                                  f"{member.name} ({member_mtu})",
-                   f"give {member.name} mtu {master_mtu}, or lower this one")
+        # Below its ports too: networkd sets a bridge's MTU when it creates it, before
+        # the ports join, and the kernel then moves it to theirs (only an MTU changed
+        # after creation sticks, which is what the live apply does), so the bridge would
+        # have its own MTU live and its ports' after a reboot.
+        if master.type == "bridge" and master.mtu is not None and master_mtu != member_mtu:
+            side = "above" if master_mtu > member_mtu else "below"
+            yield (f"{here}.mtu", f"{master_mtu} is {side} the MTU of its member "
+                                  f"{member.name} ({member_mtu}): a bridge takes its ports' "
+                                  "MTU when they join",
+                   f"give {member.name} mtu {master_mtu}, or "
+                   f"{'lower' if side == 'above' else 'raise'} this one")
 
     @staticmethod
     def _vlan_mtu(here: str, vlan: InterfaceSpec, parent: InterfaceSpec) -> Iterator[Problem]:
@@ -524,6 +536,32 @@ class NetworkSpec:
                        f"interfaces[{seen[key]}] ({other}) does",
                        "one entry per link: merge the two entries")
             seen.setdefault(key, i)
+
+    def _default_routes(self) -> Iterator[Problem]:
+        """One default route per family, table and metric: a second is refused by the
+        kernel live (it exists already) while networkd, whose routes are keyed without
+        the next hop's link, keeps one of the two, so the node's way out would differ
+        by path. Gateways from IPAM are checked when claimed."""
+        seen: dict[tuple[int, int, int], str] = {}
+        for i, iface in enumerate(self.interfaces):
+            here = f"interfaces[{i}]"
+            hops: list[tuple[str, str, int, int | None]] = [
+                (f"{here}.{key}", gw, RT_TABLE_MAIN, None)
+                for key in ("gateway", "gateway6")
+                if (gw := getattr(iface, key)) is not None]
+            hops += [(f"{here}.routes[{j}]", r.via, r.table or RT_TABLE_MAIN, r.metric)
+                     for j, r in enumerate(iface.routes)
+                     if r.to == "default" and r.via is not None]
+            for path, via, table, metric in hops:
+                family = ipaddress.ip_address(via).version
+                key = (family, table, metric if metric is not None else
+                       DEFAULT_ROUTE_METRIC[family])
+                if key in seen:
+                    yield (path, f"a second IPv{family} default route in table {table} "
+                                 f"with metric {key[2]}, as {seen[key]}",
+                           "give one of them another metric or table, or drop it")
+                    continue
+                seen[key] = path
 
     def _addresses(self) -> Iterator[Problem]:
         """Each static address once, and no subnet overlapping another link's: for every

@@ -127,9 +127,6 @@ def test_networkd_takes_nothing_from_router_advertisements(proof: dict[str, str]
     assert from_router_advertisements(proof, "boot") == {"addresses": [], "routes": []}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22, live apply (branch net-model): accept_ra "
-                   "stays 1, so until the reboot the bond takes a SLAAC address and a default "
-                   "route from any router advertisement on the segment")
 def test_the_live_apply_takes_nothing_from_router_advertisements(
         proof: dict[str, str]) -> None:
     assert from_router_advertisements(proof, "live") == {"addresses": [], "routes": []}

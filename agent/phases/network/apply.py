@@ -14,6 +14,7 @@ from agent.errors import PermanentError, Reason
 from agent.netlink.linkinfo import bond_data, bridge_data, macvlan_data, new_link, vlan_data
 from agent.netlink.observe import (
     IFA_ADDRESS,
+    IFA_BROADCAST,
     IFA_LOCAL,
     IFF_UP,
     IFLA_IFNAME,
@@ -432,6 +433,11 @@ class Executor:
             body = (IFADDRMSG.pack(family, p["prefixlen"], p.get("flags", 0),
                                    RT_SCOPE_UNIVERSE, self.index_of(op.link))
                     + attr(IFA_LOCAL, packed) + attr(IFA_ADDRESS, packed))
+            if op.what == "addr-add" and family == socket.AF_INET and p["prefixlen"] <= 30:
+                # the subnet's broadcast, as networkd and `ip addr add ... brd +` give it
+                # (none on /31 and /32, which have no broadcast address)
+                net = ipaddress.ip_network(f"{p['address']}/{p['prefixlen']}", strict=False)
+                body += attr(IFA_BROADCAST, net.broadcast_address.packed)
             if op.what == "addr-add":
                 return Request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL, body)
             return Request(RTM_DELADDR, 0, body)

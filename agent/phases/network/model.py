@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from agent.config.network import (
@@ -19,6 +19,8 @@ from agent.ipam.base import Allocation
 
 RT_TABLE_MAIN = 254
 DEFAULT_METRIC = {4: 0, 6: 1024}
+STP_FORWARD_DELAY = 15
+"""The kernel's bridge forward delay in seconds, when the configuration gives none."""
 """What the kernel stores when a route is added without a metric."""
 
 
@@ -116,6 +118,16 @@ class NetworkPlan:
 
     def link(self, name: str) -> LinkPlan:
         return next(link for link in self.links if link.name == name)
+
+    def carrier_delay(self, names: Iterable[str]) -> float:
+        """Seconds the STP bridges among `names` may go without carrier once up: their
+        ports listen, then learn, for one forward delay each before they forward. No
+        IPv6 address completes DAD and no neighbour answers there until then; networkd
+        waits it out, so the live apply's waits for those links are that much longer."""
+        wanted = set(names)
+        return max((2.0 * (link.forward_delay or STP_FORWARD_DELAY) for link in self.links
+                    if link.kind == "bridge" and link.stp and link.name in wanted),
+                   default=0.0)
 
     def all_dns(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(servers, search domains): the global ones, then each link's, once each —

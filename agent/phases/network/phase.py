@@ -154,7 +154,7 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         try:
             executor.run(diff.links)
             self._probe_and_add(ctx, spec, rtnl, executor, diff.addresses,
-                                diff.new_ipv4())
+                                diff.new_ipv4(), netplan)
             executor.run(diff.routes)
             result.gateways, result.management = self._check_on_the_wire(
                 ctx, spec, rtnl, netplan)
@@ -179,7 +179,7 @@ class NetworkPhase(PhaseOf[NetworkResult]):
 
     def _probe_and_add(self, ctx: PhaseContext, spec: NetworkSpec, rtnl: Rtnl,
                        executor: Executor, ops: list[NetOp],
-                       new_ipv4: list[tuple[str, str]]) -> None:
+                       new_ipv4: list[tuple[str, str]], netplan: NetworkPlan) -> None:
         clock, timing = ctx.host.clock, spec.conflict_detection
         if new_ipv4 and timing.arp_probes:
             now = observe(rtnl)
@@ -194,17 +194,18 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         executor.run(ops)  # without DAD, the diff's IPv6 additions carry IFA_F_NODAD
         if not timing.duplicate_address_detection:
             return
-        new_v6 = [(executor.index_of(op.link), dict(op.params)["address"]) for op in ops
-                  if op.what == "addr-add" and ":" in dict(op.params)["address"]]
+        v6_ops = [op for op in ops if op.what == "addr-add" and ":" in dict(op.params)["address"]]
+        new_v6 = [(executor.index_of(op.link), dict(op.params)["address"]) for op in v6_ops]
         if new_v6:
             ctx.progress(f"waiting for duplicate address detection of {len(new_v6)} "
                          "IPv6 address(es)")
-            failed = dad_failures(rtnl, new_v6, float(timing.dad_timeout), clock.monotonic,
-                                  clock.sleep)
+            timeout = float(timing.dad_timeout) + netplan.carrier_delay(
+                op.link for op in v6_ops)
+            failed = dad_failures(rtnl, new_v6, timeout, clock.monotonic, clock.sleep)
             if failed:
                 raise AddressConflict(
                     f"{', '.join(sorted(failed))} failed IPv6 duplicate address detection "
-                    f"(dadfailed or still tentative after {timing.dad_timeout})")
+                    f"(dadfailed or still tentative after {timeout:g}s)")
 
     def _check_on_the_wire(self, ctx: PhaseContext, spec: NetworkSpec, rtnl: Rtnl,
                            netplan: NetworkPlan) -> tuple[list[str], str | None]:
@@ -212,11 +213,12 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         gateways = []
         for link, gateway in netplan.gateways:
             ctx.progress(f"checking that gateway {gateway} answers on {link}")
-            if not gateway_resolves(ctx.host, rtnl, gateway, timeout, clock.monotonic,
+            wait = timeout + netplan.carrier_delay([link])
+            if not gateway_resolves(ctx.host, rtnl, gateway, wait, clock.monotonic,
                                     clock.sleep):
                 raise TemporaryError(
                     f"gateway {gateway} on {link} did not answer neighbour resolution "
-                    f"within {timeout:g}s; the network change was rolled back",
+                    f"within {wait:g}s; the network change was rolled back",
                     reason=Reason.GatewayUnreachable)
             gateways.append(gateway)
         endpoint = management_endpoint(ctx.config)

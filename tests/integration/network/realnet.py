@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from agent.config.netconfig_v2 import translate
+
 NETWORKD = "/lib/systemd/systemd-networkd"
 AGENT = Path(sys.executable).with_name("machine-agent")
 FAST = {"arpProbes": 1, "arpInterval": "100ms", "arpWait": "200ms", "dadTimeout": "5s"}
@@ -46,6 +48,10 @@ def ip(*args: str, check: bool = True) -> str:
 
 
 def interfaces(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `spec.network` interface entries of `doc`; those of its network-config v2
+    document (`networkConfig`) as the agent reads them, for the site's NICs and kinds."""
+    if "networkConfig" in doc:
+        return translate(doc["networkConfig"]).interfaces
     entries: list[dict[str, Any]] = doc.get("interfaces", [])
     return entries
 
@@ -130,6 +136,23 @@ def agent_config(doc: dict[str, Any], renderer: str) -> dict[str, Any]:
                "verify": {"timeout": "5s"}}
     return {"apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
             "spec": {"network": network}}
+
+
+def on_veths(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with every NIC found by its name (the veth a site made for it) instead of by
+    MAC or driver: a veth has no permanent MAC (the kernel reports zeros, and the agent
+    matches the permanent one, as networkd's PermanentMACAddress= does) and its driver is
+    veth. The live apply runs on this; the files compared with it are rendered from `doc`
+    itself. Matching by permanent MAC is proved on virtio NICs by the qemu boot tests."""
+    if not any("match" in e for e in interfaces(doc)):
+        return doc
+
+    def nic(entry: dict[str, Any]) -> dict[str, Any]:
+        if "match" not in entry:
+            return entry
+        return {**entry, "match": {"name": entry["name"]}}
+    return {k: v for k, v in doc.items() if k != "networkConfig"} | {
+        "interfaces": [nic(e) for e in interfaces(doc)]}
 
 
 def agent_run(root: Path, doc: dict[str, Any], renderer: str,

@@ -34,8 +34,8 @@ def host(subnet: str, n: int) -> str:
 def link_settings(draw: st.DrawFn, subnets: dict[int, list[str]],
                   destinations: dict[int, list[str]], defaults: set[str]) -> dict[str, Any]:
     """Settings of one link; `defaults` holds the default routes given so far: one of
-    each (family, table) in a configuration, as two with one metric on two links are
-    refused by the kernel live and replace each other in networkd (see the report)."""
+    each (family, table) in a configuration, as validation refuses two of one family,
+    table and metric (the kernel refuses the second live, networkd keeps one)."""
     entry: dict[str, Any] = {}
     mtu = draw(st.sampled_from([None, 1280, 1400, 1500, 9000]))
     if mtu is not None:
@@ -82,8 +82,10 @@ def networks(draw: st.DrawFn) -> dict[str, Any]:
     interfaces: list[dict[str, Any]] = []
     for i, nic in enumerate(nics):
         entry: dict[str, Any] = {"name": nic}
-        # a bridge member found by MAC is left out: the live bridge takes its MAC, the
-        # open issue-22 defect of matching (test_network_live owns it)
+        # a bridge member found by MAC is left out: a veth has no permanent MAC, so
+        # networkd is given its current one (realnet._veth_mac_match), which the bridge
+        # takes too; by permanent MAC, as the agent writes it, it is proved in test_match
+        # and on virtio NICs by the qemu boot test
         if nic not in members and draw(st.booleans()):
             entry["match"] = {"macAddress": f"52:54:00:12:34:{i:02x}"}
         if nic not in members:
@@ -93,11 +95,13 @@ def networks(draw: st.DrawFn) -> dict[str, Any]:
         bridge = draw(link_settings(subnets, destinations, defaults))
         interfaces.append({"name": "br0", "type": "bridge",
                            # STP off: with it the ports learn for 2 x 15 s before the
-                           # bridge has carrier, longer than the DAD wait (see the report)
+                           # bridge has carrier, which every path waits out (proved once
+                           # in test_real_networkd), too long for each example
                            "bridge": {"members": members, "stp": False},
                            **bridge})
         # the members carry the bridge's MTU: networkd does not keep a bridge MTU its
-        # ports do not have (test_a_bridge_mtu_other_than_its_ports_is_kept_by_networkd)
+        # ports do not have, and validation refuses one (test_real_networkd's
+        # test_a_bridge_mtu_its_ports_lack_is_refused_and_one_they_share_is_kept)
         for entry in interfaces:
             if entry["name"] in members and "mtu" in bridge:
                 entry["mtu"] = bridge["mtu"]
@@ -106,7 +110,7 @@ def networks(draw: st.DrawFn) -> dict[str, Any]:
         parent = draw(st.sampled_from(carriers))
         macvlan = draw(link_settings(subnets, destinations, defaults))
         # a macvlan's MTU above its parent's is refused by the kernel, live and in
-        # networkd, and accepted by validation (see the report): not generated
+        # networkd, and by validation (test_refused_configs): not generated
         limit = next(e.get("mtu", 1500) for e in interfaces if e["name"] == parent)
         if macvlan.get("mtu", 0) > limit:
             del macvlan["mtu"]

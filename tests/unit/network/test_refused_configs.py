@@ -69,7 +69,9 @@ def test_ipv6_next_hops_that_are_reachable_are_accepted() -> None:
          "routes": [{"to": "2001:db8:1::/48", "via": "fe80::1"}]},  # link-local
         {"name": "eth1", "addresses": [{"ipam": {"plugin": "static", "pool": "v6",
                                                  "family": "ipv6"}}],
-         "gateway6": "2001:db8::1"},  # the address comes from IPAM
+         "gateway6": "2001:db8::1"}]}) == []  # the address comes from IPAM
+    # on its own: with eth1's it would be a second IPv6 default route of one metric
+    assert network_errors({"interfaces": [
         {"name": "eth2", "addresses": [{"dhcp": "ipv6"}], "gateway": "2001:db8:2::1"}]}) == []
 
 
@@ -152,6 +154,43 @@ def test_a_bridge_mtu_above_a_members_is_refused() -> None:
         {"name": "br0", "type": "bridge", "mtu": 9000, "bridge": {"members": ["eth0"]}}]})
     assert error.startswith("spec.network.interfaces[1].mtu: 9000 is above the MTU of its "
                             "member eth0 (1500)")
+
+
+def test_a_bridge_mtu_below_a_members_is_refused() -> None:
+    # networkd sets it before the port joins and the kernel then moves it to the port's:
+    # 1280 live, 1500 after a reboot (test_real_networkd proves it on real networkd)
+    error = one_error({"interfaces": [
+        {"name": "eth0"},
+        {"name": "br0", "type": "bridge", "mtu": 1280, "bridge": {"members": ["eth0"]}}]})
+    assert error == ("spec.network.interfaces[1].mtu: 1280 is below the MTU of its member "
+                     "eth0 (1500): a bridge takes its ports' MTU when they join (give eth0 "
+                     "mtu 1280, or raise this one)")
+
+
+def test_a_bridge_mtu_its_members_share_is_accepted() -> None:
+    assert network_errors({"interfaces": [
+        {"name": "eth0", "mtu": 1280},
+        {"name": "br0", "type": "bridge", "mtu": 1280, "bridge": {"members": ["eth0"]}}]}) == []
+
+
+def test_two_default_routes_of_one_family_table_and_metric_are_refused() -> None:
+    error = one_error({"interfaces": [
+        {"name": "eth0", "addresses": [{"static": "192.0.2.10/24"}], "gateway": "192.0.2.1"},
+        {"name": "eth1", "addresses": [{"static": "198.51.100.10/24"}],
+         "gateway": "198.51.100.1"}]})
+    assert error == ("spec.network.interfaces[1].gateway: a second IPv4 default route in "
+                     "table 254 with metric 0, as interfaces[0].gateway (give one of them "
+                     "another metric or table, or drop it)")
+
+
+def test_default_routes_apart_by_metric_table_or_family_are_accepted() -> None:
+    assert network_errors({"interfaces": [
+        {"name": "eth0", "addresses": [{"static": "192.0.2.10/24"},
+                                       {"static": "2001:db8::10/64"}],
+         "gateway": "192.0.2.1", "gateway6": "2001:db8::1"},
+        {"name": "eth1", "addresses": [{"static": "198.51.100.10/24"}],
+         "routes": [{"to": "default", "via": "198.51.100.1", "metric": 100},
+                    {"to": "default", "via": "198.51.100.2", "table": 100}]}]}) == []
 
 
 def test_a_macvlan_above_its_parents_mtu_is_refused() -> None:
