@@ -27,9 +27,6 @@ exit status:
   3  a phase failed temporarily and retries ran out; running again may succeed
 """
 
-PHASES = ("network", "time", "join", "cni")
-"""The phase names, in order (agent.config.PHASES; repeated here to keep --help fast)."""
-
 STATUS_EXIT_CODES = """\
 exit status (as cloud-init status):
   0    bootstrapped, or no outcome yet (running, or not started on this boot)
@@ -40,14 +37,17 @@ exit status (as cloud-init status):
   124  --wait: no outcome within --timeout; the run goes on
 """
 
-DOCTOR_AREAS = ("config", "management", "network", "ipam", "time", "join", "cni", "journal")
-"""`doctor --phase` names (agent.doctor.AREAS; repeated here to keep --help fast)."""
-
 CRASH_AFTER_ENV = "MACHINE_AGENT_CRASH_AFTER"
 """Test hook: kill the process right after its Nth side effect (the crash harness)."""
 
 
 def _parser() -> argparse.ArgumentParser:
+    # The phase registry and the doctor's area names import no phase: --help stays fast.
+    from agent.doctor.areas import area_names
+    from agent.phases import registry
+
+    phases = registry.names()
+    doctor_areas = area_names(phases)
     parser = argparse.ArgumentParser(
         prog="machine-agent",
         description="Turns this machine into a node of a Cluster API cluster: configures "
@@ -85,9 +85,9 @@ def _parser() -> argparse.ArgumentParser:
                             "when it runs on this boot (default: 5m)")
 
     def with_selection(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--only", action="append", default=[], choices=PHASES, metavar="PHASE",
-                       help="run only this phase (repeatable): " + ", ".join(PHASES))
-        p.add_argument("--skip", action="append", default=[], choices=PHASES, metavar="PHASE",
+        p.add_argument("--only", action="append", default=[], choices=phases, metavar="PHASE",
+                       help="run only this phase (repeatable): " + ", ".join(phases))
+        p.add_argument("--skip", action="append", default=[], choices=phases, metavar="PHASE",
                        help="leave this phase out (repeatable)")
 
     run = sub.add_parser("run", help="bootstrap the node: run the phases in order",
@@ -182,8 +182,8 @@ def _parser() -> argparse.ArgumentParser:
     with_config(doctor)
     doctor.add_argument("--json", action="store_true", help="the stable JSON document")
     doctor.add_argument("--phase", action="append", default=[], metavar="NAME",
-                        choices=DOCTOR_AREAS,
-                        help="show only this area (repeatable): " + ", ".join(DOCTOR_AREAS))
+                        choices=doctor_areas,
+                        help="show only this area (repeatable): " + ", ".join(doctor_areas))
 
     release = sub.add_parser(
         "release-addresses", aliases=["reset"],
@@ -257,7 +257,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        parser = _parser()
+    except Exception as err:  # a phase plugin that cannot be loaded (agent.errors is
+        from agent.errors import AgentError  # imported only now: it is slow for --help)
+
+        if not isinstance(err, AgentError):
+            raise
+        print(f"machine-agent: {err}", file=sys.stderr)
+        return 1
+    args = parser.parse_args(argv)
     from agent.logs import setup_logging
 
     setup_logging(args.log_format, args.log_level)
@@ -441,10 +450,12 @@ def _daemon(host: Host, files: list[str], cloud_init_wait: float) -> int:
 
 
 def _config(host: Host, args: argparse.Namespace) -> int:
+    from agent.session import load
+
     if args.config_command == "validate":
         from agent.config.validate import validate_files
 
-        valid, error = validate_files(host, args.files, merged=args.merged)
+        valid, error = validate_files(host, args.files, merged=args.merged, load=load)
         for line in valid:
             print(line)
         if error is not None:
@@ -455,13 +466,13 @@ def _config(host: Host, args: argparse.Namespace) -> int:
 
         print(json.dumps(agent_config_schema(), indent=2))
         return 0
-    from agent.config import default_sources, load_config
+    from agent.config import default_sources
     from agent.config.show import render_show
 
     if args.from_machine:
         loaded = _load(host, args)
     else:
-        loaded = load_config(host, default_sources(
+        loaded = load(host, default_sources(
             [os.path.abspath(f) for f in args.config],
             cloud_init_wait=_duration(args.cloud_init_wait)))
     print(render_show(loaded, origin=args.origin))

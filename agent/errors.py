@@ -22,6 +22,7 @@ class Reason(enum.StrEnum):
 
     # summary and progress
     Bootstrapped = "Bootstrapped"
+    Completed = "Completed"
     InProgress = "InProgress"
     Pending = "Pending"
     Skipped = "Skipped"
@@ -85,6 +86,9 @@ class Reason(enum.StrEnum):
 REASONS: dict[Reason, ReasonInfo] = {
     Reason.Bootstrapped: ReasonInfo(
         "Every phase completed and was verified.", "Nothing to do."),
+    Reason.Completed: ReasonInfo(
+        "A phase installed as a plugin completed and was verified (its condition's "
+        "message says what it did).", "Nothing to do."),
     Reason.InProgress: ReasonInfo(
         "The phase is running now.", "Wait; `machine-agent status --wait` follows it."),
     Reason.Pending: ReasonInfo(

@@ -10,15 +10,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from agent.config import PHASES, LoadedConfig
+from agent.config import LoadedConfig
 from agent.errors import AgentError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
-from agent.phases import all_phases
-from agent.phases.base import Phase, PhaseContext, PhasePlan
+from agent.phases import registry
+from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, Results
 from agent.report import SUMMARY, Conditions, Reporter, read_status
 from agent.retry import Backoff, retry
 from agent.state import Journal, digest
@@ -64,7 +64,7 @@ def select_phases(phases: list[Phase], only: Iterable[str] = (),
     unknown = sorted((only | skip) - known)
     if unknown:
         raise PermanentError(f"unknown phase {', '.join(unknown)}",
-                             hint=f"phases are: {', '.join(PHASES)}")
+                             hint=f"phases are: {', '.join(p.name for p in phases)}")
     return [p for p in phases if (not only or p.name in only) and p.name not in skip]
 
 
@@ -85,15 +85,16 @@ class Orchestrator:
         self._reload_machine = reload_machine
         self.management = management
         self.host = host
-        self.phases = phases if phases is not None else all_phases()
+        self.phases = phases if phases is not None else registry.load()
         self.reporters = reporters or []
         self.journal = Journal.load(host)
         last = read_status(host)
         self.conditions = Conditions(host, [p.condition for p in self.phases],
                                      last[0] if last else None)
-        self.results: dict[str, dict[str, Any]] = {
-            name: rec.result for name, rec in self.journal.phases.items()
-            if rec.state == "completed"}
+        self.results = Results({
+            p.name: p.result_from(rec.result) for p in self.phases
+            if (rec := self.journal.phases.get(p.name)) is not None
+            and rec.state == "completed"})
 
     def _context(self, host: Host, phase: Phase) -> PhaseContext:
         def progress(message: str, reason: Reason = Reason.InProgress) -> None:
@@ -150,13 +151,13 @@ class Orchestrator:
         inputs = digest(phase.inputs(self.config))
         if self.journal.is_current(name, inputs):
             rec = self.journal.phases[name]
-            if phase.still_holds(self._context(self.host.read_only_view(), phase),
-                                 rec.result):
+            before = phase.result_from(rec.result)
+            if phase.still_holds(self._context(self.host.read_only_view(), phase), before):
                 log.info("up to date: completed %s with the same inputs; nothing to apply",
                          rec.finished_at, extra={"phase": name})
-                self.conditions.set(phase.condition, "True", phase.reason(rec.result),
-                                    phase.message(rec.result))
-                self._reported(phase, rec.result)
+                self.conditions.set(phase.condition, "True", phase.reason(before),
+                                    phase.message(before))
+                self._reported(phase, before)
                 return PhaseOutcome(name, "up-to-date", reason=str(Reason.UpToDate))
             log.warning("completed %s with the same inputs, but the node no longer shows "
                         "it; applying again", rec.finished_at, extra={"phase": name})
@@ -166,12 +167,13 @@ class Orchestrator:
         ctx = self._context(self.host, phase)
         applied = 0
 
-        def attempt() -> dict[str, Any]:
+        def attempt() -> PhaseResult:
             nonlocal applied
             plan = phase.plan(self._context(self.host.read_only_view(), phase))
             applied = len(plan.changes)
             phase.apply(ctx, plan)
-            return phase.verify(ctx, plan)
+            proved: PhaseResult = phase.verify(ctx, plan)
+            return proved
 
         spec = self.config.spec.retry
         backoff = Backoff(base=spec.initial_delay, cap=spec.max_delay, attempts=spec.attempts)
@@ -187,7 +189,7 @@ class Orchestrator:
             log.exception("internal error", extra={"phase": name})
             return self._failed(phase, Reason.InternalError, f"{type(err).__name__}: {err}",
                                 False)
-        self.journal.complete(name, out)
+        self.journal.complete(name, out.to_json())
         self.results[name] = out
         message = phase.message(out)
         reason = phase.reason(out)
@@ -197,7 +199,7 @@ class Orchestrator:
         return PhaseOutcome(name, "applied", changes=applied, reason=str(reason),
                             message=message)
 
-    def _reported(self, phase: Phase, result: dict[str, Any]) -> None:
+    def _reported(self, phase: Phase, result: PhaseResult) -> None:
         for kind, reason, message in phase.reported(result):
             self.conditions.set(kind, "True", reason, message)
 

@@ -16,6 +16,7 @@ from agent.config import LoadedConfig, default_sources, load_config
 from agent.config.sources import Source
 from agent.errors import ConfigError
 from agent.host import Host
+from agent.ipam.settings import plugin_problems
 from agent.kube.client import Client
 from agent.kube.credentials import store_credentials
 from agent.kube.facts import MachineFacts
@@ -29,11 +30,21 @@ from agent.kube.machine import (
 from agent.kube.reporter import MachineReporter
 from agent.logs import set_context
 from agent.orchestrator import Orchestrator
+from agent.phases import registry
 from agent.phases.base import Phase
 from agent.report import LocalStatus, Sentinel
 from agent.retry import Backoff, retry
 
 log = logging.getLogger(__name__)
+
+
+def load(host: Host, sources: Iterable[Source]) -> LoadedConfig:
+    """The configuration, also checked by what sits above the model: the phases (their
+    names in spec.skipPhases and spec.lifecycle.reconfigure, a plugin phase's settings)
+    and the installed IPAM plugins (their settings and pools)."""
+    phases = registry.load()
+    return load_config(host, sources,
+                       [lambda c: registry.config_problems(c, phases), plugin_problems])
 
 
 @dataclass
@@ -50,7 +61,7 @@ class Session:
         daemon's watch saw it change); ConfigError when the result is invalid."""
         sources = [*self.local_sources, config] if config is not None else self.local_sources
         machine = replace(self.machine, config=config) if self.machine else None
-        return Session(load_config(host, sources), machine, self.client, self.local_sources)
+        return Session(load(host, sources), machine, self.client, self.local_sources)
 
     def orchestrator(self, host: Host, *, reporting: bool = True,
                      phases: list[Phase] | None = None,
@@ -108,7 +119,7 @@ def open_session(host: Host, files: Iterable[str] = (), *,
     configuration. `wait_for_bootstrap=False` (plan, config show) does not wait for the
     bootstrap data to appear; `cloud_init_wait` bounds the wait for cloud-init."""
     sources = list(default_sources(files, cloud_init_wait=cloud_init_wait))
-    local = load_config(host, sources)
+    local = load(host, sources)
     spec = local.config.spec
     if not spec.management.configured:
         return Session(local)
@@ -138,7 +149,7 @@ def open_session(host: Host, files: Iterable[str] = (), *,
     if machine.config is None:
         return Session(local, machine, client, sources)
     try:
-        loaded = load_config(host, [*sources, machine.config])
+        loaded = load(host, [*sources, machine.config])
     except ConfigError as err:
         raise MachineConfigInvalid(err, Session(local, machine, client, sources)) from err
     return Session(loaded, machine, client, sources)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
+from agent import records
 from agent.errors import StateError
 from agent.host import Host
 
@@ -46,11 +47,46 @@ class PhaseRecord:
 
 
 @dataclass
+class Section:
+    """Base of one component's durable state in the journal (reports not yet delivered,
+    the IPAM addresses claimed, the delete policy's steps, ...): a dataclass whose fields
+    all have defaults, under its own `KEY`, read and written as agent/records.py does."""
+
+    KEY: ClassVar[str]
+
+    def to_json(self) -> Any:
+        return records.to_json(self)
+
+    @classmethod
+    def from_json(cls: type[S], doc: Any) -> S:
+        return records.from_json(cls, doc)
+
+
+S = TypeVar("S", bound=Section)
+
+
+@dataclass
 class Journal:
     host: Host
     phases: dict[str, PhaseRecord] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Other components' durable state (e.g. reports not yet delivered), by owner."""
+    stored: dict[str, Any] = field(default_factory=dict)
+    """Sections as the file holds them (JSON), until their owner asks (`section`); kept
+    as they are when no component of this version owns them."""
+    sections: dict[str, Section] = field(default_factory=dict)
+
+    def section(self, kind: type[S]) -> S:
+        """The section `kind` (read from the file, or new): the journal's own object, so
+        a change to it is saved with the journal's next `save()`."""
+        found = self.sections.get(kind.KEY)
+        if not isinstance(found, kind):
+            found = kind.from_json(self.stored.get(kind.KEY, {}))
+            self.sections[kind.KEY] = found
+        return found
+
+    def drop(self, kind: type[Section]) -> None:
+        """Forget the section `kind` (saved with the next `save()`)."""
+        self.sections.pop(kind.KEY, None)
+        self.stored.pop(kind.KEY, None)
 
     @classmethod
     def load(cls, host: Host) -> Journal:
@@ -64,7 +100,9 @@ class Journal:
         try:
             doc = json.loads(text)
             journal.phases = {name: PhaseRecord(**rec) for name, rec in doc["phases"].items()}
-            journal.extra = doc.get("extra", {})
+            # "extra": the sections' name in the file since format 1, kept so that a node
+            # upgraded in place (or downgraded) reads what the other version wrote
+            journal.stored = dict(doc.get("extra", {}))
         except (ValueError, KeyError, TypeError) as err:
             raise StateError(
                 f"the journal {JOURNAL} is unreadable ({err})",
@@ -73,8 +111,9 @@ class Journal:
         return journal
 
     def save(self) -> None:
+        extra = {**self.stored, **{k: s.to_json() for k, s in self.sections.items()}}
         doc = {"format": FORMAT, "phases": {n: asdict(r) for n, r in self.phases.items()},
-               "extra": self.extra}
+               "extra": extra}
         self.host.write_file(JOURNAL, json.dumps(doc, indent=1, sort_keys=True) + "\n",
                              mode=0o600, dir_mode=0o700)
 

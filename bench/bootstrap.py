@@ -18,11 +18,11 @@ from collections import Counter
 from pathlib import Path
 
 from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.testkit.management import Admin, World, make_node, node_token, seed
+from machine_agent_sandbox.testkit.node import joinable
 
 from bench.startup import run_once
 from bench.table import Row, sample
-from tests.integration.kube.conftest import Admin, World, make_node, node_token, seed
-from tests.joinable import joinable
 
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork and
 # exec, so a child of a large process would report the parent's size.

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.testkit.management import Admin, World, make_node, node_token, seed
+from machine_agent_sandbox.testkit.node import joinable
 
 from bench.startup import run_once
 from bench.table import Row, sample
-from tests.integration.kube.conftest import Admin, World, make_node, node_token, seed
-from tests.joinable import joinable
 
 TICK = os.sysconf("SC_CLK_TCK")
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from agent.errors import Reason
-from agent.phases.base import Phase, PhaseContext, PhasePlan
+from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult
 from tests.phases_for_tests import FilesPhase
 
 
@@ -17,10 +16,10 @@ class SlowPhase(Phase):
     condition = "TimeSynchronized"
     success = Reason.TimeSynchronized
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> PhaseResult:
         ctx.progress("waiting for the slow thing")
         ctx.host.clock.sleep(float(os.environ.get("SLOW_SECONDS", "0")))
-        return {"slow": True}
+        return PhaseResult()
 
 
 if __name__ == "__main__":

@@ -5,21 +5,28 @@ and writes a second file. Also runnable as a script, for the crash test's child 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from agent.config import AgentConfig
 from agent.errors import Reason, TemporaryError
 from agent.host import Host
-from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
+from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, PhaseResult, file_change
 from agent.state import digest
 
 LOG = "/var/log/steps.log"
 
 
-class FilesPhase(Phase):
+@dataclass
+class FilesResult(PhaseResult):
+    files: int = 0
+
+
+class FilesPhase(PhaseOf[FilesResult]):
     name = "network"  # stands in for a real phase, so the config section exists
     condition = "NetworkReady"
     success = Reason.NetworkConfigured
+    Result = FilesResult
 
     def __init__(self, fail_times: int = 0) -> None:
         self.fail_times = fail_times
@@ -43,11 +50,11 @@ class FilesPhase(Phase):
             plan.changes.append(second)
         return plan
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> FilesResult:
         if self.fail_times > 0:
             self.fail_times -= 1
             raise TemporaryError("the world is not ready yet", reason=Reason.IPAMUnavailable)
-        return {"files": 2}
+        return FilesResult(files=2)
 
     def inputs(self, config: AgentConfig) -> Any:
         return "files-v1"

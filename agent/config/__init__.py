@@ -1,7 +1,7 @@
 """AgentConfig: model, validation, sources and their precedence."""
 
-from agent.config.model import API_VERSION, KIND, PHASES, AgentConfig, AgentSpec
+from agent.config.model import API_VERSION, KIND, AgentConfig, AgentSpec
 from agent.config.sources import LoadedConfig, default_sources, load_config
 
-__all__ = ["API_VERSION", "KIND", "PHASES", "AgentConfig", "AgentSpec", "LoadedConfig",
+__all__ = ["API_VERSION", "KIND", "AgentConfig", "AgentSpec", "LoadedConfig",
            "default_sources", "load_config"]

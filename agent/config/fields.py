@@ -14,7 +14,7 @@ import re
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NewType, TypeVar
 
 from agent.errors import FieldError
 from agent.logs import REDACT
@@ -25,6 +25,13 @@ Check = Callable[[Any], str | None]
 """A validity check: returns what is wrong (with its fix), or None."""
 
 _MISSING = dataclasses.MISSING
+
+PhaseName = NewType("PhaseName", str)
+"""A phase's name. Which names exist is the phase registry's (agent/phases/registry.py),
+above the configuration: it checks them once the configuration is loaded."""
+
+Problem = tuple[str, str, str | None]
+"""What a check above the model finds: (path, what is wrong, the fix or None)."""
 
 
 class Duration(float):
@@ -96,6 +103,7 @@ class Decoder:
 
     def decode(self, tp: Any, value: Any, path: str) -> Any:
         """The value decoded as `tp`, or `_MISSING` after recording why it is not."""
+        tp = getattr(tp, "__supertype__", tp)  # a NewType decodes as what it wraps
         origin = typing.get_origin(tp)
         if origin in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(tp) if a is not type(None)]

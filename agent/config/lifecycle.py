@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import checks
-from agent.config.fields import Duration, setting
+from agent.config.fields import Duration, PhaseName, setting
 
 Problem = tuple[str, str, str | None]
 
@@ -52,18 +52,18 @@ class OnDeleteSpec:
 class LifecycleSpec:
     on_delete: OnDeleteSpec = setting(
         "What the agent does when its Machine is being deleted.", factory=OnDeleteSpec)
-    reconfigure: list[Literal["network", "time"]] = setting(
+    reconfigure: list[PhaseName] | None = setting(
         "Phases planned and applied again when the Machine's AgentConfig (the ConfigMap "
-        "or Secret of its machine-agent.io/config annotation) changes; empty: changes "
-        "wait for the next boot. Join and cni are never redone on a running node.",
-        factory=lambda: ["network", "time"])
+        "or Secret of its machine-agent.io/config annotation) changes; unset: every phase "
+        "that can be (network and time); empty: changes wait for the next boot. Join and "
+        "cni are never redone on a running node.", default=None)
     watch: bool = setting(
         "Watch the Machine and its AgentConfig after the bootstrap (needs "
         "spec.management). Off: the daemon only waits to be stopped.", default=True)
 
     def validate(self) -> Iterator[Problem]:
         seen: set[str] = set()
-        for index, phase in enumerate(self.reconfigure):
+        for index, phase in enumerate(self.reconfigure or ()):
             if phase in seen:
                 yield (f"reconfigure[{index}]", f"{phase} is listed twice", "list it once")
             seen.add(phase)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from agent.config.cni import CNISpec
-from agent.config.fields import setting
+from agent.config.fields import PhaseName, setting
 from agent.config.identity import IdentitySpec
-from agent.config.ipam import IPAMSpec, Problem, plugin_problems
+from agent.config.ipam import IPAMSpec
 from agent.config.join import JoinSpec
 from agent.config.lifecycle import LifecycleSpec
 from agent.config.management import ManagementSpec
@@ -20,8 +19,6 @@ from agent.config.timesync import TimeSpec
 
 API_VERSION = "machine-agent.io/v1alpha1"
 KIND = "AgentConfig"
-PHASES = ("network", "time", "join", "cni")
-"""The phases, in the order they run."""
 
 
 @dataclass(frozen=True)
@@ -40,11 +37,10 @@ class AgentSpec:
     lifecycle: LifecycleSpec = setting(
         "What the daemon does after the bootstrap: Machine deletion, config changes.",
         factory=LifecycleSpec)
-    skip_phases: list[Literal["network", "time", "join", "cni"]] = setting(
-        "Phases never run on this node.", factory=list)
-
-    def validate(self) -> Iterator[Problem]:
-        yield from plugin_problems(self.ipam, self.network)
+    skip_phases: list[PhaseName] = setting("Phases never run on this node.", factory=list)
+    phases: dict[str, dict[str, Any]] = setting(
+        "Settings of phases installed as plugins (entry point group machine_agent.phases), "
+        "by phase name; each phase checks its own (`config validate` too).", factory=dict)
 
 
 @dataclass(frozen=True)

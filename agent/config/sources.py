@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import yaml
 
 from agent import __version__
-from agent.config.fields import Decoder, join_path
+from agent.config.fields import Decoder, Problem, join_path
 from agent.config.model import API_VERSION, KIND, AgentConfig
 from agent.errors import ConfigError, FieldError
 from agent.host import Host
@@ -236,13 +236,24 @@ def default_sources(extra_files: Iterable[str] = (), *,
             *(FileSource(f, required=True, outside_root=True) for f in extra_files)]
 
 
-def load_config(host: Host, sources: Iterable[Source]) -> LoadedConfig:
-    """Read, merge and validate; raises ConfigError listing every problem with its origin."""
+ConfigCheck = Callable[[dict[str, Any]], Iterable[Problem]]
+"""A check of the merged document by what knows more than the model (the phase
+registry, the installed IPAM plugins); it runs also when the document has other mistakes,
+so every error is listed at once. Its paths start at the document's root."""
+
+
+def load_config(host: Host, sources: Iterable[Source],
+                checks: Iterable[ConfigCheck] = ()) -> LoadedConfig:
+    """Read, merge and validate (the model's own checks, then `checks`); raises
+    ConfigError listing every problem with its origin."""
     errors: list[FieldError] = []
     fragments = [frag for source in sources for frag in source.fragments(host, errors)]
     document, origins = merge(fragments)
     decoder = Decoder()
     config = decoder.decode_object(AgentConfig, document, "")
+    for check in checks:
+        for path, message, hint in check(document):
+            decoder.fail(path, message, hint)
     shared = {f.origin for f in fragments if f.shared}
     warnings: list[FieldError] = []
     for e in decoder.errors:

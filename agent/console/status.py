@@ -219,6 +219,6 @@ def render(view: StatusView, fmt: str, *, long: bool = False,
 
 def condition_phases() -> dict[str, str]:
     """Condition type → phase name, from the phases themselves."""
-    from agent.phases import all_phases
+    from agent.phases import registry
 
-    return {p.condition: p.name for p in all_phases()}
+    return {p.condition: p.name for p in registry.load()}

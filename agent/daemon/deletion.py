@@ -17,7 +17,7 @@ v1beta2) v1beta1 condition `PreTerminateDeleteHookSucceeded` False with reason
 - the removal of the CNI configuration list the cni phase wrote;
 each reported as its own condition (hence an Event) on the Machine, then the summary
 `NodeCleanedUp`; then the daemon takes its annotation off and CAPI goes on. Every step is
-safe to repeat; the steps done are journaled (`Journal.extra["lifecycle"]`), so a restart
+safe to repeat; the steps done are journaled (section `lifecycle`, `DeleteRecord`), so a restart
 mid-way resumes after the last one, and a node whose Machine was cleaned up is not
 bootstrapped again by that Machine.
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import AgentConfig
@@ -47,11 +47,10 @@ from agent.ipam.release import release_all
 from agent.kube.client import Client, resource_path
 from agent.kube.machine import GROUP, MachineView
 from agent.report import Conditions
-from agent.state import Journal
+from agent.state import Journal, Section
 
 log = logging.getLogger(__name__)
 
-OWNER = "lifecycle"
 """The journal's `extra` key of the delete policy's record."""
 SUMMARY = "NodeCleanedUp"
 HOOK_PREFIX = "pre-terminate.delete.hook.machine.cluster.x-k8s.io"
@@ -73,6 +72,18 @@ class Step:
 
 
 @dataclass
+class DeleteRecord(Section):
+    """The delete policy's progress for one Machine, so a restart resumes it."""
+
+    KEY = "lifecycle"
+    machine: str = ""
+    """The Machine's UID."""
+    done: list[str] = field(default_factory=list)
+    """The steps done, by name."""
+    finished: bool = False
+
+
+@dataclass
 class DeletePolicy:
     host: Host
     config: AgentConfig
@@ -84,12 +95,13 @@ class DeletePolicy:
     ipam: PluginEnv
     """What the IPAM plugins that release the addresses may use."""
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> DeleteRecord:
         """This Machine's record, created on first use."""
-        rec = self.journal.extra.get(OWNER)
-        if not isinstance(rec, dict) or rec.get("machine") != self.machine_uid:
-            rec = {"machine": self.machine_uid, "done": [], "finished": False}
-            self.journal.extra[OWNER] = rec
+        rec = self.journal.section(DeleteRecord)
+        if rec.machine != self.machine_uid:
+            self.journal.drop(DeleteRecord)
+            rec = self.journal.section(DeleteRecord)
+            rec.machine = self.machine_uid
         return rec
 
     def run(self) -> AgentError | None:
@@ -102,7 +114,7 @@ class DeletePolicy:
             log.info("the Machine is being deleted; spec.lifecycle.onDelete.policy is "
                      "%s: the node is left as it is", spec.policy)
         for step in steps:
-            if step.name in rec["done"]:
+            if step.name in rec.done:
                 continue
             self.conditions.set(step.condition, "Unknown", Reason.InProgress, "running")
             self.publish(False)
@@ -120,11 +132,11 @@ class DeletePolicy:
                 self.publish(True)
                 return err
             log.info("on delete: %s: %s", step.name, message)
-            rec["done"].append(step.name)
+            rec.done.append(step.name)
             self.journal.save()
             self.conditions.set(step.condition, "True", step.success, message)
             self.publish(False)
-        rec["finished"] = True
+        rec.finished = True
         self.journal.save()
         done = ", ".join(s.condition for s in steps) or "nothing to undo (policy keep)"
         self.conditions.set(SUMMARY, "True", Reason.CleanedUp, f"done: {done}")
@@ -134,9 +146,8 @@ class DeletePolicy:
 
 def cleaned_up(journal: Journal, machine_uid: str) -> bool:
     """Whether the delete policy finished for this Machine (it must not bootstrap again)."""
-    rec = journal.extra.get(OWNER)
-    return isinstance(rec, dict) and rec.get("machine") == machine_uid and bool(
-        rec.get("finished"))
+    rec = journal.section(DeleteRecord)
+    return rec.machine == machine_uid and rec.finished
 
 
 # -- the pre-terminate hook --------------------------------------------------------------

@@ -9,14 +9,14 @@ What follows is for a bootstrapped node.
 The new configuration is loaded like at boot (local sources, the object on top) and
 validated; an invalid one is refused whole and the running one stays. A valid one is
 planned and applied by the orchestrator for the phases in spec.lifecycle.reconfigure
-only (network, time: join is never run again on a joined node, and cni follows from the
-join). Each phase applies as it does at boot (the network phase tries the change and
-rolls back to its snapshot when the node loses its gateway or management endpoint);
-when a phase fails with the new configuration, the previous configuration is applied
-again for it, and the phase's condition says it runs the previous configuration and why
-the change was refused. The outcome is the condition `AgentConfigApplied`; the summary
-condition (the readiness gate) is only recomputed once the change has stayed or been
-rolled back, so a refused change does not flap it.
+only (by default every phase that can be: network, time; join is never run again on a
+joined node, and cni follows from the join). Each phase applies as it does at boot (the
+network phase tries the change and rolls back to its snapshot when the node loses its
+gateway or management endpoint); when a phase fails with the new configuration, the
+previous configuration is applied again for it, and the phase's condition says it runs
+the previous configuration and why the change was refused. The outcome is the condition
+`AgentConfigApplied`; the summary condition (the readiness gate) is only recomputed once
+the change has stayed or been rolled back, so a refused change does not flap it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from agent.errors import ConfigError, Reason
 from agent.host import Host
 from agent.kube.machine import ManagementSource
 from agent.orchestrator import Orchestrator, RunResult
+from agent.phases.registry import reconfigurable
 from agent.report import SUMMARY
 from agent.session import Session
 
@@ -82,11 +83,10 @@ def reconfigure(host: Host, session: Session, source: ManagementSource | None,
                                f"{origin}: {err}")
         _publish(current)
         return session, current
-    names = [n for n in new.loaded.config.spec.lifecycle.reconfigure
-             if n not in new.loaded.config.spec.skip_phases]
+    orchestrator = orchestrator_for(new)
+    names = reconfigurable(new.loaded.config, orchestrator.phases)
     log.info("the configuration from %s changed: planning %s again", origin,
              ", ".join(names) or "nothing (spec.lifecycle.reconfigure is empty)")
-    orchestrator = orchestrator_for(new)
     # A trial: the summary condition (the Machine's readiness gate) is not recomputed
     # until the change has stayed or been rolled back, so a refused change never flips
     # NodeBootstrapped on a working node.

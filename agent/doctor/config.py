@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from agent.config import load_config
 from agent.config.sources import BAKED_FILE, DROP_IN_DIR, default_sources
 from agent.errors import AgentError, ConfigError
 from agent.phases.checks import Check, Doctor
+from agent.session import load
 from agent.state import Journal
 
 PHASE = "config"
@@ -28,7 +28,7 @@ def checks(doctor: Doctor) -> Iterator[Check]:
                 "" if found else f"bake the node's AgentConfig into {BAKED_FILE}",
                 {"files": found})
     try:
-        doctor.loaded = load_config(host, default_sources(extra))
+        doctor.loaded = load(host, default_sources(extra))
     except ConfigError as err:
         problems = [str(e) for e in err.errors]
         yield Check(PHASE, "valid", "fail",

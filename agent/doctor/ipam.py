@@ -15,8 +15,7 @@ from typing import Any
 from agent.errors import AgentError, Reason
 from agent.ipam.base import Allocation
 from agent.phases.checks import Check, Doctor, from_last_run
-from agent.phases.network.claims import claim_requests
-from agent.phases.network.claims import plugin as open_plugin
+from agent.phases.network import claim_requests, open_ipam_plugin
 
 PHASE = "ipam"
 REFUSED = (Reason.PoolExhausted, Reason.PoolNotFound, Reason.IPAMUnavailable,
@@ -40,7 +39,7 @@ def checks(doctor: Doctor) -> Iterator[Check]:
         name = ref.ref.plugin
         if name not in plugins:
             try:
-                plugins[name] = open_plugin(ctx, name)
+                plugins[name] = open_ipam_plugin(ctx, name)
             except AgentError as err:
                 plugins[name] = None
                 yield Check(PHASE, f"plugin:{name}", "fail", err.message, err.hint or "")

@@ -1,16 +1,15 @@
 """The journal and the reports: the journal readable and consistent (agent/state.py), the
 last conditions published, and whether they reached the Machine (the reporter keeps
-what is undelivered in Journal.extra["reports"], agent/kube/reporter.py)."""
+what is undelivered in the journal's section `reports`, agent/kube/reporter.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agent.config import PHASES
 from agent.errors import AgentError
 from agent.kube.client import resource_path
 from agent.kube.machine import GROUP
-from agent.kube.reporter import JOURNAL_KEY
+from agent.kube.reporter import Reports
 from agent.phases.checks import Check, Doctor
 from agent.report import SUMMARY, read_status
 from agent.state import JOURNAL, Journal
@@ -26,7 +25,7 @@ def checks(doctor: Doctor) -> Iterator[Check]:
     except AgentError as err:
         yield Check(PHASE, "journal", "fail", err.message, err.hint or MOVE_ASIDE)
         return
-    problems = list(_inconsistencies(journal))
+    problems = list(_inconsistencies(journal, tuple(p.name for p in doctor.phases)))
     if problems:
         yield Check(PHASE, "journal", "fail", "; ".join(problems), MOVE_ASIDE)
     else:
@@ -36,9 +35,9 @@ def checks(doctor: Doctor) -> Iterator[Check]:
     yield from _reports(doctor, journal)
 
 
-def _inconsistencies(journal: Journal) -> Iterator[str]:
+def _inconsistencies(journal: Journal, phases: tuple[str, ...]) -> Iterator[str]:
     for name, rec in journal.phases.items():
-        if name not in PHASES or rec.phase != name:
+        if name not in phases or rec.phase != name:
             yield f"unknown phase record {name!r}"
         if rec.state not in ("started", "completed", "failed"):
             yield f"{name}: unknown state {rec.state!r}"
@@ -48,9 +47,9 @@ def _inconsistencies(journal: Journal) -> Iterator[str]:
             yield f"{name}: failed without a reason"
         if not str(rec.digest).startswith("sha256:"):
             yield f"{name}: inputs digest {rec.digest!r} is not a sha256 digest"
-    done = [n for n in PHASES if (r := journal.phases.get(n)) and r.state == "completed"]
+    done = [n for n in phases if (r := journal.phases.get(n)) and r.state == "completed"]
     for later in done:
-        for earlier in PHASES[:PHASES.index(later)]:
+        for earlier in phases[:phases.index(later)]:
             before = journal.phases.get(earlier)
             if before is not None and before.state != "completed":
                 yield f"{later} completed although the earlier {earlier} is {before.state}"
@@ -84,27 +83,26 @@ def _conditions(doctor: Doctor) -> Iterator[Check]:
 
 
 def _reports(doctor: Doctor, journal: Journal) -> Iterator[Check]:
-    state = journal.extra.get(JOURNAL_KEY)
-    if not isinstance(state, dict):
+    if Reports.KEY not in journal.stored:
         if doctor.machine is not None and journal.phases:
             yield Check(PHASE, "reported", "warn", "no report to the Machine recorded",
                         "check spec.reporting")
         return
-    pending = bool(state.get("dirty")) or bool(state.get("events"))
-    recorded = state.get("conditions") or {}
-    if pending:
+    state = journal.section(Reports)
+    recorded = state.conditions
+    if state.pending:
         yield Check(PHASE, "reported", "warn",
-                    f"not yet delivered to Machine {state.get('machine')}: "
-                    f"{'conditions' if state.get('dirty') else ''}"
-                    f"{' and ' if state.get('dirty') and state.get('events') else ''}"
-                    f"{len(state.get('events') or [])} Event(s)"
-                    if state.get("events") else
-                    f"conditions not yet delivered to Machine {state.get('machine')}",
+                    f"not yet delivered to Machine {state.machine}: "
+                    f"{'conditions' if state.dirty else ''}"
+                    f"{' and ' if state.dirty and state.events else ''}"
+                    f"{len(state.events)} Event(s)"
+                    if state.events else
+                    f"conditions not yet delivered to Machine {state.machine}",
                     "the next run (or the running agent) delivers them once the "
                     "management cluster answers; see the management checks")
         return
     if doctor.client is None or doctor.machine is None:
-        yield Check(PHASE, "reported", "pass", f"delivered to Machine {state.get('machine')} "
+        yield Check(PHASE, "reported", "pass", f"delivered to Machine {state.machine} "
                     "(per the journal; the Machine was not read)")
         return
     view = doctor.machine
@@ -125,4 +123,4 @@ def _reports(doctor: Doctor, journal: Journal) -> Iterator[Check]:
                     "Machine's managedFields")
     else:
         yield Check(PHASE, "reported", "pass", f"{len(recorded)} condition(s) on Machine "
-                    f"{state.get('machine')} match the last report")
+                    f"{state.machine} match the last report")

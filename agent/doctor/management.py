@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent.config import load_config
 from agent.config.sources import default_sources
 from agent.errors import AgentError, ConfigError
 from agent.kube.claims import claim_key, claim_name
@@ -22,7 +21,8 @@ from agent.kube.machine import GROUP, MachineReader
 from agent.kube.rbac import capi_claims
 from agent.kube.readonly import read_only_client
 from agent.phases.checks import Check, Doctor, not_checked
-from agent.phases.join.token import token_checks
+from agent.phases.join import token_checks
+from agent.session import load
 
 PHASE = "management"
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -162,7 +162,7 @@ def _machine_config(doctor: Doctor) -> Iterator[Check]:
     source = doctor.machine.config
     local = list(doctor.files)
     try:
-        doctor.loaded = load_config(doctor.host, [*default_sources(local), source])
+        doctor.loaded = load(doctor.host, [*default_sources(local), source])
     except ConfigError as err:
         problems = [str(e) for e in err.errors]
         yield Check(PHASE, "machine-config", "fail",

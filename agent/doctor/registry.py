@@ -10,12 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.doctor import config, ipam, journal, management
+from agent.doctor.areas import AFTER_PHASES, BEFORE_PHASES
 from agent.host import Host, ReadOnlyHostError
+from agent.phases import registry
+from agent.phases.base import Phase
 from agent.phases.checks import Check, Doctor, log
-from agent.phases.cni import doctor as cni
-from agent.phases.join import doctor as join
-from agent.phases.network import doctor as network
-from agent.phases.time import doctor as time
 
 EXIT_PASS, EXIT_FAIL, EXIT_NOT_RUN = 0, 1, 2
 FORMAT = 1
@@ -28,18 +27,20 @@ class Area:
     checks: Callable[[Doctor], Iterator[Check]]
 
 
-AREAS = (
-    Area("config", config.checks),
-    Area("management", management.checks),
-    Area("network", network.checks),
-    Area("ipam", ipam.checks),
-    Area("time", time.checks),
-    Area("join", join.checks),
-    Area("cni", cni.checks),
-    Area("journal", journal.checks),
-)
-"""Later areas use what earlier ones found (the configuration, the Machine), so every
-area runs even when only one is shown."""
+OWN = {"config": config.checks, "management": management.checks, "ipam": ipam.checks,
+       "journal": journal.checks}
+"""The doctor's own areas (agent.doctor.areas orders them around the phases')."""
+
+
+def areas(phases: list[Phase] | None = None) -> list[Area]:
+    """Every area in the order they run: the doctor's own, and each phase's checks (what
+    the phase exports, `Phase.doctor_checks`) in pipeline order. Later areas use what
+    earlier ones found (the configuration, the Machine), so every area runs even when
+    only one is shown."""
+    listed = phases if phases is not None else registry.load()
+    return ([Area(name, OWN[name]) for name in BEFORE_PHASES]
+            + [Area(p.name, p.doctor_checks) for p in listed]
+            + [Area(name, OWN[name]) for name in AFTER_PHASES])
 
 
 @dataclass
@@ -61,15 +62,18 @@ class Diagnosis:
                 "errors": self.errors, "checks": [c.as_dict() for c in self.checks]}
 
 
-def diagnose(host: Host, files: Iterable[str] = (), phases: Iterable[str] = ()) -> Diagnosis:
+def diagnose(host: Host, files: Iterable[str] = (), phases: Iterable[str] = (), *,
+             listed: list[Phase] | None = None) -> Diagnosis:
     """Run every area against `host.read_only_view()`; keep the checks of `phases`
-    (default: all)."""
+    (default: all). `listed`: the phases (default: the registry's)."""
     wanted = set(phases)
     out = Diagnosis()
     scratch = tempfile.mkdtemp(prefix="machine-agent-doctor-")
-    doctor = Doctor(host.read_only_view(), list(files), Host(scratch))
+    listed = listed if listed is not None else registry.load()
+    doctor = Doctor(host.read_only_view(), list(files), Host(scratch),
+                    phases=listed)
     try:
-        for area in AREAS:
+        for area in areas(listed):
             found: list[Check] = []
             try:
                 found.extend(area.checks(doctor))

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from agent.config.fields import Decoder
-from agent.config.ipam import ENTRY_POINT_GROUP
 from agent.errors import AgentError, ConfigError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.kube.facts import MachineFacts
+
+ENTRY_POINT_GROUP = "machine_agent.ipam"
+"""Where IPAM plugins are registered (entry points); the name is the plugin's."""
 
 Family = Literal["ipv4", "ipv6"]
 
@@ -100,7 +102,7 @@ class PluginFactory(Protocol):
     `OPTIONS` is a dataclass of the plugin's settings, decoded from
     `spec.ipam.plugins.<name>` with the same validation as the rest of the config. An
     optional `check_pool(options, pool) -> str | None` refuses a pool name at config
-    time (agent.config.ipam.plugin_problems).
+    time (agent.ipam.settings.plugin_problems).
     """
 
     OPTIONS: type

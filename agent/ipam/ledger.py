@@ -1,4 +1,4 @@
-"""The node's own record of what it claimed, kept in the journal (`extra["ipam"]`).
+"""The node's own record of what it claimed, kept in the journal (its section `ipam`).
 
 Written right after each claim, before anything else can fail, so `machine-agent reset`
 can give back every address this node holds even when the network phase never finished.
@@ -6,13 +6,11 @@ can give back every address this node holds even when the network phase never fi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agent.ipam.base import Allocation, ClaimRequest
-from agent.state import Journal
-
-OWNER = "ipam"
+from agent.state import Journal, Section
 
 
 @dataclass(frozen=True)
@@ -38,20 +36,36 @@ class Held:
                    Allocation(**alloc))
 
 
+@dataclass
+class Ledger(Section):
+    """Every address this node holds, by claim key (as `Held.as_json` in the file)."""
+
+    KEY = "ipam"
+    held: dict[str, Held] = field(default_factory=dict)
+
+    def to_json(self) -> Any:
+        return {key: h.as_json() for key, h in self.held.items()}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Ledger:
+        return cls({key: Held.from_json(entry) for key, entry in doc.items()}
+                   if isinstance(doc, dict) else {})
+
+
 def record(journal: Journal, plugin: str, request: ClaimRequest, alloc: Allocation) -> None:
     """Remember `alloc` under its claim key (saved at once; unchanged entries are not
     rewritten)."""
-    entry = Held(plugin, request.claim_key, request.pool, request.interface, alloc).as_json()
-    held = journal.extra.setdefault(OWNER, {})
-    if held.get(request.claim_key) != entry:
-        held[request.claim_key] = entry
+    entry = Held(plugin, request.claim_key, request.pool, request.interface, alloc)
+    ledger = journal.section(Ledger)
+    if ledger.held.get(request.claim_key) != entry:
+        ledger.held[request.claim_key] = entry
         journal.save()
 
 
 def held(journal: Journal) -> list[Held]:
-    return [Held.from_json(doc) for _, doc in sorted(journal.extra.get(OWNER, {}).items())]
+    return [h for _, h in sorted(journal.section(Ledger).held.items())]
 
 
 def forget(journal: Journal, claim_key: str) -> None:
-    journal.extra.get(OWNER, {}).pop(claim_key, None)
+    journal.section(Ledger).held.pop(claim_key, None)
     journal.save()

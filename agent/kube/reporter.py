@@ -2,7 +2,7 @@
 
 `MachineReporter.publish` is an agent.report Reporter. Every call records the latest
 state of each condition (coalesced: only the newest per type) and the Events of new
-transitions in the journal (`Journal.extra["reports"]`), so nothing is lost while the
+transitions in the journal (its section `reports`, `Reports`), so nothing is lost while the
 management cluster is unreachable or across an agent restart; then it delivers:
 - `status.conditions` by server-side apply on `/status` under field manager
   `machine-agent` (on v1beta1, `status.v1beta2.conditions`). Apply merges `listType=map`
@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent.errors import AgentError
@@ -31,11 +32,10 @@ from agent.kube.errors import AlreadyExists, Unauthorized
 from agent.kube.events import clip, events_path, transition_event
 from agent.kube.machine import GROUP, MachineView
 from agent.retry import Backoff
-from agent.state import Journal
+from agent.state import Journal, Section
 
 log = logging.getLogger(__name__)
 
-JOURNAL_KEY = "reports"
 MAX_MESSAGE_BYTES = 10240
 """Within v1beta1's limit, so the message fits either API version."""
 DELIVERY_BACKOFF = Backoff(base=1.0, cap=30.0, attempts=8)
@@ -54,6 +54,29 @@ class ConditionLike(Protocol):
     def message(self) -> str: ...
     @property
     def last_transition_time(self) -> str: ...
+
+
+@dataclass
+class Reports(Section):
+    """What was reported to the Machine and what is not delivered yet, kept in the
+    journal so a restart or an unreachable cluster loses nothing."""
+
+    KEY = "reports"
+    machine: str = ""
+    """`namespace/name` of the Machine reported to."""
+    conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The conditions as last recorded, by type (the objects sent)."""
+    dirty: bool = False
+    """Whether `conditions` is not delivered yet."""
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """Events not created yet, oldest first."""
+    evented: dict[str, str] = field(default_factory=dict)
+    """`status:reason` last evented, by condition type."""
+
+    @property
+    def pending(self) -> bool:
+        """Whether something is not delivered yet."""
+        return self.dirty or bool(self.events)
 
 
 class MachineReporter:
@@ -84,17 +107,17 @@ class MachineReporter:
         self._unauthorized = False
         """Set by a 401: this process's credentials will not be accepted again."""
         key = f"{machine.facts.namespace}/{machine.facts.name}"
-        state = journal.extra.get(JOURNAL_KEY)
-        if not isinstance(state, dict) or state.get("machine") != key:
-            state = {"machine": key, "conditions": {}, "dirty": False, "events": [],
-                     "evented": {}}
-            journal.extra[JOURNAL_KEY] = state
-        self.state: dict[str, Any] = state
+        state = journal.section(Reports)
+        if state.machine != key:
+            journal.drop(Reports)
+            state = journal.section(Reports)
+            state.machine = key
+        self.state = state
 
     @property
     def pending(self) -> bool:
         """Whether something is not delivered yet."""
-        return bool(self.state["dirty"] or self.state["events"])
+        return self.state.pending
 
     def publish(self, conditions: Sequence[ConditionLike], final: bool) -> None:
         with self._lock:
@@ -135,14 +158,14 @@ class MachineReporter:
                      "message": clip(c.message, MAX_MESSAGE_BYTES),
                      "lastTransitionTime": c.last_transition_time,
                      "observedGeneration": self.machine.generation}
-            if state["conditions"].get(c.type) != entry:
-                state["conditions"][c.type] = entry
-                state["dirty"] = state["dirty"] or self.send_conditions
+            if state.conditions.get(c.type) != entry:
+                state.conditions[c.type] = entry
+                state.dirty = state.dirty or self.send_conditions
             mark = f"{c.status}:{c.reason}"
-            if c.status != "Unknown" and state["evented"].get(c.type) != mark:
-                state["evented"][c.type] = mark
+            if c.status != "Unknown" and state.evented.get(c.type) != mark:
+                state.evented[c.type] = mark
                 if self.send_events:
-                    state["events"].append(transition_event(self.machine, entry))
+                    state.events.append(transition_event(self.machine, entry))
 
     # -- delivery ---------------------------------------------------------------------
 
@@ -182,22 +205,22 @@ class MachineReporter:
         if self.pending and self.keep_trying and self._failures:
             log.warning("the final status is not delivered to Machine %s yet; it is kept "
                         "in the journal and retried in the background",
-                        self.state["machine"])
+                        self.state.machine)
             self._deliver_soon()
         elif self.pending:
             log.error("the final status could not be delivered to Machine %s; it is kept "
-                      "in the journal and sent by the next run", self.state["machine"])
+                      "in the journal and sent by the next run", self.state.machine)
 
     def _try_deliver(self, permanent_stops: bool = False) -> bool:
         """One attempt at everything pending (each request tried once); True if done."""
         self._last_send = self.clock.monotonic()
         try:
-            if self.state["dirty"]:
+            if self.state.dirty:
                 self._apply_status()
-                self.state["dirty"] = False
-            while self.state["events"]:
-                self._create_event(self.state["events"][0])
-                self.state["events"].pop(0)
+                self.state.dirty = False
+            while self.state.events:
+                self._create_event(self.state.events[0])
+                self.state.events.pop(0)
         except AgentError as err:
             if err.temporary:
                 self._failures += 1
@@ -232,7 +255,7 @@ class MachineReporter:
 
     def _apply_status(self) -> None:
         facts = self.machine.facts
-        conditions = sorted(self.state["conditions"].values(), key=lambda c: c["type"])
+        conditions = sorted(self.state.conditions.values(), key=lambda c: c["type"])
         if self.machine.version == "v1beta1":
             # v1beta1's own status.conditions has no list-map keys (an apply would replace
             # it whole); the v1beta2-shaped conditions live under status.v1beta2.

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     import requests
 
 FIELD_MANAGER = "machine-agent"
+KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
+"""The kubelet's kubeconfig, written by kubeadm join: the joined node's credentials to
+its workload cluster (the join phase writes it, the cni phase reads the Node with it)."""
 CREDENTIALS_DIR = "/run/machine-agent/workload"
 TIMEOUT = 30.0
 

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from agent import records
 from agent.config import AgentConfig
-from agent.config.fields import encode
-from agent.errors import Reason
+from agent.config.fields import Decoder, Problem, encode
+from agent.errors import ConfigError, Reason
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.state import Journal
+
+if TYPE_CHECKING:
+    from agent.phases.checks import Check, Doctor
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,48 @@ class PhasePlan:
         return not self.changes and not self.notes
 
 
+@dataclass
+class PhaseResult:
+    """Base of what a phase proved (each phase's own dataclass, in its folder): journaled
+    as JSON (agent/records.py), read back for later phases, `status` and the condition;
+    every field has a default, so a journal an earlier version wrote is read too. The
+    facts below are what later phases may use without knowing which phase established
+    them (phases never import each other)."""
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = records.to_json(self)
+        return doc
+
+    @classmethod
+    def from_json(cls: type[R], doc: dict[str, Any]) -> R:
+        return records.from_json(cls, doc)
+
+    def node_addresses(self) -> dict[str, list[str]]:
+        """Addresses this phase put on the node's links: link → `address/prefix`."""
+        return {}
+
+    def node_name(self) -> str | None:
+        """The Node this machine registered as, once known."""
+        return None
+
+
+R = TypeVar("R", bound=PhaseResult)
+
+
+class Results(dict[str, PhaseResult]):
+    """What earlier phases proved, by phase name, and the facts they established."""
+
+    def node_addresses(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for result in self.values():
+            for link, addresses in result.node_addresses().items():
+                out.setdefault(link, []).extend(addresses)
+        return out
+
+    def node_name(self) -> str | None:
+        return next((n for r in self.values() if (n := r.node_name())), None)
+
+
 class Progress(Protocol):
     def __call__(self, message: str, reason: Reason = Reason.InProgress) -> None:
         """Say what a long wait is waiting for, under `reason` (e.g. TimeSynchronizing)."""
@@ -61,8 +107,8 @@ class PhaseContext:
     config: AgentConfig
     host: Host
     journal: Journal
-    results: dict[str, dict[str, Any]]
-    """What earlier phases produced, by phase name."""
+    results: Results
+    """What earlier phases proved, by phase name."""
     progress: Progress
     """Say what a long wait is waiting for; reaches the log and the phase's condition."""
     log: logging.Logger
@@ -75,17 +121,67 @@ class PhaseContext:
     """The management-cluster client (e.g. for IPAM claims); None without one."""
 
 
-class Phase:
-    """Base of the phases. Subclasses set the class attributes and override `plan`."""
+class PhaseOf(Generic[R]):
+    """Base of the phases, whose result is an `R`. Subclasses set the class attributes
+    and override `plan` (and `verify`, returning their result).
+
+    A phase is listed once, in agent/phases/registry.py (or, from another package, in
+    the entry point group it names); everything else learns the phases from there."""
 
     name: ClassVar[str]
     condition: ClassVar[str]
     """Condition type on the Machine, e.g. `NetworkReady`."""
-    success: ClassVar[Reason]
+    success: ClassVar[Reason] = Reason.Completed
+    """The condition's reason on success; a built-in phase has its own in errors.py."""
+    after: ClassVar[str] = ""
+    """For a phase added as a plugin: the phase it runs after (empty: after the built-in
+    ones). The built-in phases run in the registry's order."""
+    reconfigurable: ClassVar[bool] = False
+    """Whether the daemon may apply it again on a running node when the configuration
+    changes (spec.lifecycle.reconfigure)."""
+    also_reports: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """Further conditions the phase sets (`reported`), with what each means (the docs)."""
+    Settings: ClassVar[type | None] = None
+    """For a phase added as a plugin: the dataclass of its settings, spec.phases.<name>.
+    A built-in phase's settings are its own section of AgentSpec, spec.<name>."""
+    Result: type[Any] = PhaseResult
+    """The dataclass of what the phase proves (`verify`): R, a PhaseResult. (A class
+    attribute cannot be typed with R; `result_from` and `verify` are.)"""
+
+    def result_from(self, doc: dict[str, Any]) -> R:
+        """The result as the journal holds it (also one an earlier version wrote)."""
+        result: R = self.Result.from_json(doc)
+        return result
+
+    def section(self, config: AgentConfig) -> Any:
+        """This phase's settings: spec.<name>, or a plugin's decoded spec.phases.<name>
+        (None for a plugin that takes none)."""
+        if self.Settings is None:
+            return getattr(config.spec, self.name, None)
+        decoder = Decoder()
+        settings = decoder.decode(self.Settings, config.spec.phases.get(self.name, {}),
+                                  f"spec.phases.{self.name}")
+        if decoder.errors:  # checked when the configuration was loaded: not reached
+            raise ConfigError(decoder.errors)
+        return settings
+
+    def settings_problems(self, raw: dict[str, Any]) -> Iterator[Problem]:
+        """What is wrong with a plugin's spec.phases.<name> (checked at load time)."""
+        if self.Settings is None:
+            return
+        decoder = Decoder()
+        decoder.decode(self.Settings, raw, f"spec.phases.{self.name}")
+        for err in decoder.errors:
+            yield err.path, err.message, err.hint
 
     def inputs(self, config: AgentConfig) -> Any:
         """What the phase depends on; a completed phase with unchanged inputs is skipped."""
-        return encode(getattr(config.spec, self.name), redact_secrets=False)
+        return encode(self.section(config), redact_secrets=False)
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        """`machine-agent doctor`'s read-only checks of this phase (its area is the
+        phase's name); what the doctor knows of a phase is this and the class."""
+        return iter(())
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         """What would change. Pure: `ctx.host` is read-only here."""
@@ -110,30 +206,35 @@ class Phase:
             change.action(ctx.host)
             ctx.journal.step_done(self.name, change.key)
 
-    def still_holds(self, ctx: PhaseContext, result: dict[str, Any]) -> bool:
+    def still_holds(self, ctx: PhaseContext, result: R) -> bool:
         """Whether the node still shows what the phase completed with `result`, asked
         before a phase with unchanged inputs is skipped as up to date (a node changed by
         hand is applied again). Local and cheap: a re-run's cost is benchmarked."""
         return True
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> R:
         """Prove the result; raise an AgentError if it does not hold. Returns the result
         journaled for later phases and `status`."""
-        return {}
+        result: R = self.Result()
+        return result
 
-    def reason(self, result: dict[str, Any]) -> Reason:
+    def reason(self, result: R) -> Reason:
         """The condition reason on success; a phase that completed with a warning (e.g.
         time not synchronised but spec.time.onTimeout is warn) names the warning here."""
         return self.success
 
-    def message(self, result: dict[str, Any]) -> str:
+    def message(self, result: R) -> str:
         """The condition message on success."""
         return f"{self.name} phase completed"
 
-    def reported(self, result: dict[str, Any]) -> list[tuple[str, Reason, str]]:
+    def reported(self, result: R) -> list[tuple[str, Reason, str]]:
         """Further True conditions (type, reason, message) the result establishes, set
         with the phase's own on success."""
         return []
+
+
+Phase = PhaseOf[Any]
+"""Any phase, whatever its result (the orchestrator, the registry, the doctor)."""
 
 
 def file_change(host: Host, path: str, content: str, *, mode: int = 0o644) -> Change | None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import REASONS, Reason
 from agent.host import Host
-from agent.phases.base import PhaseContext
+from agent.phases.base import Phase, PhaseContext, Results
 from agent.state import Journal, PhaseRecord
 
 if TYPE_CHECKING:
@@ -78,6 +78,8 @@ class Doctor:
     machine: MachineView | None = None
     management_problem: str | None = None
     """Why the management cluster could not be used, for the checks that need it."""
+    phases: list[Phase] = field(default_factory=list)
+    """The phases in pipeline order (the registry's)."""
 
     @property
     def config(self) -> AgentConfig | None:
@@ -95,8 +97,9 @@ class Doctor:
         """A PhaseContext as the orchestrator gives `plan`: the read-only host."""
         assert self.loaded is not None
         journal = self.journal if self.journal is not None else Journal(self.host)
-        results = {name: rec.result for name, rec in journal.phases.items()
-                   if rec.state == "completed"}
+        results = Results({p.name: p.result_from(rec.result) for p in self.phases
+                           if (rec := journal.phases.get(p.name)) is not None
+                           and rec.state == "completed"})
         return PhaseContext(self.loaded.config, self.host, journal, results, _progress, log,
                             self.machine.facts if self.machine else None,
                             management=self.client)

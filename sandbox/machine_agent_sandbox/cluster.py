@@ -12,7 +12,6 @@ exactly the shipped node RBAC.
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import socket
@@ -36,6 +35,7 @@ from machine_agent_sandbox.netns import (
     WORKLOAD_ADDRESS,
     WORKLOAD_PORT,
 )
+from machine_agent_sandbox.testkit.bootstrap import TOKEN, bootstrap_secret, cloud_config
 
 Obj = dict[str, Any]
 NAMESPACE, CLUSTER, POOL = "demo", "demo", "demo-pool"
@@ -43,9 +43,6 @@ POOL_RANGE = "192.0.2.10-192.0.2.200"
 CAPI = "cluster.x-k8s.io/v1beta2"
 IPAM = "ipam.cluster.x-k8s.io"
 START_WAIT = 20.0
-CA_HASH = "sha256:" + "5e" * 32
-"""The workload cluster CA's pin in the bootstrap data (the kubeadm stand-in's world)."""
-TOKEN = "abcdef.0123456789abcdef"
 TOKEN_SECONDS = 3600
 """Lifetime of a node's ServiceAccount token (TokenRequest)."""
 
@@ -233,12 +230,9 @@ def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKE
                        "message": "waiting for the node",
                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
                content_type="application/apply-patch+yaml")
-    admin.create(f"/api/v1/namespaces/{admin.ns}/secrets", {
-        "apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
-        "metadata": {"name": secret, "namespace": admin.ns,
-                     "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
-        "data": {"value": _b64(cloud_config(endpoint, token)),
-                 "format": _b64("cloud-config")}})
+    admin.create(f"/api/v1/namespaces/{admin.ns}/secrets", bootstrap_secret(
+        admin.ns, secret, cloud_config(endpoint, token, node_ip=None),
+        labels={"cluster.x-k8s.io/cluster-name": CLUSTER}))
     account = f"machine-agent-{machine}"
     rbac = render_node_rbac(NodeIdentity(admin.ns, machine, CLUSTER, secret, account,
                                          machine_uid=created["metadata"]["uid"],
@@ -254,29 +248,3 @@ def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKE
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"expirationSeconds": TOKEN_SECONDS}})
     return str(issued["status"]["token"])
-
-
-def cloud_config(endpoint: str, token: str) -> str:
-    """Bootstrap data shaped as CABPK writes it (cluster-api bootstrap/kubeadm/internal/
-    cloudinit/node.go: the JoinConfiguration file, the placeholder, the join runcmd)."""
-    join = (f"---\napiVersion: kubeadm.k8s.io/v1beta4\ndiscovery:\n  bootstrapToken:\n"
-            f"    apiServerEndpoint: {endpoint}\n    caCertHashes:\n    - {CA_HASH}\n"
-            f"    token: {token}\nkind: JoinConfiguration\nnodeRegistration:\n"
-            "  name: '{{ ds.meta_data.local_hostname }}'\n")
-    doc = {
-        "write_files": [
-            {"path": "/run/kubeadm/kubeadm-join-config.yaml", "owner": "root:root",
-             "permissions": "0640", "content": join},
-            {"path": "/run/cluster-api/placeholder", "owner": "root:root",
-             "permissions": "0640", "content": "This placeholder file is used to create "
-                                               "the /run/cluster-api sub directory"},
-        ],
-        "runcmd": ["kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && "
-                   "echo success > /run/cluster-api/bootstrap-success.complete"],
-    }
-    return "## template: jinja\n#cloud-config\n\n" + yaml.safe_dump(doc, sort_keys=False,
-                                                                      width=10000)
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()

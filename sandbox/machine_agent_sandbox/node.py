@@ -20,7 +20,7 @@ import yaml
 
 from machine_agent_sandbox.chrony import Client
 from machine_agent_sandbox.cleanup import Registry
-from machine_agent_sandbox.cluster import CA_HASH, POOL, Admin
+from machine_agent_sandbox.cluster import POOL, Admin
 from machine_agent_sandbox.kubeadm_standin import install
 from machine_agent_sandbox.netns import (
     DATA_LINK,
@@ -29,6 +29,7 @@ from machine_agent_sandbox.netns import (
     MANAGEMENT_PORT,
     static_address,
 )
+from machine_agent_sandbox.testkit.bootstrap import CA_HASH
 
 HEALTHY_PROC = {
     "/proc/swaps": "Filename\tType\tSize\tUsed\tPriority\n",

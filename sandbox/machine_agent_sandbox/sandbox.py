@@ -21,8 +21,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from agent.config.cni import CNISpec
-from agent.config.ipam import ENTRY_POINT_GROUP
 from agent.errors import PermanentError
+from agent.ipam.base import ENTRY_POINT_GROUP
 from machine_agent_sandbox.chrony import start_server
 from machine_agent_sandbox.cleanup import Registry, leftovers
 from machine_agent_sandbox.cluster import (

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import PHASES
+from agent.phases import registry
 
 REPO = Path(__file__).parents[2]
 GUEST = Path(__file__).parent / "guest"
@@ -171,7 +171,7 @@ def test_the_phases_ran_in_order_each_condition_true(console: list[str]) -> None
             for kind in ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady")
             if msg.startswith(f"{kind} True ")]
     assert done == ["NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady"]
-    assert len(done) == len(PHASES)
+    assert len(done) == len(registry.names())
     said = report(console)
     for kind in ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady"):
         assert any(line.startswith(f"{kind} True ") for line in said), (kind, said)

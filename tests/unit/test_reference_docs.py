@@ -5,22 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.config.reference import configuration, troubleshooting
 from agent.errors import Reason
+from agent.reference import configuration, troubleshooting
 
 DOCS = Path(__file__).parents[2] / "docs"
 
 
 def test_configuration_reference_is_generated_from_the_model() -> None:
     assert (DOCS / "configuration.md").read_text() == configuration(), \
-        "docs/configuration.md is stale: python -m agent.config.reference > " \
+        "docs/configuration.md is stale: python -m agent.reference > " \
         "docs/configuration.md"
 
 
 def test_troubleshooting_lists_every_reason_and_is_generated() -> None:
     text = (DOCS / "troubleshooting.md").read_text()
     assert text == troubleshooting(), "docs/troubleshooting.md is stale: python -m " \
-        "agent.config.reference --reasons > docs/troubleshooting.md"
+        "agent.reference --reasons > docs/troubleshooting.md"
     for reason in Reason:
         assert f"`{reason.value}` |" in text
 

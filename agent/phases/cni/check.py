@@ -26,6 +26,7 @@ from agent.config.cni import CheckSpec
 from agent.errors import PermanentError, Reason
 from agent.host import Host
 from agent.phases.cni.conflist import IPRange
+from agent.phases.cni.result import Proof
 
 IFNAME = "eth0"
 PREFIX = "ma-cni-check-"
@@ -53,7 +54,7 @@ class Sandbox:
 
 
 def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
-          ranges: list[IPRange]) -> dict[str, Any]:
+          ranges: list[IPRange]) -> Proof:
     """Run ADD, CHECK and DEL of the list against a throwaway namespace; the pod's address
     must come from one of `ranges` (when the list has host-local ranges)."""
     for left in _leftovers(host, spec):
@@ -90,7 +91,7 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
     finally:
         host.run(["ip", "netns", "delete", box.netns], check=False)
         host.remove_tree(box.data_dir)
-    return {"commands": commands, "address": address, "namespace": box.netns}
+    return Proof(commands, address, box.netns)
 
 
 def _leftovers(host: Host, spec: CheckSpec) -> list[str]:

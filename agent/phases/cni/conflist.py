@@ -214,18 +214,17 @@ def _one_range(rng: dict[str, Any], where: str, found: Findings) -> None:
     found.ranges.append(IPRange(where, subnet, start, end, bounds["gateway"]))
 
 
-def node_networks(config: AgentConfig, results: dict[str, dict[str, Any]]
+def node_networks(config: AgentConfig, applied: dict[str, list[str]]
                   ) -> list[tuple[str, Network]]:
-    """The node's own networks: static addresses in spec.network, and what the network
-    phase applied (its result's `addresses`: interface → `address/prefix` strings, which
-    includes addresses claimed from IPAM)."""
+    """The node's own networks: static addresses in spec.network, and the addresses
+    earlier phases put on the node's links (`applied`: interface → `address/prefix`
+    strings; the network phase's include addresses claimed from IPAM)."""
     out: list[tuple[str, Network]] = []
     for i, iface in enumerate(config.spec.network.interfaces):
         for j, addr in enumerate(iface.addresses):
             if addr.static is not None:
                 out.append((f"spec.network.interfaces[{i}].addresses[{j}]",
                             ipaddress.ip_interface(addr.static).network))
-    applied = (results.get("network") or {}).get("addresses") or {}
     for link, addresses in sorted(applied.items()):
         for text in addresses:
             try:

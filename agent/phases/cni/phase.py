@@ -5,12 +5,13 @@ applied to the workload cluster until this Node is Ready."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason
 from agent.host import Host
-from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
+from agent.kube.workload import KUBELET_CONF
+from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.cni.check import prove
 from agent.phases.cni.conflist import (
     ConflistError,
@@ -29,12 +30,12 @@ from agent.phases.cni.manifest import (
     load_manifest,
     wait_node_ready,
 )
-from agent.phases.join.managed import KUBELET_CONF
+from agent.phases.cni.result import CNIRecord, CNIResult, ManifestDecision
 from agent.report import NODE_READY
 from agent.state import digest
 
-APPLIED = "manifestApplied"
-"""Journal key (extra["cni"]): the sha256 of the manifest this node applied."""
+if TYPE_CHECKING:
+    from agent.phases.checks import Check, Doctor
 
 ClusterFactory = Callable[[Host, str], WorkloadCluster]
 """Builds the workload-cluster client from (host, kubeconfig path)."""
@@ -48,10 +49,18 @@ def _kubeconfig_cluster(host: Host, kubeconfig: str) -> WorkloadCluster:
                                           "fix spec.cni.manifest.kubeconfig")
 
 
-class CNIPhase(Phase):
+class CNIPhase(PhaseOf[CNIResult]):
     name = "cni"
     condition = "CNIReady"
     success = Reason.CNIInstalled
+    Result = CNIResult
+    also_reports = ((NODE_READY, "the Node's Ready condition on the workload cluster, set "
+                                 "once it is True"),)
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.cni.doctor import checks  # it imports this module
+
+        return checks(doctor)
 
     def __init__(self, cluster: ClusterFactory = _kubeconfig_cluster) -> None:
         self.cluster = cluster
@@ -86,7 +95,7 @@ class CNIPhase(Phase):
                 for obj in manifest.objects:
                     cluster.apply(obj)
                     h.record_effect(f"apply {obj['kind']} {obj['metadata']['name']}")
-                journal.extra.setdefault("cni", {})[APPLIED] = manifest.sha256
+                journal.section(CNIRecord).manifest_applied = manifest.sha256
                 journal.save()
 
             plan.changes.append(Change(
@@ -101,7 +110,8 @@ class CNIPhase(Phase):
         present = {n for n in ctx.host.list_dir(spec.bin_dir)
                    if ctx.host.is_executable(f"{spec.bin_dir}/{n}")}
         found = examine(doc, spec.bin_dir, present | coming,
-                        node_networks(ctx.config, ctx.results), live_addresses(ctx.host))
+                        node_networks(ctx.config, ctx.results.node_addresses()),
+                        live_addresses(ctx.host))
         if found.problems:
             what = "nothing was written" if before_writing else "the written list is wrong"
             hints = []
@@ -120,22 +130,22 @@ class CNIPhase(Phase):
                 hint="; ".join(hints) or "fix spec.cni.conflist")
         return found
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> CNIResult:
         spec = ctx.config.spec.cni
-        result: dict[str, Any] = {"binDir": spec.bin_dir}
+        result = CNIResult(bin_dir=spec.bin_dir)
         if spec.conflist is not None:
             path = f"{spec.conf_dir}/{spec.conflist.file_name}"
             text = ctx.host.read_text(path) or "{}"
             doc = json.loads(text)
             found = self._examine(ctx, doc, set(), before_writing=False)
-            result.update(conflist=path, network=doc["name"],
-                          plugins=sorted({t for _, t in plugin_types(doc)}),
-                          conflistDigest=digest(text))
+            result.conflist, result.network = path, doc["name"]
+            result.plugins = sorted({t for _, t in plugin_types(doc)})
+            result.conflist_digest = digest(text)
             if spec.check.enabled:
-                result["check"] = prove(ctx.host, doc, spec.bin_dir, spec.check, found.ranges)
+                result.check = prove(ctx.host, doc, spec.bin_dir, spec.check, found.ranges)
         decision = _decision(ctx)
         if decision is not None:
-            result["manifest"] = {"applied": decision.apply, "why": decision.why}
+            result.manifest = ManifestDecision(decision.apply, decision.why)
         if spec.manifest is not None and decision is not None and decision.apply:
             node = spec.manifest.node_name or self._node_name(ctx)
             wait = (spec.manifest.kubeconfig, spec.manifest.ready_timeout,
@@ -149,28 +159,26 @@ class CNIPhase(Phase):
         kubeconfig, timeout, since = wait
         state = wait_node_ready(self.cluster(ctx.host, kubeconfig), node, float(timeout),
                                 ctx.host, ctx.progress, since)
-        result.update(node=node, nodeReady=True, nodeReadyReason=state.reason,
-                      nodeReadyMessage=state.message)
+        result.node, result.node_ready = node, True
+        result.node_ready_reason, result.node_ready_message = state.reason, state.message
         return result
 
-    def still_holds(self, ctx: PhaseContext, result: dict[str, Any]) -> bool:
+    def still_holds(self, ctx: PhaseContext, result: CNIResult) -> bool:
         """The list is as written and every plugin it runs is still an executable in
         binDir: local reads, no download, no proof run again."""
-        path, bin_dir = result.get("conflist"), result.get("binDir")
+        path, bin_dir = result.conflist, result.bin_dir
         if path is None:
             return True
         text = ctx.host.read_text(path)
-        if text is None or digest(text) != result.get("conflistDigest"):
+        if text is None or digest(text) != result.conflist_digest:
             return False
-        return all(ctx.host.is_executable(f"{bin_dir}/{name}")
-                   for name in result.get("plugins", []))
+        return all(ctx.host.is_executable(f"{bin_dir}/{name}") for name in result.plugins)
 
     @staticmethod
     def _node_name(ctx: PhaseContext) -> str:
-        join = ctx.results.get("join") or {}
-        joined = join.get("nodeRegistered") or join.get("node")
+        joined = ctx.results.node_name()
         if joined:
-            return str(joined)
+            return joined
         hostname = (ctx.host.read_text("/etc/hostname") or "").strip().lower()
         if not hostname:
             raise PermanentError("cannot tell which Node to wait for: no join result and "
@@ -178,30 +186,29 @@ class CNIPhase(Phase):
                                  hint="set spec.cni.manifest.nodeName")
         return hostname
 
-    def message(self, result: dict[str, Any]) -> str:
+    def message(self, result: CNIResult) -> str:
         parts = []
-        if "conflist" in result:
-            parts.append(f"network {result['network']} in {result['conflist']}")
-        check = result.get("check")
+        if result.conflist is not None:
+            parts.append(f"network {result.network} in {result.conflist}")
+        check = result.check
         if check:
-            parts.append(f"proved with {'/'.join(check['commands'])} "
-                         f"(pod got {check['address']})")
-        elif "conflist" in result:
+            parts.append(f"proved with {'/'.join(check.commands)} (pod got {check.address})")
+        elif result.conflist is not None:
             parts.append("not proved: spec.cni.check.enabled is false")
-        if result.get("nodeReady"):
-            parts.append(f"Node {result['node']} is Ready")
-        manifest = result.get("manifest")
-        if manifest and not manifest["applied"]:
-            parts.append(f"CNI manifest not applied here ({manifest['why']})")
+        if result.node_ready:
+            parts.append(f"Node {result.node} is Ready")
+        manifest = result.manifest
+        if manifest and not manifest.applied:
+            parts.append(f"CNI manifest not applied here ({manifest.why})")
         return "; ".join(parts) or "no CNI configuration list to write (spec.cni.conflist unset)"
 
-    def reported(self, result: dict[str, Any]) -> list[tuple[str, Reason, str]]:
+    def reported(self, result: CNIResult) -> list[tuple[str, Reason, str]]:
         """The Node's Ready condition, once True, as the kubelet put it."""
-        if not result.get("nodeReady"):
+        if not result.node_ready:
             return []
-        why = result.get("nodeReadyReason") or str(Reason.KubeletReady)
-        text = result.get("nodeReadyMessage") or "Ready"
-        return [(NODE_READY, Reason.KubeletReady, f"Node {result['node']} is Ready ({why}): "
+        why = result.node_ready_reason or str(Reason.KubeletReady)
+        text = result.node_ready_message or "Ready"
+        return [(NODE_READY, Reason.KubeletReady, f"Node {result.node} is Ready ({why}): "
                                                   f"{text}")]
 
 
@@ -231,5 +238,5 @@ def _decision(ctx: PhaseContext) -> Decision | None:
     spec = ctx.config.spec.cni.manifest
     if spec is None:
         return None
-    applied = bool(ctx.journal.extra.get("cni", {}).get(APPLIED))
+    applied = bool(ctx.journal.section(CNIRecord).manifest_applied)
     return decide(spec, ctx.machine, applied)

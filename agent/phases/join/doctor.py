@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from agent.errors import AgentError
+from agent.kube.workload import KUBELET_CONF
 from agent.phases.checks import Check, Doctor, from_last_run, not_checked
-from agent.phases.join.managed import KUBELET_CONF, node_state
+from agent.phases.join.managed import node_state
 from agent.phases.join.preflight import PreflightInputs, is_ignored, preflight_results
 from agent.phases.join.source import resolve
 

@@ -15,18 +15,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from agent.errors import AgentError, CommandError, CommandTimeoutError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.facts import MachineFacts
+from agent.kube.workload import KUBELET_CONF
 from agent.logs import REDACT
 from agent.phases.base import PhaseContext
 from agent.phases.join.classify import Classified, classify_output, last_line
 from agent.phases.join.cloudconfig import WriteFile
+from agent.phases.join.result import JoinAttempt, JoinRecord, KubeadmReset
 from agent.retry import Backoff
 
-KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 # What `kubeadm join` writes on a worker (cmd/kubeadm/app/cmd/phases/join/kubelet.go:
 # bootstrap kubeconfig, CA, kubelet config and flags, then the kubelet's kubelet.conf).
 JOIN_FILES = (KUBELET_CONF, "/etc/kubernetes/bootstrap-kubelet.conf",
@@ -158,8 +159,8 @@ class ManagedJoin:
         except CommandTimeoutError as err:
             raise PermanentError(f"kubeadm reset -f did not finish: {err.message}",
                                  reason=Reason.CommandTimeout) from err
-        self._journal().setdefault("resets", []).append(
-            {"at": self._now(), "why": why, "exitStatus": result.returncode})
+        self.ctx.journal.section(JoinRecord).resets.append(
+            KubeadmReset(self._now(), why, result.returncode))
         self.ctx.journal.save()
         if not result.ok:
             raise CommandError(f"kubeadm reset -f exited {result.returncode}: "
@@ -194,22 +195,16 @@ class ManagedJoin:
 
     def _record(self, attempt: int, outcome: str, why: Classified | None, *,
                 reset: bool, output: str | None = None) -> None:
-        entry: dict[str, Any] = {"attempt": attempt, "at": self._now(), "outcome": outcome,
-                                 "resetBefore": reset}
-        if output is not None:
-            entry["outputTail"] = REDACT(output)
+        entry = JoinAttempt(attempt, self._now(), outcome, reset,
+                            REDACT(output) if output is not None else None)
         if why is not None:
-            entry["reason"] = str(why.reason)
-            entry["message"] = REDACT(f"{why.summary}: {why.detail}" if why.detail
-                                      else why.summary)
-        attempts = self._journal().setdefault("attempts", [])
+            entry.reason = str(why.reason)
+            entry.message = REDACT(f"{why.summary}: {why.detail}" if why.detail
+                                   else why.summary)
+        attempts = self.ctx.journal.section(JoinRecord).attempts
         attempts.append(entry)
         del attempts[:-ATTEMPTS_KEPT]
         self.ctx.journal.save()
-
-    def _journal(self) -> dict[str, Any]:
-        extra: dict[str, Any] = self.ctx.journal.extra.setdefault("join", {})
-        return extra
 
     def _now(self) -> str:
         return self.host.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from agent.errors import Reason, TemporaryError
 from agent.host import Host
+from agent.kube.workload import KUBELET_CONF
 from agent.phases.base import Progress
-from agent.phases.join.managed import KUBELET_CONF
 
 POLL_INTERVAL = 2.0
 """Seconds between looks for the Node (the kubelet registers seconds after its start)."""

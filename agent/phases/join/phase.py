@@ -13,19 +13,25 @@ fails once every step ran, naming each failed command (see `JoinPhase.apply`).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.errors import AgentError, CommandError, PermanentError, Reason
 from agent.host import Host
+from agent.kube.workload import KUBELET_CONF
 from agent.logs import REDACT
-from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
+from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
-from agent.phases.join.managed import KUBELET_CONF, ManagedJoin, node_state, owner_ids
+from agent.phases.join.managed import ManagedJoin, node_state, owner_ids
 from agent.phases.join.node import confirm_node
 from agent.phases.join.preflight import PreflightInputs, run_preflight
+from agent.phases.join.result import CommandRun, JoinRecord, JoinResult
 from agent.phases.join.source import JoinSource, resolve
 from agent.state import digest
+
+if TYPE_CHECKING:
+    from agent.phases.checks import Check, Doctor
 
 JOIN_KEY = "kubeadm-join"
 TAIL = 500
@@ -40,10 +46,16 @@ class JoinPlan(PhasePlan):
     """The Node confirmed registered while this plan was applied (before the sentinel)."""
 
 
-class JoinPhase(Phase):
+class JoinPhase(PhaseOf[JoinResult]):
     name = "join"
     condition = "NodeJoined"
     success = Reason.Joined
+    Result = JoinResult
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.join.doctor import checks  # it imports this module
+
+        return checks(doctor)
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         source = resolve(ctx.config, ctx.machine, ctx.host)
@@ -135,7 +147,7 @@ class JoinPhase(Phase):
                 hint="fix preKubeadmCommands/postKubeadmCommands; every command's exit "
                      "status and output tail is in the journal")
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> JoinResult:
         source = resolve(ctx.config, ctx.machine, ctx.host)
         server = source.target.expected_server
         if node_state(ctx.host, server) != "joined":
@@ -143,29 +155,30 @@ class JoinPhase(Phase):
                                  "not join", reason=Reason.KubeletNotHealthy)
         if not ctx.host.exists(SENTINEL):
             raise PermanentError(f"{SENTINEL} is missing", reason=Reason.InternalError)
-        record = ctx.journal.extra.get("join", {})
-        last = {c["index"]: c for c in record.get("commands", [])}
+        record = ctx.journal.section(JoinRecord)
+        last = {c.index: c for c in record.commands}
         registered = (plan.registered if isinstance(plan, JoinPlan) and plan.registered
                       else confirm_node(ctx.host, source.target.node_name,
                                         float(ctx.config.spec.join.registration_timeout),
                                         ctx.progress))
-        return {"node": source.target.node_name, "apiServer": server,
-                "kubernetesVersion": str(source.version),
-                "joinConfiguration": source.facts.api_version,
-                "attempts": len(record.get("attempts", [])), "nodeRegistered": registered,
-                "failedCommands": [f"runcmd[{i}] `{c['command']}`"
-                                   for i, c in sorted(last.items()) if c["exitStatus"] != 0]}
+        return JoinResult(node=source.target.node_name, api_server=server,
+                          kubernetes_version=str(source.version),
+                          join_configuration=source.facts.api_version,
+                          attempts=len(record.attempts), node_registered=registered,
+                          failed_commands=[f"runcmd[{i}] `{c.command}`"
+                                           for i, c in sorted(last.items())
+                                           if c.exit_status != 0])
 
-    def still_holds(self, ctx: PhaseContext, result: dict[str, Any]) -> bool:
+    def still_holds(self, ctx: PhaseContext, result: JoinResult) -> bool:
         """kubelet.conf still points at the server joined (a `kubeadm reset` removes it)."""
-        return node_state(ctx.host, result.get("apiServer")) == "joined"
+        return node_state(ctx.host, result.api_server) == "joined"
 
-    def message(self, result: dict[str, Any]) -> str:
-        registered = (f"; Node {result['nodeRegistered']} registered"
-                      if result.get("nodeRegistered") else "")
-        text = (f"Node {result.get('node')} joined {result.get('apiServer')} "
-                f"(Kubernetes {result.get('kubernetesVersion')}){registered}")
-        failed = result.get("failedCommands")
+    def message(self, result: JoinResult) -> str:
+        registered = (f"; Node {result.node_registered} registered"
+                      if result.node_registered else "")
+        text = (f"Node {result.node} joined {result.api_server} "
+                f"(Kubernetes {result.kubernetes_version}){registered}")
+        failed = result.failed_commands
         if failed:  # a joined node does not run runcmd again: the failure stays named
             text += f"; failed in an earlier run and not run again: {', '.join(failed)}"
         return text
@@ -245,9 +258,7 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
             status, tail = result.returncode, REDACT(result.tail(TAIL))
         except AgentError as err:  # not found (a list entry), or its time-out
             status, tail = None, REDACT(err.message)
-        record: dict[str, Any] = ctx.journal.extra.setdefault("join", {})
-        record.setdefault("commands", []).append({
-            "index": index, "command": shown, "exitStatus": status, "outputTail": tail})
+        ctx.journal.section(JoinRecord).commands.append(CommandRun(index, shown, status, tail))
         ctx.journal.save()
         if status != 0:
             how = f"exited {status}" if status is not None else "did not run to its end"

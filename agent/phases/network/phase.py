@@ -13,9 +13,9 @@ Live changes are made only on the real root (`--root /`) or in a named namespace
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent.config.network import NetworkSpec
 from agent.errors import AgentError, PermanentError, Reason, TemporaryError
@@ -23,7 +23,7 @@ from agent.host import Host
 from agent.netlink.observe import Observed, kernel_text, observe
 from agent.netlink.probe import arp_conflicts, dad_failures
 from agent.netlink.rtnl import connect
-from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
+from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.network.apply import Diff, Executor, NetOp, forward, rollback
 from agent.phases.network.claims import claim_addresses, held_allocations
 from agent.phases.network.match import resolve_names
@@ -37,6 +37,7 @@ from agent.phases.network.render import (
     render_hostname,
     render_links,
 )
+from agent.phases.network.result import ClaimedAddress, NetworkResult
 from agent.phases.network.verify import (
     gateway_resolves,
     management_accepts,
@@ -45,6 +46,7 @@ from agent.phases.network.verify import (
 
 if TYPE_CHECKING:
     from agent.netlink.rtnl import Rtnl
+    from agent.phases.checks import Check, Doctor
 
 ROLLBACK_ROUNDS = 4
 """Rollback re-observes after each round: the kernel drops routes with their address."""
@@ -58,13 +60,20 @@ class AddressConflict(PermanentError):
     reason = Reason.AddressConflict
 
 
-class NetworkPhase(Phase):
+class NetworkPhase(PhaseOf[NetworkResult]):
     name = "network"
     condition = "NetworkReady"
     success = Reason.NetworkConfigured
+    Result = NetworkResult
+    reconfigurable = True
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.network.doctor import checks  # it imports this module
+
+        return checks(doctor)
 
     def __init__(self) -> None:
-        self._result: dict[str, Any] = {}
+        self._result = NetworkResult()
         self._planned: tuple[NetworkPlan, bool, Observed, dict[str, str], Diff] | None = None
         """The plan's diff and what it was computed from, for apply to reuse."""
 
@@ -96,17 +105,15 @@ class NetworkPhase(Phase):
         claimed = claim_addresses(ctx, spec)
         netplan = build_plan(spec, claimed)
         live = bool(spec.interfaces) and is_live(ctx.host)
-        self._result = {"live": live, "renderer": spec.renderer,
-                        "addresses": {link.name: [str(a) for a in link.addresses]
-                                      for link in netplan.links if link.addresses}}
-        if claimed:
+        self._result = NetworkResult(
+            live=live, renderer=spec.renderer,
+            addresses={link.name: [str(a) for a in link.addresses]
+                       for link in netplan.links if link.addresses},
             # what `status` shows; the journal's IPAM ledger holds what `reset` releases
-            self._result["claimed"] = [
-                {"interface": iface, "address": f"{a.address}/{a.prefix}",
-                 "gateway": a.gateway, "backend": a.backend, "handle": a.handle}
-                for (iface, _), a in sorted(claimed.items())]
+            claimed=[ClaimedAddress(iface, f"{a.address}/{a.prefix}", a.gateway, a.backend,
+                                    a.handle) for (iface, _), a in sorted(claimed.items())])
         if live:
-            self._result.update(self._apply_live(ctx, spec, netplan))
+            self._apply_live(ctx, spec, netplan, self._result)
             ctx.journal.step_done(self.name, "live")
         written = []
         for change in persistent_changes(ctx.host, spec, netplan):
@@ -114,10 +121,10 @@ class NetworkPhase(Phase):
             change.action(ctx.host)
             ctx.journal.step_done(self.name, change.key)
             written.append(change.summary)
-        self._result["files"] = written
+        self._result.files = written
 
-    def _apply_live(self, ctx: PhaseContext, spec: NetworkSpec,
-                    netplan: NetworkPlan) -> dict[str, Any]:
+    def _apply_live(self, ctx: PhaseContext, spec: NetworkSpec, netplan: NetworkPlan,
+                    result: NetworkResult) -> None:
         host = ctx.host
         with contextlib.closing(connect(host)) as rtnl:
             before = observe(rtnl)
@@ -130,12 +137,13 @@ class NetworkPhase(Phase):
                 self._probe_and_add(ctx, spec, rtnl, executor, diff.addresses,
                                     diff.new_ipv4())
                 executor.run(diff.routes)
-                checked = self._check_on_the_wire(ctx, spec, rtnl, netplan)
+                result.gateways, result.management = self._check_on_the_wire(
+                    ctx, spec, rtnl, netplan)
             except BaseException as err:
                 if executor.count:
                     self._rollback(ctx, rtnl, before, set(names.values()), err)
                 raise
-        return {"netlinkChanges": executor.count, **checked}
+        result.netlink_changes = executor.count
 
     def _forward(self, host: Host, netplan: NetworkPlan, dad: bool,
                  before: Observed) -> tuple[dict[str, str], Diff]:
@@ -180,7 +188,7 @@ class NetworkPhase(Phase):
                     f"(dadfailed or still tentative after {timing.dad_timeout})")
 
     def _check_on_the_wire(self, ctx: PhaseContext, spec: NetworkSpec, rtnl: Rtnl,
-                           netplan: NetworkPlan) -> dict[str, Any]:
+                           netplan: NetworkPlan) -> tuple[list[str], str | None]:
         clock, timeout = ctx.host.clock, float(spec.verify.timeout)
         gateways = []
         for link, gateway in netplan.gateways:
@@ -204,7 +212,7 @@ class NetworkPhase(Phase):
                 err.message += "; the network change was rolled back"
                 raise
             reached = f"{reached}:{endpoint[1]}"
-        return {"gateways": gateways, "management": reached}
+        return gateways, reached
 
     def _rollback(self, ctx: PhaseContext, rtnl: Rtnl, before: Observed,
                   names: set[str], cause: BaseException) -> None:
@@ -222,9 +230,9 @@ class NetworkPhase(Phase):
 
     # -- verify -----------------------------------------------------------------------
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> NetworkResult:
         spec = ctx.config.spec.network
-        if self._result.get("live"):
+        if self._result.live:
             netplan = build_plan(spec)
             with contextlib.closing(connect(ctx.host)) as rtnl:
                 now = observe(rtnl, routes=False)
@@ -235,17 +243,17 @@ class NetworkPhase(Phase):
             if missing:
                 raise TemporaryError(f"addresses went missing after apply: {missing}",
                                      reason=Reason.InProgress)
-        return dict(self._result)
+        return self._result
 
-    def message(self, result: dict[str, Any]) -> str:
-        count = sum(len(a) for a in result.get("addresses", {}).values())
+    def message(self, result: NetworkResult) -> str:
+        count = sum(len(a) for a in result.addresses.values())
         parts = [f"{count} address{'es' if count != 1 else ''} on "
-                 f"{len(result.get('addresses', {}))} interface(s)"]
-        if result.get("gateways"):
-            parts.append(f"gateway {', '.join(result['gateways'])} answers")
-        if result.get("management"):
-            parts.append(f"management endpoint {result['management']} reachable")
-        if not result.get("live"):
+                 f"{len(result.addresses)} interface(s)"]
+        if result.gateways:
+            parts.append(f"gateway {', '.join(result.gateways)} answers")
+        if result.management:
+            parts.append(f"management endpoint {result.management} reachable")
+        if not result.live:
             parts.append("persistent configuration only (no live change)")
         return "; ".join(parts)
 

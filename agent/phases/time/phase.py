@@ -11,13 +11,13 @@ later phase after a failed one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from agent.config.timesync import TimeSpec
 from agent.errors import AgentError, Reason, TemporaryError
 from agent.host import Host
-from agent.phases.base import Change, Phase, PhaseContext, PhasePlan, file_change
+from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.time import chronyc
 from agent.phases.time.gate import ClockState, GateOutcome, wait_until_synchronised
 from agent.phases.time.ntpcheck import (
@@ -27,16 +27,27 @@ from agent.phases.time.ntpcheck import (
     format_seconds,
 )
 from agent.phases.time.render import render
+from agent.phases.time.result import ChronySource, TimeResult
 from agent.state import digest
+
+if TYPE_CHECKING:
+    from agent.phases.checks import Check, Doctor
 
 RELOAD = "reload"
 """Journal key of the reload step."""
 
 
-class TimePhase(Phase):
+class TimePhase(PhaseOf[TimeResult]):
     name = "time"
     condition = "TimeSynchronized"
     success = Reason.TimeSynchronized
+    Result = TimeResult
+    reconfigurable = True
+
+    def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.time.doctor import checks  # it imports this module
+
+        return checks(doctor)
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         spec = ctx.config.spec.time
@@ -60,10 +71,10 @@ class TimePhase(Phase):
             + ", ".join(s.address for s in spec.servers))
         return plan
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> TimeResult:
         spec = ctx.config.spec.time
         if not spec.servers:
-            return {"gated": False}
+            return TimeResult(gated=False)
         # ntplib never waits longer for one server than the whole gate may.
         query_timeout = min(QUERY_TIMEOUT, spec.sync_timeout)
         checks = check_servers(spec.servers, query_timeout)
@@ -81,25 +92,26 @@ class TimePhase(Phase):
                                    daemon_view)
         if spec.on_timeout == "warn":
             ctx.log.warning("%s; continuing because spec.time.onTimeout is warn", message)
-            return {**_result(spec, outcome, checks, daemon_view), "warning": message}
+            return dataclasses.replace(_result(spec, outcome, checks, daemon_view),
+                                       warning=message)
         raise TemporaryError(message, reason=Reason.TimeNotSynchronized)
 
-    def reason(self, result: dict[str, Any]) -> Reason:
-        return Reason.TimeNotSynchronized if "warning" in result else self.success
+    def reason(self, result: TimeResult) -> Reason:
+        return Reason.TimeNotSynchronized if result.warning is not None else self.success
 
-    def message(self, result: dict[str, Any]) -> str:
-        if not result.get("gated", True):
+    def message(self, result: TimeResult) -> str:
+        if not result.gated:
             return ("no NTP servers in spec.time.servers: the image's time configuration "
                     "is left alone and join is not gated on it")
-        if "warning" in result:
-            return f"{result['warning']}; join goes on because spec.time.onTimeout is warn"
-        unreachable = [s for s in result["servers"] if not s["reachable"]]
-        text = (f"clock synchronised to {result['reference'] or 'a source'} (stratum "
-                f"{result['stratum']}), offset {format_seconds(result['offset'])} within "
-                f"{format_seconds(result['maxOffset']).lstrip('+')}")
+        if result.warning is not None:
+            return f"{result.warning}; join goes on because spec.time.onTimeout is warn"
+        unreachable = [s for s in result.servers if not s.reachable]
+        text = (f"clock synchronised to {result.reference or 'a source'} (stratum "
+                f"{result.stratum}), offset {format_seconds(result.offset)} within "
+                f"{format_seconds(result.max_offset).lstrip('+')}")
         if unreachable:
             text += "; unreachable: " + ", ".join(
-                f"{s['server']} ({s.get('error', 'no answer')})" for s in unreachable)
+                f"{s.server} ({s.error or 'no answer'})" for s in unreachable)
         return text
 
 
@@ -167,19 +179,14 @@ def _chrony_sources(host: Host, spec: TimeSpec) -> list[chronyc.Source]:
 
 
 def _result(spec: TimeSpec, outcome: GateOutcome, checks: list[ServerCheck],
-            daemon_view: list[chronyc.Source]) -> dict[str, Any]:
+            daemon_view: list[chronyc.Source]) -> TimeResult:
     last = outcome.last
-    return {
-        "synchronised": outcome.opened,
-        "offset": last.offset if last else None,
-        "stratum": last.stratum if last else None,
-        "reference": last.reference if last else "",
-        "maxOffset": float(spec.max_offset),
-        "waited": round(outcome.waited, 3),
-        "servers": [c.as_dict() for c in checks],
-        "chronySources": [{"name": s.name, "state": s.state, "reach": f"{s.reach:o}"}
-                          for s in daemon_view],
-    }
+    return TimeResult(
+        synchronised=outcome.opened, offset=last.offset if last else None,
+        stratum=last.stratum if last else None, reference=last.reference if last else "",
+        max_offset=float(spec.max_offset), waited=round(outcome.waited, 3),
+        servers=list(checks),
+        chrony_sources=[ChronySource(s.name, s.state, f"{s.reach:o}") for s in daemon_view])
 
 
 def _timeout_message(spec: TimeSpec, outcome: GateOutcome, checks: list[ServerCheck],

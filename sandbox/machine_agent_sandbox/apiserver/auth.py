@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+
+from machine_agent_sandbox.testkit.certs import issue, key_pem, make_ca, pem
 
 ADMIN_USER = "kubernetes-admin"
 MASTERS = "system:masters"
@@ -74,53 +73,23 @@ class TlsFiles:
     key_path: Path
 
 
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
 def generate_tls(directory: Path, extra_ips: list[str]) -> TlsFiles:
     """A fresh CA and serving certificate, written as PEM files into `directory`."""
     now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = (
-        x509.CertificateBuilder().subject_name(_name("machine-agent-sandbox-ca"))
-        .issuer_name(_name("machine-agent-sandbox-ca")).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(
-            digital_signature=True, key_cert_sign=True, crl_sign=True,
-            content_commitment=False, key_encipherment=False, data_encipherment=False,
-            key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
-                       critical=False)
-        .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
+    valid = {"not_before": now - datetime.timedelta(minutes=5),
+             "not_after": now + datetime.timedelta(days=365)}
+    ca = make_ca("machine-agent-sandbox-ca", **valid)
     ips = {"127.0.0.1", "::1", *extra_ips}
     san: list[x509.GeneralName] = [x509.DNSName(n) for n in (
         "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")]
     san += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in sorted(ips)]
-    cert = (
-        x509.CertificateBuilder().subject_name(_name("kube-apiserver"))
-        .issuer_name(ca_cert.subject).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.SubjectAlternativeName(san), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
-                       critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-                       critical=False)
-        .sign(ca_key, hashes.SHA256()))
+    cert, key = issue(ca, "kube-apiserver", names=san, **valid)
     directory.mkdir(parents=True, exist_ok=True)
-    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM).decode()
+    ca_pem = pem(ca.cert).decode()
     files = TlsFiles(ca_pem, directory / "ca.crt", directory / "apiserver.crt",
                      directory / "apiserver.key")
     files.ca_path.write_text(ca_pem)
-    files.cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    files.key_path.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
+    files.cert_path.write_bytes(pem(cert))
+    files.key_path.write_bytes(key_pem(key))
     files.key_path.chmod(0o600)
     return files

@@ -52,15 +52,15 @@ def test_add_check_del_give_the_pod_an_address_from_the_range(tmp_path: Path,
                                          else "203.0.113.0/24"))
         # CHECK exists from CNI 0.4.0 on; a runtime skips it for older lists, so do we
         expected = ["ADD", "CHECK", "DEL"] if version != "0.3.1" else ["ADD", "DEL"]
-        assert result["commands"] == expected
+        assert result.commands == expected
         prefix = "2001:db8:42::" if version == "0.4.0" else "203.0.113."
-        assert result["address"].startswith(prefix)
+        assert str(result.address).startswith(prefix)
         assert bridge in ip("-n", node, "-o", "link", "show").stdout
         # DEL released the address: only the bridge is left in the node namespace
         node_links = ip("-n", node, "-o", "link", "show").stdout
         assert "veth" not in node_links
     # the pod namespace is gone (named, not counted: a concurrent run may hold its own)
-    assert result["namespace"] not in netns_names()
+    assert result.namespace not in netns_names()
     assert bridge not in host_links()  # never in the machine's own namespace
     assert not any((tmp_path / "var/lib/machine-agent/cni-check").iterdir())
 
@@ -121,7 +121,7 @@ def test_a_shared_data_dir_loses_only_the_agents_own_leftovers(tmp_path: Path) -
         leftover_namespace = f"ma-cni-check-{token}" in netns_names()
     finally:
         ip("netns", "delete", f"ma-cni-check-{token}", check=False)
-    assert result["commands"] == ["ADD", "CHECK", "DEL"]
+    assert result.commands == ["ADD", "CHECK", "DEL"]
     assert {rel: (data / rel).read_text() for rel in foreign} == foreign
     assert not left.exists()  # the agent's own leftover, cleaned up
     assert not leftover_namespace

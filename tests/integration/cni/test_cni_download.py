@@ -1,6 +1,6 @@
 """Plugins from an https URL: TLS verified, checksum checked before anything is written.
 A local HTTPS server on 127.0.0.1 presenting certificates made with `cryptography`
-(tests/certs.py); the download trusts requests' CA bundle, or the one REQUESTS_CA_BUNDLE
+(the test kit's certs.py); the download trusts requests' CA bundle, or the one REQUESTS_CA_BUNDLE
 names, which is how these tests make the node trust their CA."""
 
 from __future__ import annotations
@@ -12,13 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
-from agent.config.cni import ManifestSpec, PluginSource
-from agent.errors import Reason
-from agent.host import Host
-from agent.phases.cni.install import BundleError, fetch_bundle, install_change
-from agent.phases.cni.manifest import load_manifest
-from tests.certs import (
+from machine_agent_sandbox.testkit.certs import (
     BAD_CERTS,
     HttpsServer,
     Issuer,
@@ -28,6 +22,12 @@ from tests.certs import (
     make_ca,
     pem,
 )
+
+from agent.config.cni import ManifestSpec, PluginSource
+from agent.errors import Reason
+from agent.host import Host
+from agent.phases.cni.install import BundleError, fetch_bundle, install_change
+from agent.phases.cni.manifest import load_manifest
 from tests.cni_fixtures import plugin_bundle, sha256, snapshot
 
 
@@ -91,7 +91,7 @@ def test_an_untrusted_certificate_is_refused(tmp_path: Path, trusted: Issuer,
 
 
 CASES: dict[str, tuple[str, str]] = {
-    # tests.certs.BAD_CERTS case: (what the message says, what the hint says)
+    # testkit.certs.BAD_CERTS case: (what the message says, what the hint says)
     "another-ca": (r"not signed by a CA this node trusts \(.*/trusted-ca\.pem\)",
                    "a certificate from a CA in /"),
     "another-ca-same-name": (r"not signed by a CA this node trusts \(.*/trusted-ca\.pem\)",

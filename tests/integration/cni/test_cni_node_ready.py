@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 from machine_agent_sandbox.kubeadm_standin import kubelet_ready
+from machine_agent_sandbox.testkit.bootstrap import cloud_config
+from machine_agent_sandbox.testkit.node import JoinWorld, joinable
 
 from agent.config import default_sources, load_config
 from agent.host import Clock, Host
@@ -23,7 +25,6 @@ from agent.phases.join import JoinPhase
 from agent.report import Condition
 from tests.cni_fixtures import CHAIN
 from tests.integration.join.conftest import machine_facts
-from tests.joinable import JoinWorld, cloud_config, joinable
 
 
 class NoSleep(Clock):

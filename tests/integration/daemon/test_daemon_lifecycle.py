@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from machine_agent_sandbox.apiserver import ApiServer
 
-from agent.daemon.deletion import HOOK
+from agent.daemon.deletion import HOOK, DeleteRecord
 from agent.host import Host
 from agent.report import read_status
 from agent.state import Journal
@@ -81,7 +81,7 @@ def is_false(admin: Admin, kind: str) -> dict[str, Any] | None:
 
 
 def pending_reports(root: Path) -> bool:
-    state = Journal.load(Host(root)).extra.get("reports") or {}
+    state = Journal.load(Host(root)).stored.get("reports") or {}
     return bool(state.get("dirty") or state.get("events"))
 
 
@@ -209,7 +209,7 @@ def test_deleting_the_machine_resets_the_node_after_the_drain_and_reports_each_s
                "the daemon to see its Machine gone")
     daemon.stop()
     journal = Journal.load(Host(node.root))
-    assert journal.extra["lifecycle"]["finished"]
+    assert journal.section(DeleteRecord).finished
     assert "join" not in journal.phases and "cni" not in journal.phases
 
 

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from machine_agent_sandbox.testkit.bootstrap import cloud_config
+from machine_agent_sandbox.testkit.node import joinable
 
 from tests.integration.doctor.conftest import by_name, doctor, failing, install_cni, tree
-from tests.joinable import cloud_config, joinable
 
 CONFIG = """apiVersion: machine-agent.io/v1alpha1
 kind: AgentConfig

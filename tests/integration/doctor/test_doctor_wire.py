@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.doctor import diagnose
+from agent.doctor.registry import diagnose
 from agent.host import Host
 from tests.integration.doctor.conftest import tree
 from tests.integration.network.segment import (

@@ -1,7 +1,7 @@
 """TLS to NetBox: a server whose certificate the node cannot trust is refused in the
 handshake, before a request (and the token) is sent, so nothing is claimed; the message
 names the server, says what is wrong with the certificate and the fix in the plugin's
-settings. The server is a small HTTPS server on 127.0.0.1 (tests/certs.py), not the real
+settings. The server is a small HTTPS server on 127.0.0.1 (the test kit's certs.py), not the real
 NetBox: a refusal never gets as far as NetBox's API."""
 
 from __future__ import annotations
@@ -12,6 +12,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from machine_agent_sandbox.testkit.certs import (
+    BAD_CERTS,
+    Issuer,
+    bad_serving_cert,
+    good_serving_cert,
+    https_server,
+    make_ca,
+    pem,
+)
 
 from agent.errors import Reason
 from agent.host import Host
@@ -22,15 +31,6 @@ from agent.ipam.base import (
     PluginEnv,
     PoolNotFound,
     open_plugin,
-)
-from tests.certs import (
-    BAD_CERTS,
-    Issuer,
-    bad_serving_cert,
-    good_serving_cert,
-    https_server,
-    make_ca,
-    pem,
 )
 
 TOKEN = "nbt_" + "t" * 40
@@ -69,7 +69,7 @@ def test_a_certificate_from_the_configured_ca_for_the_address_is_accepted(
 
 
 CASES: dict[str, tuple[str, str]] = {
-    # tests.certs.BAD_CERTS case: (what the message says, what the hint says)
+    # testkit.certs.BAD_CERTS case: (what the message says, what the hint says)
     "another-ca": (r"not signed by a CA this node trusts \(.*/etc/machine-agent/netbox-ca\.crt\)",
                    "spec.ipam.plugins.netbox.caFile"),
     "another-ca-same-name": (

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.testkit.node import joinable
 
 from agent.config import LoadedConfig, default_sources, load_config
 from agent.host import Clock, Host
@@ -25,7 +26,6 @@ from agent.kube.facts import MachineFacts
 from agent.orchestrator import Orchestrator, RunResult
 from agent.phases.join import JoinPhase
 from agent.report import Condition
-from tests.joinable import joinable
 
 
 class NoSleep(Clock):

@@ -10,16 +10,17 @@ import socket
 import threading
 
 import pytest
+from machine_agent_sandbox.testkit.bootstrap import FRESH_TOKEN, TOKEN, cloud_config
 
 from agent.errors import AgentError, Reason
 from agent.kube.facts import MachineFacts
 from agent.orchestrator import Orchestrator
 from agent.phases.base import PhaseContext
 from agent.phases.join import JoinPhase
+from agent.phases.join.result import JoinRecord
 from agent.report import Condition
 from agent.state import Journal
 from tests.integration.join.conftest import Node, NoSleep, machine_facts
-from tests.joinable import FRESH_TOKEN, TOKEN, cloud_config
 
 
 class Said:
@@ -444,9 +445,9 @@ def test_expired_token_is_replaced_by_a_fresh_one_from_the_bootstrap_data(node: 
     phase = JoinPhase()
     phase.apply(ctx, phase.plan(ctx))
     result = phase.verify(ctx, phase.plan(ctx))
-    assert result["node"] == "worker-0" and node.joined()
-    attempts = ctx.journal.extra["join"]["attempts"]
-    assert [(a["outcome"], a.get("reason")) for a in attempts] == [
+    assert result.node == "worker-0" and node.joined()
+    attempts = ctx.journal.section(JoinRecord).attempts
+    assert [(a.outcome, a.reason) for a in attempts] == [
         ("failed", "TokenExpired"), ("joined", None)]
     assert FRESH_TOKEN in node.file("/run/kubeadm/kubeadm-join-config.yaml").read_text()
 
@@ -459,7 +460,7 @@ def test_a_dead_token_is_never_retried(node: Node) -> None:
         phase.apply(ctx, phase.plan(ctx))
     assert info.value.reason is Reason.TokenExpired and not info.value.temporary
     assert "still has the same token" in info.value.message
-    assert len(ctx.journal.extra["join"]["attempts"]) == 1 and node.clean()
+    assert len(ctx.journal.section(JoinRecord).attempts) == 1 and node.clean()
 
 
 def test_agent_preflight_lists_every_failing_check_and_does_not_run_kubeadm(

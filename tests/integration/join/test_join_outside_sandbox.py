@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from machine_agent_sandbox.testkit.bootstrap import cloud_config
 
 from agent.host import OUTSIDE_SANDBOX_ENV
 from tests import fake_systemd_run
 from tests.integration.join.conftest import Node, machine_facts
-from tests.joinable import cloud_config
 
 
 def test_runcmd_and_kubeadm_join_run_through_systemd_run_under_the_unit(

@@ -8,12 +8,13 @@ import base64
 import json
 from typing import Any
 
+from machine_agent_sandbox.testkit.bootstrap import FRESH_TOKEN, TOKEN, cloud_config
+
 from agent.host import Host
 from agent.orchestrator import RunResult
 from agent.session import open_session
 from tests.integration.kube.conftest import SECRET, Admin, FastClock, Node, World
 from tests.integration.kube.test_faults import hooked
-from tests.joinable import FRESH_TOKEN, TOKEN, cloud_config
 
 
 def only_fresh_token_known(world: World) -> None:

@@ -13,9 +13,9 @@ from machine_agent_sandbox.apiserver import ApiServer
 from agent.errors import Reason
 from agent.host import Host
 from agent.kube.machine import BootstrapDataMissing
-from agent.kube.reporter import JOURNAL_KEY
+from agent.kube.reporter import Reports
 from agent.orchestrator import RunResult
-from agent.phases import all_phases
+from agent.phases import registry
 from agent.phases.base import Phase, PhaseContext, PhasePlan
 from agent.session import open_session
 from agent.state import Journal
@@ -39,7 +39,7 @@ ALL_EVENTS = sorted(["NetworkConfigured", "TimeSynchronized", "Joined", "CNIInst
 def hooked(hooks: dict[str, Callable[[], None]]) -> list[Phase]:
     """The real phases; `hooks[name]` runs as that phase starts applying."""
     phases = []
-    for phase in all_phases():
+    for phase in registry.load():
         if phase.name in hooks:
             hook = hooks[phase.name]
 
@@ -62,7 +62,7 @@ def run(node: Node, clock: FastClock, hooks: dict[str, Callable[[], None]] | Non
 
 
 def undelivered(node: Node) -> dict[str, object]:
-    state = Journal.load(Host(node.root)).extra[JOURNAL_KEY]
+    state = Journal.load(Host(node.root)).stored[Reports.KEY]
     return {"dirty": state["dirty"], "events": len(state["events"])}
 
 

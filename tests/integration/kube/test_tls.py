@@ -3,7 +3,7 @@ trust is refused before a request (and its token) is sent, with a message that n
 server, says what is wrong with the certificate, and how to fix it.
 
 Certificates are made with `cryptography` and the server is a small HTTPS server on
-127.0.0.1 (tests/certs.py, shared with the NetBox and CNI download tests); the client
+127.0.0.1 (the test kit's certs.py, shared with the NetBox and CNI download tests); the client
 is the agent's own, built from a kubeconfig the way a node does."""
 
 from __future__ import annotations
@@ -14,6 +14,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from machine_agent_sandbox.testkit.certs import (
+    BAD_CERTS,
+    Issuer,
+    bad_serving_cert,
+    good_serving_cert,
+    https_server,
+    make_ca,
+    pem,
+)
 
 from agent.config.management import ManagementSpec
 from agent.errors import Reason, TemporaryError
@@ -23,15 +32,6 @@ from agent.kube.errors import Unreachable
 from agent.kube.kubeconfig import load_credentials
 from agent.kube.workload import KubeconfigCluster
 from agent.retry import Backoff
-from tests.certs import (
-    BAD_CERTS,
-    Issuer,
-    bad_serving_cert,
-    good_serving_cert,
-    https_server,
-    make_ca,
-    pem,
-)
 
 TOKEN = "node-token-" + "x" * 20
 
@@ -72,7 +72,7 @@ def test_a_certificate_from_the_configured_ca_for_the_address_is_accepted(
 
 
 CASES: dict[str, tuple[str, str]] = {
-    # tests.certs.BAD_CERTS case: (what the message says, what the hint says)
+    # testkit.certs.BAD_CERTS case: (what the message says, what the hint says)
     "another-ca": (r"not signed by a CA this node trusts \(.*/run/machine-agent/kube/ca\.crt\)",
                    "certificate-authority-data"),
     "another-ca-same-name": (
@@ -109,7 +109,7 @@ def test_a_bad_server_certificate_is_refused_saying_what_is_wrong_and_the_fix(
 
 WORKLOAD_CA = r"not signed by a CA this node trusts \(.*/run/machine-agent/workload/admin\.conf/"
 WORKLOAD_CASES: dict[str, tuple[str, str]] = {
-    # tests.certs.BAD_CERTS case: (what the message says, what the hint says)
+    # testkit.certs.BAD_CERTS case: (what the message says, what the hint says)
     "another-ca": (WORKLOAD_CA + r"ca\.crt\)",
                    "/etc/kubernetes/admin.conf must hold the workload cluster's CA"),
     "another-ca-same-name": (WORKLOAD_CA + r"ca\.crt\)",

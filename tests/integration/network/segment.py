@@ -23,6 +23,7 @@ from agent.errors import ConfigError
 from agent.host import Host
 from agent.phases.base import PhaseContext
 from agent.phases.network import NetworkPhase
+from agent.phases.network.result import NetworkResult
 from agent.state import Journal
 
 GATEWAY, GATEWAY6 = "192.0.2.1", "2001:db8::1"
@@ -131,7 +132,7 @@ def config(network: dict[str, Any], *, endpoint: str | None = MANAGEMENT,
 @dataclass
 class Run:
     host: Host
-    result: dict[str, Any]
+    result: NetworkResult
     effects: int
     """Side effects of this run on the node (netlink changes, files), journal aside."""
 

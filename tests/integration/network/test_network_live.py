@@ -41,8 +41,8 @@ def test_single_static_address_is_applied_checked_and_persisted(seg: Segment,
     run = run_phase(tmp_path, seg, cfg)
     assert "inet 192.0.2.10/24" in seg.node_ip("addr", "show", "n0")
     assert f"default via {GATEWAY} dev n0" in seg.node_ip("route", "show")
-    assert run.result["gateways"] == [GATEWAY]
-    assert run.result["management"] == f"{GATEWAY}:6443"
+    assert run.result.gateways == [GATEWAY]
+    assert run.result.management == f"{GATEWAY}:6443"
     network = (tmp_path / "etc/systemd/network/10-machine-agent-n0.network").read_text()
     assert "Address=192.0.2.10/24" in network and f"Gateway={GATEWAY}" in network
     assert (tmp_path / "etc/hostname").read_text() == "node-1.example.net\n"
@@ -56,10 +56,10 @@ def test_second_run_on_a_configured_node_changes_nothing(seg: Segment, tmp_path:
     cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY, "mtu": 1400,
                                   "addresses": static("192.0.2.10/24", "192.0.2.11/24")}]})
     first = run_phase(tmp_path, seg, cfg)
-    assert first.result["netlinkChanges"] == 5  # MTU, up, two addresses, default route
+    assert first.result.netlink_changes == 5  # MTU, up, two addresses, default route
     state = seg.state()
     again = run_phase(tmp_path, seg, cfg)
-    assert again.result["netlinkChanges"] == 0
+    assert again.result.netlink_changes == 0
     assert again.effects == 0  # no netlink change and no file written
     assert seg.state() == state
 
@@ -72,7 +72,7 @@ def test_a_change_made_between_plan_and_apply_is_seen_by_apply(seg: Segment,
                                   "addresses": static("192.0.2.10/24", "192.0.2.11/24")}]})
     run = run_phase(tmp_path, seg, cfg, between=lambda: seg.node_ip(
         "addr", "add", "192.0.2.11/24", "dev", "n0"))
-    assert run.result["netlinkChanges"] == 3  # up, the other address, default route
+    assert run.result.netlink_changes == 3  # up, the other address, default route
     shown = seg.node_ip("addr", "show", "n0")
     assert "inet 192.0.2.10/24" in shown and "inet 192.0.2.11/24" in shown
 
@@ -87,7 +87,7 @@ def test_dual_stack_waits_for_dad_and_routes_both_families(seg: Segment,
                if "2001:db8::10/64" in line]
     assert "scope global" in line and "tentative" not in line and "dadfailed" not in line
     assert f"default via {GATEWAY6} dev n0" in seg.node_ip("-6", "route", "show")
-    assert run.result["gateways"] == [GATEWAY, GATEWAY6]
+    assert run.result.gateways == [GATEWAY, GATEWAY6]
 
 
 def test_with_dad_off_ipv6_addresses_are_added_without_it(seg: Segment,
@@ -123,7 +123,7 @@ def test_macvlan_on_the_nic_holds_the_address(seg: Segment, tmp_path: Path) -> N
          "addresses": static("192.0.2.10/24")}]})
     run = run_phase(tmp_path, seg, cfg)
     assert "inet 192.0.2.10/24" in seg.node_ip("addr", "show", "mv0")
-    assert run.result["management"] == f"{GATEWAY}:6443"
+    assert run.result.management == f"{GATEWAY}:6443"
 
 
 def test_route_in_its_own_table_with_metric(seg: Segment, tmp_path: Path) -> None:

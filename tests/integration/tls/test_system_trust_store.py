@@ -15,6 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from machine_agent_sandbox.testkit.certs import (
+    Issuer,
+    good_serving_cert,
+    https_server,
+    make_ca,
+    pem,
+)
 
 from agent.config.cni import PluginSource
 from agent.config.management import ManagementSpec
@@ -26,7 +33,6 @@ from agent.kube.kubeconfig import load_credentials
 from agent.kube.workload import KubeconfigCluster
 from agent.phases.cni.install import fetch_bundle
 from agent.retry import Backoff
-from tests.certs import Issuer, good_serving_cert, https_server, make_ca, pem
 
 STORE = "etc/ssl/certs/ca-certificates.crt"
 TOKEN = "node-token-" + "x" * 20

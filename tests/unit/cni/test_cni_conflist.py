@@ -18,6 +18,7 @@ from agent.host import Host
 from agent.orchestrator import Orchestrator
 from agent.phases.cni import CNIPhase
 from agent.phases.cni.conflist import examine, render
+from agent.phases.network.result import NetworkResult
 from tests.cni_fixtures import snapshot
 
 ALL = {"bridge", "host-local", "portmap", "loopback"}
@@ -133,7 +134,7 @@ def test_refused_list_fails_the_phase_and_writes_nothing(tmp_path: Path, case: s
     loaded = load(tmp_path, bridge_config(subnet), network)
     host = Host(root)
     orchestrator = Orchestrator(loaded, host, phases=[CNIPhase()])
-    orchestrator.results["network"] = {"addresses": {"eth0": ["192.0.2.10/24"]}}
+    orchestrator.results["network"] = NetworkResult(addresses={"eth0": ["192.0.2.10/24"]})
     before = snapshot(root)
     result = orchestrator.run()
     outcome = result.outcomes[0]

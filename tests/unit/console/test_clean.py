@@ -11,7 +11,7 @@ import pytest
 from agent.cli import _parser, main
 from agent.host import Host
 from agent.ipam.base import Allocation
-from agent.ipam.ledger import OWNER, Held
+from agent.ipam.ledger import Held, Ledger
 from agent.state import Journal
 
 from .test_status import bootstrap, network, time_phase
@@ -71,7 +71,7 @@ def test_addresses_still_held_are_not_forgotten_silently(
     journal = Journal.load(Host(tmp_path))
     held = Held("netbox", "uuid/eth0/ipv4", "v4", "eth0",
                 Allocation("192.0.2.7", 24, "192.0.2.1", "ipv4", handle="42"))
-    journal.extra[OWNER] = {held.claim_key: held.as_json()}
+    journal.section(Ledger).held[held.claim_key] = held
     journal.save()
     assert agent(tmp_path, "clean") == 1
     err = capsys.readouterr().err

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from agent.config import load_config
 from agent.errors import PermanentError, Reason
 from agent.host import Clock, Host
 from agent.orchestrator import Orchestrator
-from agent.phases.base import Phase, PhaseContext, PhasePlan
+from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult
 from agent.report import LocalStatus
 
 REPO = Path(__file__).parents[3]
@@ -43,8 +44,15 @@ class SteppingClock(Clock):
         self.t += seconds
 
 
+@dataclass
+class WaitsResult(PhaseResult):
+    warning: str = ""
+
+
 class Waits(Phase):
     """A phase that waits on something outside: a progress report, then time passes."""
+
+    Result = WaitsResult
 
     def __init__(self, name: str, condition: str, success: Reason,
                  waits: list[tuple[str, float]], fail: str | None = None,
@@ -55,19 +63,19 @@ class Waits(Phase):
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         return PhasePlan(self.name)
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> WaitsResult:
         for message, seconds in self.waits:
             ctx.progress(message)
             ctx.host.clock.sleep(seconds)
         if self.fail:
             raise PermanentError(self.fail, reason=Reason.TimeNotSynchronized)
-        return {"warning": self.warning} if self.warning else {}
+        return WaitsResult(warning=self.warning or "")
 
-    def reason(self, result: dict[str, Any]) -> Reason:
-        return Reason.TimeNotSynchronized if "warning" in result else self.success
+    def reason(self, result: WaitsResult) -> Reason:
+        return Reason.TimeNotSynchronized if result.warning else self.success
 
-    def message(self, result: dict[str, Any]) -> str:
-        return str(result.get("warning") or f"{self.name} done")
+    def message(self, result: WaitsResult) -> str:
+        return result.warning or f"{self.name} done"
 
     def inputs(self, config: Any) -> Any:
         return self.name

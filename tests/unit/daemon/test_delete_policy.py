@@ -13,7 +13,7 @@ import yaml
 
 from agent.config import load_config
 from agent.config.sources import default_sources
-from agent.daemon.deletion import HOOK, DeletePolicy, hooked, waiting_for_hook
+from agent.daemon.deletion import HOOK, DeletePolicy, DeleteRecord, hooked, waiting_for_hook
 from agent.host import Host
 from agent.ipam.base import ClaimRequest, PluginEnv, open_plugin
 from agent.ipam.ledger import held, record
@@ -67,8 +67,7 @@ def test_a_failed_reset_stops_the_policy_with_its_reason(tmp_path: Path) -> None
         "the Machine is held until the service is restarted (tries again) or annotation "
         "pre-terminate.delete.hook.machine.cluster.x-k8s.io/machine-agent is removed "
         "(goes on without it)")
-    assert journal.extra["lifecycle"] == {"machine": "uid-1", "done": [],
-                                          "finished": False}
+    assert journal.section(DeleteRecord) == DeleteRecord("uid-1", [], finished=False)
 
 
 def cond(kind: str, status: str, reason: str) -> dict[str, str]:

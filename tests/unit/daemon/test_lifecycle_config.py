@@ -11,6 +11,7 @@ from agent.cli import main
 from agent.config import load_config
 from agent.config.sources import default_sources
 from agent.host import Host
+from agent.phases import registry
 
 HEADER = "apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
 
@@ -29,7 +30,8 @@ def test_every_lifecycle_mistake_is_reported_with_its_path(
 """)
     assert main(["config", "validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert "spec.lifecycle.reconfigure[1]: " in err and "'join'" in err
+    assert ("spec.lifecycle.reconfigure[1]: join cannot be applied again on a running "
+            "node (name only network, time)") in err
     assert "spec.lifecycle.onDelete.policy: " in err and "'wipe'" in err
     assert "spec.lifecycle.onDelete.resetTimeout: 0s must be greater than zero" in err
 
@@ -52,4 +54,6 @@ def test_the_default_policy_resets_releases_and_removes_in_that_order(tmp_path: 
         tmp_path / "c.yaml", "spec:\n  lifecycle:\n    onDelete: {releaseAddresses: false}\n"
     ))])).config.spec.lifecycle
     assert spec.on_delete.steps == ["kubeadmReset", "removeCniConfig"]
-    assert spec.reconfigure == ["network", "time"] and spec.watch
+    assert spec.reconfigure is None and spec.watch
+    # unset: every phase that can be applied again on a running node
+    assert [p.name for p in registry.load() if p.reconfigurable] == ["network", "time"]

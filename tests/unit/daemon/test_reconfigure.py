@@ -14,7 +14,7 @@ from agent.errors import PermanentError, Reason
 from agent.host import Host
 from agent.kube.facts import MachineFacts
 from agent.kube.machine import MachineView, ManagementSource
-from agent.phases.base import Phase, PhaseContext, PhasePlan, file_change
+from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, file_change
 from agent.report import Condition
 from agent.session import Session
 
@@ -38,10 +38,10 @@ class TimePhase(Phase):
             plan.changes.append(change)
         return plan
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> dict[str, Any]:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> PhaseResult:
         if any(s.host == REFUSED for s in ctx.config.spec.time.servers):
             raise PermanentError(f"no answer from {REFUSED}", reason=Reason.TimeNotSynchronized)
-        return {"servers": len(ctx.config.spec.time.servers)}
+        return PhaseResult()
 
     def inputs(self, config: AgentConfig) -> Any:
         return [s.host for s in config.spec.time.servers]

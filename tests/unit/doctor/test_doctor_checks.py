@@ -96,7 +96,7 @@ def ipam_doctor(tmp_path: Path) -> Doctor:
 def test_ipam_claim_is_looked_up_never_claimed(ipam_doctor: Doctor, plugin: Any, status: str,
                                                seen: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ipam, "open_plugin", lambda ctx, name: plugin)
+    monkeypatch.setattr(ipam, "open_ipam_plugin", lambda ctx, name: plugin)
     checks = {c.name: c for c in ipam.checks(ipam_doctor)}
     assert checks["plugin:fake"].status == "pass"
     assert (checks["claim:eth0/ipv4"].status, checks["claim:eth0/ipv4"].seen) == (status, seen)

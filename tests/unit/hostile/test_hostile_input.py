@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent import cli
-from agent.config import load_config
 from agent.config.identity import IdentitySpec, MachineRef
 from agent.config.sources import FileSource
 from agent.errors import AgentError, ConfigError, Reason
@@ -33,6 +32,7 @@ from agent.phases.join.classify import classify_output
 from agent.phases.join.cloudconfig import parse_cloud_config
 from agent.phases.time.chronyc import parse_sources, parse_tracking
 from agent.retry import Backoff
+from agent.session import load
 from tests.unit.kube.fake_session import FakeSession, response, status
 
 HOSTILE_TEXT = st.one_of(
@@ -101,7 +101,7 @@ def test_config_field_is_accepted_or_refused_by_name(tmp_path: Path, field: tupl
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(doc))
     try:
-        load_config(Host(tmp_path / "root"), [FileSource(str(path), outside_root=True)])
+        load(Host(tmp_path / "root"), [FileSource(str(path), outside_root=True)])
     except ConfigError as err:
         key = str(field[-1]) if isinstance(field[-1], str) else str(field[-2])
         # the field's path, or its object's with the field named (null: "give one of ...")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from machine_agent_sandbox.testkit.bootstrap import cloud_config
 
 from agent.errors import AgentError
 from agent.phases.join.cloudconfig import Command, KubeadmJoin, parse_cloud_config
-from tests.joinable import cloud_config
 
 SECRET = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 

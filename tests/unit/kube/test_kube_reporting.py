@@ -16,7 +16,7 @@ from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.kube.kubeconfig import Credentials
 from agent.kube.machine import MachineReader, MachineView, ManagementSource
-from agent.kube.reporter import JOURNAL_KEY, MachineReporter
+from agent.kube.reporter import MachineReporter, Reports
 from agent.report import Condition
 from agent.retry import Backoff
 from agent.state import Journal
@@ -110,7 +110,7 @@ def test_unreachable_reports_are_coalesced_in_the_journal(tmp_path: Path) -> Non
                 final=False)  # within the backoff: not even tried
     rep.close()
     assert len(session.sent) == 1
-    saved = Journal.load(Host(tmp_path)).extra[JOURNAL_KEY]
+    saved = Journal.load(Host(tmp_path)).stored[Reports.KEY]
     assert saved["dirty"] and saved["conditions"]["NetworkReady"]["message"] == \
         "still running"
     assert saved["events"] == []  # Unknown is not a transition worth an Event

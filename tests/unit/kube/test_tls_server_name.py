@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from machine_agent_sandbox.testkit.certs import DAY, NOW, https_server, make_ca, pem, serving_cert
 
 from agent.config.management import ManagementSpec
 from agent.errors import PermanentError, Reason
@@ -16,7 +17,6 @@ from agent.kube.client import Client
 from agent.kube.errors import Unreachable
 from agent.kube.kubeconfig import Credentials, load_credentials
 from agent.retry import Backoff
-from tests.certs import DAY, NOW, https_server, make_ca, pem, serving_cert
 
 NAME = "api.mgmt.example"
 """The only name the test server's certificate holds (not 127.0.0.1, where it listens)."""

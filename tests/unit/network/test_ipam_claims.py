@@ -19,6 +19,7 @@ from agent.ipam.base import Allocation, ClaimRequest, PluginEnv
 from agent.kube.facts import MachineFacts
 from agent.phases.base import PhaseContext
 from agent.phases.network import NetworkPhase, claims
+from agent.phases.network.result import ClaimedAddress
 from agent.state import Journal
 
 
@@ -100,10 +101,9 @@ def test_apply_claims_by_machine_interface_and_family_and_renders_it(
     resolved = (tmp_path / "etc/systemd/resolved.conf.d/machine-agent.conf").read_text()
     assert "DNS=198.51.100.53" in resolved
     result = phase.verify(ctx, phase.plan(ctx))
-    assert result["addresses"] == {"eth0": ["192.0.2.10/24", "198.51.100.23/24"]}
-    assert result["claimed"] == [{"interface": "eth0", "address": "198.51.100.23/24",
-                                  "gateway": "198.51.100.1", "backend": "fake",
-                                  "handle": "fake/23"}]
+    assert result.addresses == {"eth0": ["192.0.2.10/24", "198.51.100.23/24"]}
+    assert result.claimed == [ClaimedAddress("eth0", "198.51.100.23/24", "198.51.100.1",
+                                             "fake", "fake/23")]
     (env,) = plugin.envs
     assert env.machine == MACHINE and env.host is ctx.host
 

@@ -1,10 +1,11 @@
-"""A node root ready to join, and the workload cluster it joins — shared by the suites.
+"""A node root ready to join, and the workload cluster it joins — shared by the suites
+and the benchmarks.
 
 The root shows what a healthy node shows: /proc files, a container runtime socket that
 answers, `kubeadm` and `kubelet` on PATH. The cluster is an API stand-in listening on
 127.0.0.1 (where the kubelet registers its Node after the join) and the world file of the
 kubeadm on PATH (which tokens it knows, its CA pin, which Nodes are Ready). Tests only put
-kubeadm on PATH; what answers is the stand-in (sandbox/machine_agent_sandbox/kubeadm_standin.py)."""
+kubeadm on PATH; what answers is the stand-in (machine_agent_sandbox/kubeadm_standin.py)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from machine_agent_sandbox.apiserver import ApiServer
 from machine_agent_sandbox.kubeadm_standin import install, kubelet_sync
-
-TOKEN = "abcdef.0123456789abcdef"
-FRESH_TOKEN = "ghijkl.0123456789ghijkl"
-CA_HASH = "sha256:" + "5e" * 32
+from machine_agent_sandbox.testkit.bootstrap import CA_HASH
 
 HEALTHY_PROC = {
     "/proc/swaps": "Filename\tType\tSize\tUsed\tPriority\n",
@@ -87,33 +84,3 @@ def joinable(root: Path, tools: Path, *, kubelet: bool = True) -> Iterator[JoinW
             running.join(timeout=5)
         runtime.close()
         api.stop()
-
-
-def cloud_config(endpoint: str, token: str = TOKEN, version: str = "v1beta4",
-                 pre: tuple[str, ...] = (), post: tuple[str, ...] = (),
-                 certificate_key: str | None = None) -> str:
-    """Bootstrap data shaped as CABPK writes it (bootstrap/kubeadm/internal/cloudinit);
-    with `certificate_key`, a control-plane join."""
-    args = ("  kubeletExtraArgs:\n  - name: node-ip\n    value: 192.0.2.20\n"
-            if version == "v1beta4" else "  kubeletExtraArgs:\n    node-ip: 192.0.2.20\n")
-    control_plane = (f"controlPlane:\n  certificateKey: {certificate_key}\n  localAPIEndpoint:"
-                     "\n    advertiseAddress: 192.0.2.20\n    bindPort: 6443\n"
-                     if certificate_key else "")
-    join = (f"---\napiVersion: kubeadm.k8s.io/{version}\n{control_plane}"
-            "discovery:\n  bootstrapToken:\n"
-            f"    apiServerEndpoint: {endpoint}\n    caCertHashes:\n    - {CA_HASH}\n"
-            f"    token: {token}\nkind: JoinConfiguration\nnodeRegistration:\n"
-            f"{args}  name: '{{{{ ds.meta_data.local_hostname }}}}'\n")
-    doc = {
-        "write_files": [
-            {"path": "/run/kubeadm/kubeadm-join-config.yaml", "owner": "root:root",
-             "permissions": "0640", "content": join},
-            {"path": "/run/cluster-api/placeholder", "owner": "root:root",
-             "permissions": "0640", "content": "This placeholder file is used to create "
-                                               "the /run/cluster-api sub directory"},
-        ],
-        "runcmd": [*pre, "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && "
-                         "echo success > /run/cluster-api/bootstrap-success.complete", *post],
-    }
-    body = yaml.safe_dump(doc, sort_keys=False, width=10000)
-    return "## template: jinja\n#cloud-config\n\n" + body

@@ -1,6 +1,7 @@
-"""Certificates made with `cryptography` and an HTTPS server on 127.0.0.1 presenting
-them, for the TLS tests of every HTTPS client of the agent (management API, NetBox, CNI
-downloads): a trusted CA, and the bad server certificates each client must refuse."""
+"""The one set of certificate helpers: CAs and serving certificates made with
+`cryptography` (the API stand-in's own TLS, the tests' trusted and bad servers), and an
+HTTPS server on 127.0.0.1 presenting them, for the TLS tests of every HTTPS client of the
+agent (management API, NetBox, CNI downloads)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 NOW = datetime.datetime.now(datetime.UTC)
 DAY = datetime.timedelta(days=1)
@@ -36,36 +37,61 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def make_ca(cn: str) -> Issuer:
+def make_ca(cn: str, *, not_before: datetime.datetime | None = None,
+            not_after: datetime.datetime | None = None) -> Issuer:
+    """A CA (valid from a day ago for 30 days unless given), allowed to sign certificates."""
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(NOW - DAY).not_valid_after(NOW + 30 * DAY)
+            .not_valid_before(not_before or NOW - DAY)
+            .not_valid_after(not_after or NOW + 30 * DAY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(
+                digital_signature=True, key_cert_sign=True, crl_sign=True,
+                content_commitment=False, key_encipherment=False, data_encipherment=False,
+                key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                           critical=False)
             .sign(key, hashes.SHA256()))
     return Issuer(cn, cert, key)
+
+
+def issue(issuer: Issuer, cn: str, *, names: list[x509.GeneralName],
+          not_before: datetime.datetime, not_after: datetime.datetime
+          ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A TLS server certificate for `names`, signed by `issuer`, and its key."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(_name(cn))
+            .issuer_name(issuer.cert.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(not_before).not_valid_after(not_after)
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                issuer.key.public_key()), critical=False)
+            .sign(issuer.key, hashes.SHA256()))
+    return cert, key
 
 
 def pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
 def serving_cert(issuer: Issuer, tmp: Path, *, names: list[x509.GeneralName],
                  not_before: datetime.datetime, not_after: datetime.datetime
                  ) -> tuple[Path, Path]:
     """A server certificate (chain file with the issuer) and its key, as files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder().subject_name(_name("server"))
-            .issuer_name(issuer.cert.subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(not_before).not_valid_after(not_after)
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .sign(issuer.key, hashes.SHA256()))
+    cert, key = issue(issuer, "server", names=names, not_before=not_before,
+                      not_after=not_after)
     chain, key_file = tmp / "server.crt", tmp / "server.key"
     chain.write_bytes(pem(cert) + pem(issuer.cert))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(key_pem(key))
     return chain, key_file
 
 

@@ -1,0 +1,72 @@
+"""What the join phase proved, journaled for cni (the Node's name), `status` and the
+condition; and what it keeps in the journal across runs (attempts, commands run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.phases.base import PhaseResult
+from agent.state import Section
+
+
+@dataclass
+class JoinResult(PhaseResult):
+    node: str | None = None
+    """The node name kubeadm joined with."""
+    api_server: str | None = None
+    kubernetes_version: str | None = None
+    join_configuration: str | None = None
+    """The apiVersion of the kubeadm JoinConfiguration used."""
+    attempts: int = 0
+    node_registered: str | None = None
+    """The Node the kubelet registered, once seen."""
+    failed_commands: list[str] = field(default_factory=list)
+    """runcmd entries that failed in an earlier run (not run again on a joined node)."""
+
+    def node_name(self) -> str | None:
+        return self.node_registered or self.node
+
+
+@dataclass
+class JoinAttempt:
+    """One `kubeadm join` attempt."""
+
+    attempt: int = 0
+    at: str = ""
+    outcome: str = ""
+    reset_before: bool = False
+    """Whether `kubeadm reset -f` ran first (files of an earlier attempt)."""
+    output_tail: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+@dataclass
+class CommandRun:
+    """One runcmd entry of the bootstrap data, as it ran."""
+
+    index: int = 0
+    command: str = ""
+    exit_status: int | None = None
+    """None: not found, or it did not run to its end."""
+    output_tail: str = ""
+
+
+@dataclass
+class KubeadmReset:
+    """A `kubeadm reset -f` before an attempt, and why."""
+
+    at: str = ""
+    why: str = ""
+    exit_status: int | None = None
+
+
+@dataclass
+class JoinRecord(Section):
+    """What the join phase keeps across runs: its attempts (the last ones), the resets
+    before them, and the bootstrap data's commands as they ran (never run twice)."""
+
+    KEY = "join"
+    attempts: list[JoinAttempt] = field(default_factory=list)
+    resets: list[KubeadmReset] = field(default_factory=list)
+    commands: list[CommandRun] = field(default_factory=list)
