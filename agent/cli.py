@@ -515,11 +515,13 @@ def _daemon(host: Host, files: list[str], cloud_init_wait: float) -> int:
 
 
 def _config(host: Host, args: argparse.Namespace) -> int:
+    from agent.session import load
+
     if args.config_command == "validate":
         from agent.config.validate import validate_files
         from agent.session import load
 
-        valid, error = validate_files(host, args.files, load, merged=args.merged)
+        valid, error = validate_files(host, args.files, merged=args.merged, load=load)
         for line in valid:
             print(line)
         if error is not None:

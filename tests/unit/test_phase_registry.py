@@ -66,7 +66,7 @@ def test_it_is_planned_run_and_reported(motd: Path,
     assert main([*root, "run", "--only", "motd", "-c", cfg]) == 0
     assert "motd     applied 1 change(s)" in capsys.readouterr().out
     assert (motd / MOTD.lstrip("/")).read_text() == "welcome to worker-0\n"
-    # exit 1: the node is not bootstrapped (only motd ran); the phase's own condition holds
+    # 1: the node is not bootstrapped, only motd ran (docs/on-the-node.md, exit status)
     assert main([*root, "status", "--json"]) == 1
     conditions = {c["type"]: c for c in json.loads(capsys.readouterr().out)["conditions"]}
     assert conditions["MotdWritten"]["status"] == "True"

@@ -42,5 +42,6 @@ def test_the_image_recipe_installs_with_the_hashes_checked() -> None:
     script = (REPO / "images/build.sh").read_text()
     assert '--require-hashes --wheel-dir "$wheels" \\\n    -r "$REPO/requirements/runtime.txt"' \
         in script
-    assert "--require-hashes -r /tmp/machine-agent-wheels/runtime.txt" in script
+    # the .deb's venv (images/build.sh deb), from those files, checked again
+    assert '--require-hashes \\\n    -r "$work/wheels/runtime.txt"' in script
     assert "--no-deps machine-agent" in script  # nothing resolved past the pins

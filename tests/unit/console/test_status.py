@@ -22,7 +22,7 @@ from agent.config import load_config
 from agent.errors import PermanentError, Reason
 from agent.host import Clock, Host
 from agent.orchestrator import Orchestrator
-from agent.phases.base import Phase, PhaseContext, PhaseOf, PhasePlan, PhaseResult
+from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult
 from agent.report import LocalStatus
 
 REPO = Path(__file__).parents[3]
@@ -45,14 +45,14 @@ class SteppingClock(Clock):
 
 
 @dataclass
-class Outcome(PhaseResult):
-    warning: str | None = None
+class WaitsResult(PhaseResult):
+    warning: str = ""
 
 
-class Waits(PhaseOf[Outcome]):
+class Waits(Phase):
     """A phase that waits on something outside: a progress report, then time passes."""
 
-    Result = Outcome
+    Result = WaitsResult
 
     def __init__(self, name: str, condition: str, success: Reason,
                  waits: list[tuple[str, float]], fail: str | None = None,
@@ -63,18 +63,18 @@ class Waits(PhaseOf[Outcome]):
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         return PhasePlan(self.name)
 
-    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> Outcome:
+    def verify(self, ctx: PhaseContext, plan: PhasePlan) -> WaitsResult:
         for message, seconds in self.waits:
             ctx.progress(message)
             ctx.host.clock.sleep(seconds)
         if self.fail:
             raise PermanentError(self.fail, reason=Reason.TimeNotSynchronized)
-        return Outcome(self.warning)
+        return WaitsResult(warning=self.warning or "")
 
-    def reason(self, result: Outcome) -> Reason:
+    def reason(self, result: WaitsResult) -> Reason:
         return Reason.TimeNotSynchronized if result.warning else self.success
 
-    def message(self, result: Outcome) -> str:
+    def message(self, result: WaitsResult) -> str:
         return result.warning or f"{self.name} done"
 
     def inputs(self, config: Any) -> Any:
