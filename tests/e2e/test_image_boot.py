@@ -37,6 +37,7 @@ REPO = Path(__file__).parents[2]
 GUEST = Path(__file__).parent / "guest"
 STANDIN = REPO / "sandbox/machine_agent_sandbox/kubeadm_standin.py"
 WORLD = "/var/lib/kubeadm-standin/world.json"  # in the guest files
+SANDBOX_IN_GUEST = "/opt/machine-agent-sandbox"
 BUDGET = 600
 """Seconds for the whole test, build and boot (the issue's 10 minutes)."""
 BOOT_RESERVE = 150
@@ -54,16 +55,16 @@ def run_logged(argv: list[str], log: Path, timeout: float) -> None:
 
 def site_binaries(bin_dir: Path) -> Path:
     """kubeadm and kubelet as a site provides them, here the kubeadm stand-in: run by the
-    guest's own python3 (its PyYAML comes with cloud-init), so they need nothing of the
-    agent's venv; its workload cluster is the world file of the guest files, which
+    guest's own python3 (its PyYAML comes with cloud-init) from the sandbox's source that
+    `sandbox_overlay` puts into the guest, so they need nothing of the agent's venv; its
+    workload cluster is the world file of the guest files, which
     workload-apiserver.service completes with its API server's CA and signer token."""
     bin_dir.mkdir()
-    (bin_dir / "kubeadm_standin.py").write_text(STANDIN.read_text())
     for name, extra in (("kubeadm", ""), ("kubelet", " kubelet")):
         (bin_dir / name).write_text(
             f"#!/bin/sh\n# The kubeadm stand-in ({STANDIN.relative_to(REPO)}).\n"
-            f"KUBEADM_STANDIN_WORLD={WORLD} exec /usr/bin/python3 "
-            f"/usr/local/bin/kubeadm_standin.py{extra} \"$@\"\n")
+            f"KUBEADM_STANDIN_WORLD={WORLD} PYTHONPATH={SANDBOX_IN_GUEST} exec /usr/bin/python3 "
+            f"-m machine_agent_sandbox.kubeadm_standin{extra} \"$@\"\n")
     return bin_dir
 
 
@@ -72,7 +73,7 @@ def sandbox_overlay(root: Path) -> Path:
     (the workload API server, the kubelet stand-in): the image recipe installs the agent
     alone, so the test brings what it plays the cluster with."""
     shutil.copytree(REPO / "sandbox/machine_agent_sandbox",
-                    root / "opt/machine-agent-sandbox/machine_agent_sandbox",
+                    root / SANDBOX_IN_GUEST.lstrip("/") / "machine_agent_sandbox",
                     ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
