@@ -383,7 +383,10 @@ class Host:
                 _HELD[key] -= 1
             return
         self._make_dirs(target.parent, 0o700)
-        fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as err:  # a read-only or full state directory: said, not a traceback
+            raise StateError(f"cannot write {system_path}: {err.strerror}") from err
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -393,8 +396,11 @@ class Host:
                     raise LockBusyError(system_path, current) from None
                 fcntl.flock(fd, fcntl.LOCK_EX)
             if holder is not None:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, holder.encode() + b"\n", 0)
+                try:
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, holder.encode() + b"\n", 0)
+                except OSError as err:
+                    raise StateError(f"cannot write {system_path}: {err.strerror}") from err
             _HELD[key] = 1
             try:
                 yield

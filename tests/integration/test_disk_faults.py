@@ -52,7 +52,7 @@ def test_read_only_state_directory_is_a_clear_error_and_the_journal_is_intact(
     journal = (root / STATE / "journal.json").read_bytes()
     run = agent_run(root, "mount --bind $S $S && mount -o remount,bind,ro $S")
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "Traceback" not in run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
     assert "cannot write /var/lib/machine-agent/" in run.stderr
     assert "Read-only file system" in run.stderr
     assert (root / STATE / "journal.json").read_bytes() == journal
@@ -67,7 +67,7 @@ def test_full_state_directory_is_a_clear_error_and_the_journal_is_intact(
             "(dd if=/dev/zero of=$S/filler bs=4k 2>/dev/null || true)")
     run = agent_run(root, fill)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "Traceback" not in run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
     assert "cannot write /var/lib/machine-agent/" in run.stderr
     assert "No space left on device" in run.stderr
     assert (root.parent / "journal.after").read_bytes() == journal
