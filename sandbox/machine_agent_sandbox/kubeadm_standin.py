@@ -65,6 +65,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -287,22 +288,8 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
     # app/preflight/checks.go, RunJoinNodeChecks: FileAvailableCheck for the kubeconfigs
     # join writes, and for the CA certificate only on a worker join (a control-plane
     # join's bootstrap data brings the CA files with it).
-    errors = []
     files = (KUBELET_CONF, BOOTSTRAP_CONF) + (() if cfg.get("controlPlane") else (CA_CERT,))
-    for rel in files:
-        if (root / rel).exists():
-            errors.append((f"FileAvailable--{rel.replace('/', '-')}",
-                           f"/{rel} already exists"))
-    if failure and failure.startswith("preflight:"):
-        _, check, message = failure.split(":", 2)
-        errors.append((check, message))
-    fatal = [(c, m) for c, m in errors if "all" not in ignored and c.lower() not in ignored]
-    if fatal:
-        # app/preflight/checks.go, Error.Error
-        lines = "".join(f"\t[ERROR {c}]: {m}\n" for c, m in fatal)
-        raise Failed("error execution phase preflight: [preflight] Some fatal errors "
-                     f"occurred:\n{lines}[preflight] If you know what you are doing, you "
-                     "can make a check non-fatal with `--ignore-preflight-errors=...`")
+    _files_available(root, files, failure, ignored)
 
     endpoint = _discover(root, cfg, world)
     control_plane = cfg.get("controlPlane")
@@ -400,9 +387,20 @@ def _control_plane_preflight(root: Path, world: dict[str, Any], control_plane: d
 
 def _init_node_checks(root: Path, ignored: set[str]) -> None:
     """app/preflight/checks.go RunInitNodeChecks: the static Pod manifests must not exist
-    (FileAvailable--etc-kubernetes-manifests-<name>.yaml); Error.Error's wording."""
+    (FileAvailable--etc-kubernetes-manifests-<name>.yaml)."""
+    _files_available(root, MANIFESTS, None, ignored)
+
+
+def _files_available(root: Path, files: Sequence[str], failure: str | None,
+                     ignored: set[str]) -> None:
+    """app/preflight/checks.go FileAvailableCheck for each of `files`, plus a failure the
+    world injects (`preflight:CHECK:MESSAGE`); those not ignored end the run with
+    Error.Error's wording."""
     errors = [(f"FileAvailable--{rel.replace('/', '-')}", f"/{rel} already exists")
-              for rel in MANIFESTS if (root / rel).exists()]
+              for rel in files if (root / rel).exists()]
+    if failure and failure.startswith("preflight:"):
+        _, check, message = failure.split(":", 2)
+        errors.append((check, message))
     fatal = [(c, m) for c, m in errors if "all" not in ignored and c.lower() not in ignored]
     if fatal:
         lines = "".join(f"\t[ERROR {c}]: {m}\n" for c, m in fatal)
@@ -481,17 +479,7 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
         world["failNext"] = world["failNext"][1:]
     print(f"[init] Using Kubernetes version: {world.get('version', 'v1.31.2')}")
     print("[preflight] Running pre-flight checks")
-    errors = [(f"FileAvailable--{rel.replace('/', '-')}", f"/{rel} already exists")
-              for rel in MANIFESTS if (root / rel).exists()]
-    if failure and failure.startswith("preflight:"):
-        _, check, message = failure.split(":", 2)
-        errors.append((check, message))
-    fatal = [(c, m) for c, m in errors if "all" not in ignored and c.lower() not in ignored]
-    if fatal:
-        lines = "".join(f"\t[ERROR {c}]: {m}\n" for c, m in fatal)
-        raise Failed("error execution phase preflight: [preflight] Some fatal errors "
-                     f"occurred:\n{lines}[preflight] If you know what you are doing, you "
-                     "can make a check non-fatal with `--ignore-preflight-errors=...`")
+    _files_available(root, MANIFESTS, failure, ignored)
     local = init_cfg.get("localAPIEndpoint") or {}
     endpoint = "https://" + str(cluster_cfg.get("controlPlaneEndpoint") or
                                 f"{local.get('advertiseAddress', '127.0.0.1')}:"
@@ -751,12 +739,13 @@ def publish_cluster_info(server: str, api: dict[str, str], tokens: dict[str, str
     token = api["signerToken"]
     _api(server, ca, token, "POST", "/api/v1/namespaces",
          {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-public"}})
-    _api(server, ca, token, "DELETE", CLUSTER_INFO)
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cluster-info", "namespace": "kube-public"}, "data": data}
     status, doc = _api(server, ca, token, "POST", "/api/v1/namespaces/kube-public/configmaps",
-                       {"apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": "cluster-info", "namespace": "kube-public"},
-                        "data": data})
-    if status != 201:
+                       body)
+    if status == 409:  # published already (another node's join at the same time): renewed
+        status, doc = _api(server, ca, token, "PUT", CLUSTER_INFO, body)
+    if status not in (200, 201):
         raise Failed(f"publishing cluster-info: HTTP {status}: {doc.get('message')}")
     rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-public"
     # kubeadm names both "kubeadm:bootstrap-signer-clusterinfo"; the API stand-in checks
