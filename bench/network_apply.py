@@ -70,7 +70,7 @@ def run_agent(root: Path, ns: str, cfg: AgentConfig) -> tuple[float, int]:
                                    log))
     phase.apply(ctx, plan)
     result = phase.verify(ctx, plan)
-    return time.perf_counter() - start, int(result["netlinkChanges"])
+    return time.perf_counter() - start, result.netlink_changes
 
 
 def run_ip_batch(ns: str, links: int, per_link: int) -> float:
