@@ -81,15 +81,22 @@ def sandbox_overlay(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The serial console of one boot of a freshly built image, ANSI colours removed."""
-    work = tmp_path_factory.mktemp("image")
+    return build_and_boot(tmp_path_factory.mktemp("image"), [
+        "--enable", "ntp-test-server.service",
+        "--enable", "cri-standin.socket", "--enable", "workload-apiserver.service",
+        "--enable", "kubelet-standin.service",
+        "--enable", "machine-agent-boot-report.service"])
+
+
+def build_and_boot(work: Path, extra: list[str]) -> list[str]:
+    """Build an image with this test's guest files, the sandbox and the site binaries
+    (plus `extra` arguments of images/build.sh), boot it once under qemu and return its
+    serial console, ANSI colours removed."""
     started = time.monotonic()
     run_logged(["bash", "images/build.sh", "image", "--out", str(work / "image"),
                 "--site-bin", str(site_binaries(work / "site-bin")),
                 "--overlay", str(GUEST), "--overlay", str(sandbox_overlay(work / "sandbox")),
-                "--enable", "ntp-test-server.service",
-                "--enable", "cri-standin.socket", "--enable", "workload-apiserver.service",
-                "--enable", "kubelet-standin.service",
-                "--enable", "machine-agent-boot-report.service"],
+                *extra],
                work / "build.log", BUDGET - BOOT_RESERVE)
     built = time.monotonic()
     serial = work / "console.log"

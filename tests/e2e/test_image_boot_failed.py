@@ -8,21 +8,11 @@ drop-in pointing the time phase at a dead port, and a unit that prints the repor
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_image_boot import (
-    ANSI,
-    BOOT_RESERVE,
-    BUDGET,
-    GUEST,
-    report,
-    run_logged,
-    sandbox_overlay,
-    site_binaries,
-)
+from tests.e2e.test_image_boot import build_and_boot, report
 
 FAILED_GUEST = Path(__file__).parent / "guest-failed"
 pytestmark = pytest.mark.allow_processes
@@ -30,24 +20,8 @@ pytestmark = pytest.mark.allow_processes
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    work = tmp_path_factory.mktemp("image-failed")
-    started = time.monotonic()
-    run_logged(["bash", "images/build.sh", "image", "--out", str(work / "image"),
-                "--site-bin", str(site_binaries(work / "site-bin")),
-                "--overlay", str(GUEST), "--overlay", str(sandbox_overlay(work / "sandbox")),
-                "--overlay", str(FAILED_GUEST),
-                "--enable", "machine-agent-failure-report.service"],
-               work / "build.log", BUDGET - BOOT_RESERVE)
-    built = time.monotonic()
-    serial = work / "console.log"
-    run_logged(["bash", "images/boot.sh", str(work / "image"), str(serial)],
-               work / "qemu.log", BUDGET - (built - started))
-    print(f"\nimage build {built - started:.0f}s, boot to power-off "
-          f"{time.monotonic() - built:.0f}s")
-    lines = [ANSI.sub("", line).rstrip("\r") for line in serial.read_text(
-        errors="replace").splitlines()]
-    (work / "image" / "rootfs.raw").unlink()  # 3 GB (sparse) that no one reads again
-    return lines
+    return build_and_boot(tmp_path_factory.mktemp("image-failed"), [
+        "--overlay", str(FAILED_GUEST), "--enable", "machine-agent-failure-report.service"])
 
 
 def test_systemctl_failed_lists_the_bootstrap_unit(console: list[str]) -> None:
