@@ -39,7 +39,9 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
                       "killed-after:kubelet-conf" / "killed-after:registered" (kubeadm and
                       the agent that ran it are killed with SIGKILL right after kubelet.conf
                       is written / after the Node registered: a power cut mid-join)
-  joins               (written) the names that joined, in order
+  joins               (written) the names that joined, in order (written when kubeadm
+                      ends: a kubeadm killed after its Node registered is not in it;
+                      `registrations` on the Node counts such a join too)
   invocations         (written) every join, init and reset run, in order
   etcdMembers         (written by init and a control-plane join; reset removes) the
                       stacked etcd members
@@ -998,6 +1000,18 @@ def _issue(server: str, api: dict[str, str], name: str) -> str:
     return str(doc["token"])
 
 
+REGISTRATIONS = "kubeadm-standin.machine-agent.test/registrations"
+"""The Node's annotation counting the joins that registered it: written by the same
+request that registers, so a kubeadm killed right after still counts (the world file is
+saved only when kubeadm ends)."""
+
+
+def registrations(node: dict[str, Any] | None) -> int:
+    """How many joins registered this Node (0: none, or no Node)."""
+    annotations = ((node or {}).get("metadata") or {}).get("annotations") or {}
+    return int(annotations.get(REGISTRATIONS, "0"))
+
+
 def _register_node(root: Path, server: str, api: dict[str, str], token: str,
                    name: str) -> None:
     """What the kubelet does once it runs: register its Node (an existing one is taken
@@ -1007,8 +1021,20 @@ def _register_node(root: Path, server: str, api: dict[str, str], token: str,
     status, doc = _api(server, ca, token, "POST", "/api/v1/nodes", {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
-                                              "kubernetes.io/os": "linux"}}})
-    if status not in (201, 409):
+                                              "kubernetes.io/os": "linux"},
+                     "annotations": {REGISTRATIONS: "1"}}})
+    for _ in range(5):  # bounded: only this node's kubelet writes its Node
+        if status != 409:
+            break
+        status, doc = _api(server, ca, token, "GET", f"/api/v1/nodes/{name}")
+        if status == 200:  # taken over: one more join registered it (resourceVersion
+            # makes the count a compare-and-swap)
+            status, doc = _api(server, ca, token, "PATCH", f"/api/v1/nodes/{name}", {
+                "metadata": {"resourceVersion": doc["metadata"]["resourceVersion"],
+                             "annotations": {REGISTRATIONS: str(registrations(doc) + 1)}}},
+                "application/merge-patch+json")
+            status = 201 if status == 200 else status
+    if status != 201:
         raise Failed(f"error execution phase kubelet-start: registering Node {name}: "
                      f"HTTP {status}: {doc.get('message')}")
     post_node_status(server, ca, token, name, network_ready(root))

@@ -9,8 +9,9 @@ What is compared (`Outcome`):
 - management API: the agent's Machine conditions (type, status, reason; CAPI's own Ready
   too), Events per reason about this Machine, and with the `capi` IPAM plugin the
   IPAddressClaims and IPAddresses (count per owner, no address twice, none orphaned).
-- the workload cluster: how many times this node joined (the kubeadm stand-in's world),
-  and its Node's Ready status there.
+- the workload cluster: how many joins registered this node's Node (counted on the Node by
+  the request that registers it, so a kubeadm killed right after still counts), and its
+  Node's Ready status there.
 
 The credential the cluster issued the kubelet at join (in kubelet.conf) is new with every
 join, as a real kubelet's client certificate is: files compare with it replaced by
@@ -31,6 +32,7 @@ from typing import Any
 
 import yaml
 from machine_agent_sandbox.cluster import CAPI, CLUSTER, IPAM, seed_machine
+from machine_agent_sandbox.kubeadm_standin import registrations
 from machine_agent_sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT
 from machine_agent_sandbox.node import Addressing, Node
 from machine_agent_sandbox.sandbox import IPAM_PLUGIN, Sandbox
@@ -121,8 +123,10 @@ class Slot:
 
     def _forget_machine(self) -> None:
         """Delete the Machine (its claims go with it, by owner), Secret, Role, binding and
-        ServiceAccount."""
+        ServiceAccount, and the workload cluster's Node (CAPI's Machine controller deletes
+        it with the Machine: a Node left over would be false evidence of a join)."""
         admin, name = self.box.admin, self.node.name
+        self.box.workload.call("DELETE", f"/api/v1/nodes/{name}", ok=(200, 202, 404))
         rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{admin.ns}"
         role, binding = _node_rbac_names(admin.ns, name)
         for path in (f"/apis/{CAPI}/namespaces/{admin.ns}/machines/{name}",
@@ -169,7 +173,7 @@ class Slot:
             conditions=_conditions(box.admin.machine(node.name)),
             events=self._events(),
             claims=self._claims(problems),
-            joins=json.loads(node.world.read_text()).get("joins", []).count(node.name),
+            joins=registrations(box.workload.node(node.name)),
             node_ready=_node_ready(box, node),
             problems=problems)
 

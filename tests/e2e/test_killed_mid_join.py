@@ -12,6 +12,7 @@ import signal
 from collections.abc import Callable
 
 import pytest
+from machine_agent_sandbox.kubeadm_standin import registrations
 from machine_agent_sandbox.sandbox import Sandbox
 
 from tests.e2e.conftest import assert_bootstrapped
@@ -36,6 +37,7 @@ def test_a_join_killed_midway_is_redone_or_kept_on_evidence(
     assert_bootstrapped(box, node)
     world = json.loads(node.world.read_text())
     assert world.get("joins", []).count(node.name) == 1
+    assert registrations(box.workload.node(node.name)) == 1  # what the kill harness counts
     journal = json.loads((node.root / "var/lib/machine-agent/journal.json").read_text())
     record = journal["extra"]["join"]
     assert "inFlight" not in record
