@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from agent import cli
 from agent.config.identity import IdentitySpec, MachineRef
-from agent.config.sources import FileSource
 from agent.errors import AgentError, ConfigError, Reason
 from agent.host import Host
 from agent.ipam.base import Allocation, ClaimRequest, InvalidAllocation, validate_allocation
@@ -32,7 +31,7 @@ from agent.phases.join.classify import classify_output
 from agent.phases.join.cloudconfig import parse_cloud_config
 from agent.phases.time.chronyc import parse_sources, parse_tracking
 from agent.retry import Backoff
-from agent.session import load
+from tests.unit.hostile.config_doc import BASE, load_with
 from tests.unit.kube.fake_session import FakeSession, response, status
 
 HOSTILE_TEXT = st.one_of(
@@ -45,29 +44,6 @@ HOSTILE = st.one_of(HOSTILE_TEXT, st.integers(), st.floats(allow_nan=True), st.n
                     st.booleans(), st.lists(HOSTILE_TEXT, max_size=3),
                     st.dictionaries(HOSTILE_TEXT, HOSTILE_TEXT, max_size=2))
 
-BASE: dict[str, Any] = {
-    "apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
-    "spec": {
-        "identity": {"machine": {"namespace": "site-a", "name": "worker-0"},
-                     "nodeName": "worker-0"},
-        "management": {"server": "https://192.0.2.100:6443",
-                       "tokenFile": "/etc/machine-agent/token",
-                       "caFile": "/etc/machine-agent/ca.crt", "requestTimeout": "10s",
-                       "bootstrapWait": "10m"},
-        "network": {"hostname": "n1.example.net", "interfaces": [{
-            "name": "eth0", "gateway": "192.0.2.1",
-            "addresses": [{"static": "192.0.2.10/24"},
-                          {"ipam": {"plugin": "capi", "pool": "workers", "family": "ipv6"}}],
-            "routes": [{"to": "198.51.100.0/24", "via": "192.0.2.1"}]}],
-            "dns": {"nameservers": ["192.0.2.53"], "search": ["example.net"]}},
-        "ipam": {"plugins": {"capi": {"timeout": "60s", "apiVersion": "v1beta2", "pools": {
-            "workers": {"name": "workers-v6", "kind": "InClusterIPPool"}}}}},
-        "time": {"servers": [{"host": "ntp.example.net"}], "syncTimeout": "30s"},
-        "join": {"timeout": "30s"},
-        "retry": {"attempts": 5, "initialDelay": "1s", "maxDelay": "60s"},
-        "lifecycle": {"onDelete": {"policy": "reset", "resetTimeout": "2m"},
-                      "reconfigure": ["network"], "watch": True},
-    }}
 FIELDS = [
     ("network", "hostname"), ("network", "interfaces", 0, "name"),
     ("network", "interfaces", 0, "gateway"), ("network", "interfaces", 0, "addresses", 0,
@@ -93,15 +69,8 @@ FIELDS = [
 @given(field=st.sampled_from(FIELDS), value=HOSTILE)
 def test_config_field_is_accepted_or_refused_by_name(tmp_path: Path, field: tuple[Any, ...],
                                                      value: Any) -> None:
-    doc = copy.deepcopy(BASE)
-    parent = doc["spec"]
-    for step in field[:-1]:
-        parent = parent[step]
-    parent[field[-1]] = value
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(doc))
     try:
-        load(Host(tmp_path / "root"), [FileSource(str(path), outside_root=True)])
+        load_with(tmp_path, field, value)
     except ConfigError as err:
         key = str(field[-1]) if isinstance(field[-1], str) else str(field[-2])
         # the field's path, or its object's with the field named (null: "give one of ...")

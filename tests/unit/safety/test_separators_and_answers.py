@@ -12,17 +12,13 @@ used (#6).
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-import yaml
 
-from agent.config import load_config
-from agent.config.sources import FileSource
 from agent.errors import ConfigError, Reason
 from agent.host import Host
 from agent.ipam.base import (
@@ -36,7 +32,7 @@ from agent.ipam.base import (
 from agent.phases.network.model import build_plan
 from agent.phases.network.render import render_hostname
 from agent.templating import render
-from tests.unit.hostile.test_hostile_input import BASE
+from tests.unit.hostile.config_doc import load_with
 from tests.unit.network.netconfig import network_spec
 
 SEPARATORS = ["\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029",
@@ -92,29 +88,18 @@ CONFIG_FIELDS = [
 ]
 
 
-def _load_with(tmp_path: Path, field: tuple[Any, ...], value: Any) -> None:
-    doc = copy.deepcopy(BASE)
-    parent = doc["spec"]
-    for step in field[:-1]:
-        parent = parent[step]
-    parent[field[-1]] = value
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    load_config(Host(tmp_path / "root"), [FileSource(str(path), outside_root=True)])
-
-
 @pytest.mark.parametrize(("field", "value"), CONFIG_FIELDS)
 def test_a_scope_id_where_none_is_meaningful_is_refused_naming_the_field(
         tmp_path: Path, field: tuple[Any, ...], value: str) -> None:
     with pytest.raises(ConfigError) as err:
-        _load_with(tmp_path, field, value)
+        load_with(tmp_path, field, value)
     key = field[-1] if isinstance(field[-1], str) else field[-2]
     (problem,) = [e for e in err.value.errors if str(key) in e.path]
     assert "\n" not in str(problem)
 
 
 def test_a_link_local_nameserver_naming_its_interface_is_taken(tmp_path: Path) -> None:
-    _load_with(tmp_path, ("network", "dns", "nameservers", 0), "fe80::53%eth0")
+    load_with(tmp_path, ("network", "dns", "nameservers", 0), "fe80::53%eth0")
 
 
 # -- IPAM answers ----------------------------------------------------------------------
