@@ -145,7 +145,11 @@ class FaultProxy:
                 conn.shutdown(socket.SHUT_RDWR)
 
     def counters(self) -> dict[tuple[str, str], int]:
+        """Requests that reached the proxy so far, by (verb, resource)."""
         return self._counters.snapshot()
+
+    def reset_counters(self) -> None:
+        self._counters.reset()
 
     # --- one request ------------------------------------------------------------------
 
