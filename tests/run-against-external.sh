@@ -10,7 +10,8 @@
 # controller (a cluster with only the CRDs has no IPAM provider) and only its admin
 # kubeconfig is handed over, as a real cluster's would be; it is stopped at the end.
 #
-# No PYTEST ARGS: the identity, kube, ipam, daemon and doctor suites. Any skip fails the
+# No test path among PYTEST ARGS: the identity, kube, ipam, daemon and doctor suites are
+# added (never the whole suite, whose image boot tests need no API server). Any skip fails the
 # run (MACHINE_AGENT_TEST_NO_SKIP=1, tests/conftest.py); `-rs` still lists skips.
 # As root, like the suites (network namespaces); NetBox up for the ipam suite.
 set -euo pipefail
@@ -18,7 +19,9 @@ cd "$(dirname "$0")/.."
 
 SUITES=(tests/integration/identity tests/integration/kube tests/integration/ipam
         tests/integration/daemon tests/integration/doctor)
-if [ "$#" -eq 0 ]; then set -- "${SUITES[@]}"; fi
+given=0
+for arg in "$@"; do [ -e "${arg%%::*}" ] && given=1; done
+if [ "$given" -eq 0 ]; then set -- "$@" "${SUITES[@]}"; fi
 
 if [ -z "${MACHINE_AGENT_TEST_KUBECONFIG:-}" ]; then
     work=$(mktemp -d /tmp/ma-external.XXXXXX)

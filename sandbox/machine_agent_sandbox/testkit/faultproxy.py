@@ -184,7 +184,10 @@ class FaultProxy:
             self._abort(h, reset=False)
             return
         with upstream:
-            self._relay(h, upstream, closing)
+            try:
+                self._relay(h, upstream, closing)
+            except OSError:  # the client went away (its own time-out) before the answer
+                h.close_connection = True
 
     def _inject(self, h: BaseHTTPRequestHandler, fault: Fault) -> None:
         if fault.kind in ("drop", "reset"):

@@ -316,7 +316,9 @@ def test_a_machine_deleted_before_the_daemon_follows_it_is_not_held(
         drained.set()
         wait_until(capi.gone, "CAPI to delete the Machine")
     assert capi.hooks == []
-    assert "without the agent's pre-terminate hook" in daemon.output()
+    # the daemon learns of the deletion from its watch, a moment after CAPI finished
+    wait_until(lambda: "without the agent's pre-terminate hook" in daemon.output(),
+               "the daemon to see its Machine gone")
     daemon.stop()
 
 
