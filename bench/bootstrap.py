@@ -80,7 +80,7 @@ def one_bootstrap(tmp: Path, index: int) -> tuple[float, float, float, Counter[s
                                             "metadata": {"name": "bench"}})
         where = World(root, world.endpoint)
         seed(admin, where)
-        node = make_node(where, admin, node_token(admin, api))
+        node = make_node(where, admin, node_token(admin))
         path = f"{world.path}:{os.environ['PATH']}"
         api.reset_counters()
         cpu, rss, wall = run_agent(node.root, path)

@@ -78,7 +78,7 @@ def idle(tmp: Path, seconds: float) -> dict[str, float]:
                                             "metadata": {"name": "bench"}})
         where = World(root, world.endpoint)
         seed(admin, where)
-        node = make_node(where, admin, node_token(admin, api))
+        node = make_node(where, admin, node_token(admin))
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         notify.bind(str(tmp / "notify"))
         env = {**os.environ, "PATH": f"{world.path}:{os.environ['PATH']}",

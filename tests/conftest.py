@@ -10,7 +10,7 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +175,21 @@ def _guard_two(guard: _Guard, original: Any, what: str) -> Any:
                 guard.refuse(f"{what}({src!r}, {dst!r})")
         return original(src, dst, *args, **kwargs)
     return op
+
+
+NO_SKIP_ENV = "MACHINE_AGENT_TEST_NO_SKIP"
+"""Set to 1 (tests/run-against-external.sh does): a skipped test fails, naming why it
+skipped. Against an external API server nothing may skip; a skip would count as passed
+by whoever reads only the exit code."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if os.environ.get(NO_SKIP_ENV) == "1" and report.skipped and \
+            not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped, which {NO_SKIP_ENV}=1 forbids: {reason}"
+    return report

@@ -128,15 +128,6 @@ class Admin:
         result: Obj = self.call("GET", f"/apis/{CAPI}/namespaces/{self.ns}/machines/{name}")
         return result
 
-    def counters(self) -> dict[tuple[str, str], int]:
-        """Requests the stand-in has served, by (verb, resource): a stand-in-only hook
-        (a real API server has no such endpoint)."""
-        if self.external:
-            raise PermanentError("request counters are a stand-in-only hook (/sandbox/v1/"
-                                 "counters); a real API server has none")
-        doc = self.call("GET", "/sandbox/v1/counters")
-        return {(c["verb"], c["resource"]): c["count"] for c in doc["counters"]}
-
     def node(self, name: str) -> Obj | None:
         """The Node as `kubectl get node NAME -o yaml` shows it (on the workload
         cluster); None when there is none."""

@@ -116,6 +116,11 @@ class PoolClient:
         except Exhausted:
             self._ready(claim, "False", "PoolExhausted", NO_ADDRESS)
             return
+        except ValueError as exc:  # a pool the provider cannot read, e.g. prefix 40 on IPv4
+            self._ready(claim, "False", "AllocationFailed",
+                        f"failed to create or patch address: failed to convert pool to "
+                        f"range: {exc}")
+            return
         address: Obj = {
             "apiVersion": f"{IPAM}/v1beta2", "kind": "IPAddress",
             "metadata": {"name": meta["name"], "namespace": self.admin.ns,

@@ -82,6 +82,8 @@ class Sandbox:
     ntp: subprocess.Popen[bytes]
     features: Features
     nodes: list[Node] = field(default_factory=list)
+    external_kubeconfig: Path | None = None
+    """The admin kubeconfig of the external management API server, if one is used."""
 
     @classmethod
     @contextlib.contextmanager
@@ -129,7 +131,8 @@ class Sandbox:
         progress(f"workload API stand-in: https://{WORKLOAD_ADDRESS}:{WORKLOAD_PORT} (the "
                  "kubelets register their Nodes there)")
         seed_cluster(admin, pool=[POOL_RANGE])
-        box = cls(registry, network, admin, workload, ntp, features)
+        box = cls(registry, network, admin, workload, ntp, features,
+                  external_kubeconfig=external)
         addressing = Addressing(IPAM_PLUGIN if features.ipam else None)
         for index in range(count):
             node = Node(index, network.add_node(index), registry.base / f"n{index}")
@@ -175,6 +178,14 @@ class Sandbox:
     def external(self) -> bool:
         """Whether the management API is an external server (not the stand-in)."""
         return self.admin.external
+
+    def kubectl(self) -> list[str]:
+        """`kubectl` as the management cluster's administrator: in the router namespace
+        with the stand-in's admin kubeconfig, or here with the external server's."""
+        if self.external_kubeconfig is not None:
+            return ["kubectl", "--kubeconfig", str(self.external_kubeconfig)]
+        return ["ip", "netns", "exec", self.network.router, "kubectl", "--kubeconfig",
+                str(self.registry.base / "apiserver/admin.kubeconfig")]
 
     def stop_ntp(self) -> None:
         self.registry.stop(self.ntp)

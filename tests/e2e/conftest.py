@@ -4,7 +4,8 @@ agent as a separate process per node with that node's view.
 
 With MACHINE_AGENT_TEST_KUBECONFIG (an admin kubeconfig; the CAPI and IPAM CRDs
 installed) the sandboxes use that API server in place of the stand-in (see
-machine_agent_sandbox/external.py); a test needing a stand-in-only hook is then skipped, naming it.
+machine_agent_sandbox/external.py). No test needs a stand-in-only hook: what a test counts
+or faults, it does through the fault proxy (machine_agent_sandbox.testkit.sandboxproxy).
 """
 
 from __future__ import annotations
@@ -35,13 +36,6 @@ def bring_up() -> Iterator[Callable[[int], Sandbox]]:
     external = Path(EXTERNAL) if EXTERNAL else None
     with contextlib.ExitStack() as stack:
         yield lambda nodes=1: stack.enter_context(Sandbox.up(nodes, external=external))
-
-
-def standin_only(box: Sandbox, capability: str) -> None:
-    """Skip, naming what is missing, when the sandbox runs against an external server."""
-    if box.external:
-        pytest.skip(f"needs the API stand-in's {capability}, which an external API server "
-                    "(MACHINE_AGENT_TEST_KUBECONFIG) does not have")
 
 
 def effects(lines: list[str]) -> list[str]:

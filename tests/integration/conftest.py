@@ -24,11 +24,3 @@ def standin(tmp_path: Path) -> Iterator[ApiServer | None]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture
-def only_standin(standin: ApiServer | None) -> ApiServer:
-    """For tests of stand-in hooks (faults, counters, compaction, the pool controller)."""
-    if standin is None:
-        pytest.skip("exercises a stand-in-only hook; skipped against a real API server")
-    return standin

@@ -35,15 +35,28 @@ class User:
 ANONYMOUS_USER = User(ANONYMOUS, ("system:unauthenticated",))
 
 
-def service_account_user(namespace: str, name: str) -> User:
+def service_account_user(namespace: str, name: str, uid: str = "") -> User:
     return User(f"system:serviceaccount:{namespace}:{name}",
-                ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", AUTHENTICATED))
+                ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", AUTHENTICATED),
+                uid)
+
+
+@dataclass(frozen=True)
+class BoundTo:
+    """The ServiceAccount a TokenRequest token was issued for: kube-apiserver accepts
+    the token only while that account exists with this uid and is not being deleted
+    (pkg/serviceaccount/claims.go), so deleting the account revokes its tokens."""
+
+    namespace: str
+    name: str
+    uid: str
 
 
 class Tokens:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._users: dict[str, User] = {}
+        self._bound: dict[str, BoundTo] = {}
 
     def issue(self, user: str, groups: tuple[str, ...] | list[str] = (), uid: str = "") -> str:
         token = secrets.token_urlsafe(32)
@@ -58,13 +71,27 @@ class Tokens:
             self._users[token] = who
         return token
 
+    def issue_bound(self, account: BoundTo) -> str:
+        """A token for the ServiceAccount `account`, valid while it exists (its uid is
+        the user's uid, as the real server's ServiceAccountInfo gives it)."""
+        token = self.issue_for(service_account_user(account.namespace, account.name,
+                                                    account.uid))
+        with self._lock:
+            self._bound[token] = account
+        return token
+
     def revoke(self, token: str) -> None:
         with self._lock:
             self._users.pop(token, None)
+            self._bound.pop(token, None)
 
     def user(self, token: str) -> User | None:
         with self._lock:
             return self._users.get(token)
+
+    def bound_to(self, token: str) -> BoundTo | None:
+        with self._lock:
+            return self._bound.get(token)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from . import fields as fp
 from . import meta as mt
 from . import ssa
 from . import status as st
-from .auth import Tokens, User, service_account_user
+from .auth import BoundTo, Tokens, User
 from .rbac import Attributes, Authorizer
 from .store import Store
 
@@ -75,11 +75,12 @@ def self_subject_access_review(authorizer: Authorizer, user: User, body: Any,
 
 
 def token_request(store: Store, tokens: Tokens, namespace: str, name: str, body: Any) -> Obj:
-    if store.get("/serviceaccounts", namespace, name) is None:
+    account = store.get("/serviceaccounts", namespace, name)
+    if account is None:
         raise st.not_found("serviceaccounts", "", "serviceaccounts", name)
     spec = (body or {}).get("spec") or {} if isinstance(body, dict) else {}
     seconds = int(spec.get("expirationSeconds") or 3600)
-    token = tokens.issue_for(service_account_user(namespace, name))
+    token = tokens.issue_bound(BoundTo(namespace, name, account["metadata"]["uid"]))
     expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
     return {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
             "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},

@@ -4,6 +4,7 @@ dispatch to the verbs, and write JSON (or a chunked watch stream) back."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import logging
 import socket
@@ -29,6 +30,14 @@ SSRR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
 SSR_PATH = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 _REVIEWS = (SSAR_PATH, SSRR_PATH, SSR_PATH)
 _OPEN_PATHS = {"/healthz", "/livez", "/readyz"}
+TOKEN_LEEWAY = 60.0
+"""go-jose's jwt.DefaultLeeway: a ServiceAccount deleted less than this long ago (still
+terminating) keeps its tokens valid."""
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.UTC).timestamp()
 
 
 @dataclass
@@ -138,10 +147,27 @@ class Handler(BaseHTTPRequestHandler):
         if not header:
             return ANONYMOUS_USER
         scheme, _, token = header.partition(" ")
-        user = self.server.ctx.tokens.user(token.strip()) if scheme.lower() == "bearer" else None
-        if user is None:
+        ctx = self.server.ctx
+        token = token.strip()
+        user = ctx.tokens.user(token) if scheme.lower() == "bearer" else None
+        if user is None or not self._account_alive(token):
             raise st.unauthorized()
         return user
+
+    def _account_alive(self, token: str) -> bool:
+        """A ServiceAccount token is refused once its account is gone or replaced
+        (another uid), or has been terminating for longer than the JWT leeway, as
+        kube-apiserver's token validator does (pkg/serviceaccount/claims.go)."""
+        bound = self.server.ctx.tokens.bound_to(token)
+        if bound is None:
+            return True
+        account = self.server.ctx.objects.store.get("/serviceaccounts", bound.namespace,
+                                                    bound.name)
+        meta = (account or {}).get("metadata") or {}
+        if meta.get("uid") != bound.uid:
+            return False
+        deleted = meta.get("deletionTimestamp")
+        return not deleted or time.time() - _epoch(deleted) <= TOKEN_LEEWAY
 
     # --- the request -------------------------------------------------------------------
 

@@ -145,7 +145,11 @@ class FaultProxy:
                 conn.shutdown(socket.SHUT_RDWR)
 
     def counters(self) -> dict[tuple[str, str], int]:
+        """Requests that reached the proxy so far, by (verb, resource)."""
         return self._counters.snapshot()
+
+    def reset_counters(self) -> None:
+        self._counters.reset()
 
     # --- one request ------------------------------------------------------------------
 
@@ -180,7 +184,10 @@ class FaultProxy:
             self._abort(h, reset=False)
             return
         with upstream:
-            self._relay(h, upstream, closing)
+            try:
+                self._relay(h, upstream, closing)
+            except OSError:  # the client went away (its own time-out) before the answer
+                h.close_connection = True
 
     def _inject(self, h: BaseHTTPRequestHandler, fault: Fault) -> None:
         if fault.kind in ("drop", "reset"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,7 +20,6 @@ import yaml
 
 from agent.host import Clock
 from agent.kube.rbac import NodeIdentity, render_node_rbac
-from machine_agent_sandbox.apiserver import ApiServer
 from machine_agent_sandbox.testkit.bootstrap import bootstrap_secret as secret_holding
 from machine_agent_sandbox.testkit.bootstrap import cloud_config
 
@@ -161,7 +161,7 @@ def bootstrap_secret(ns: str, endpoint: str) -> dict[str, Any]:
     return secret_holding(ns, SECRET, cloud_config(endpoint))
 
 
-def node_token(admin: Admin, standin: ApiServer | None, *, discovery: bool = False) -> str:
+def node_token(admin: Admin, *, discovery: bool = False) -> str:
     """A ServiceAccount token bound to exactly the shipped RBAC, rendered for this node."""
     sa = f"machine-agent-{MACHINE}"
     rbac = render_node_rbac(NodeIdentity(
@@ -170,14 +170,40 @@ def node_token(admin: Admin, standin: ApiServer | None, *, discovery: bool = Fal
     for doc in yaml.safe_load_all(rbac):
         plural = "roles" if doc["kind"] == "Role" else "rolebindings"
         admin.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{admin.ns}/{plural}", doc)
-    if standin is not None:
-        return standin.make_service_account_token(admin.ns, sa)
+    return service_account_token(admin, sa)
+
+
+def service_account_token(admin: Admin, name: str) -> str:
+    """A new ServiceAccount `name` in the test's namespace and a token for it from the
+    TokenRequest API (the same calls against the stand-in and a real server). Its RBAC
+    is whatever binds it: none, unless the caller made some."""
     admin.create(f"/api/v1/namespaces/{admin.ns}/serviceaccounts", {
         "apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": sa, "namespace": admin.ns}})
-    review = admin.create(f"/api/v1/namespaces/{admin.ns}/serviceaccounts/{sa}/token", {
+        "metadata": {"name": name, "namespace": admin.ns}})
+    review = admin.create(f"/api/v1/namespaces/{admin.ns}/serviceaccounts/{name}/token", {
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}})
     return str(review["status"]["token"])
+
+
+def revoke_service_account(admin: Admin, name: str, token: str, wait: float = 60.0) -> None:
+    """Delete the ServiceAccount `name`, which invalidates its bound tokens, and wait,
+    bounded, until the server refuses `token` with 401. A real kube-apiserver caches a
+    token's successful authentication for 10 s (its default TokenSuccessCacheTTL) and
+    reads ServiceAccounts through an informer, so the refusal comes up to ~10 s later
+    there; the stand-in refuses at once. (The admin's client certificate, if any, is not
+    sent: it would authenticate the request instead of the token.)"""
+    admin.call("DELETE", f"/api/v1/namespaces/{admin.ns}/serviceaccounts/{name}")
+    deadline = time.monotonic() + wait
+    while True:
+        answer = admin.session.get(
+            f"{admin.server}/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines",
+            headers={"Authorization": f"Bearer {token}"}, verify=admin.verify, timeout=10)
+        if answer.status_code == 401:
+            return
+        assert time.monotonic() < deadline, \
+            f"the token of the deleted ServiceAccount {name} still answers " \
+            f"{answer.status_code} after {wait:g}s"
+        time.sleep(0.2)
 
 
 @dataclass

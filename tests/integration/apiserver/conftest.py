@@ -1,6 +1,11 @@
 """Fixtures for the management API tests: the in-process stand-in, or a real API server
 when MACHINE_AGENT_TEST_KUBECONFIG names a kubeconfig (admin rights, CAPI and in-cluster
-IPAM CRDs installed). Every test gets its own namespace."""
+IPAM CRDs installed). Every test gets its own namespace.
+
+A test of the stand-in's own hooks (faults, counters, compaction, its pool controller,
+its token hook) asks for `own_standin`: it tests the sandbox, not the management
+cluster, so it always runs against a stand-in, the one it starts itself when the suite
+is pointed at a real server, and its `admin` is that stand-in's. Nothing here skips."""
 
 from __future__ import annotations
 
@@ -42,7 +47,25 @@ def _real_admin(tmp_path: Path) -> Kube:
 
 
 @pytest.fixture
-def admin(standin: ApiServer | None, tmp_path: Path) -> Kube:
+def own_standin(standin: ApiServer | None, tmp_path: Path) -> Iterator[ApiServer]:
+    """The stand-in under test: the suite's, or one of the test's own against a real
+    server (started as the suite's is)."""
+    if standin is not None:
+        yield standin
+        return
+    server = ApiServer(tmp_path / "own-apiserver", bookmark_interval=0.2).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def admin(request: pytest.FixtureRequest, standin: ApiServer | None, tmp_path: Path) -> Kube:
+    """The administrator of the server the test runs against (own_standin's, if it asks
+    for one)."""
+    if "own_standin" in request.fixturenames:
+        standin = request.getfixturevalue("own_standin")
     if standin is None:
         return _real_admin(tmp_path)
     return Kube(standin.url, str(standin.ca_path), token=standin.admin_token)

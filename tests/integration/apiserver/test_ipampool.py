@@ -15,7 +15,7 @@ Obj = dict[str, Any]
 
 
 @pytest.fixture
-def ipam(only_standin: ApiServer, admin: Kube, ns: str) -> Kube:
+def ipam(own_standin: ApiServer, admin: Kube, ns: str) -> Kube:
     return admin
 
 
@@ -142,8 +142,7 @@ def test_claims_for_other_providers_are_left_alone(ipam: Kube, ns: str) -> None:
     assert "status" not in c and "finalizers" not in c["metadata"]
 
 
-def test_conditions_can_be_switched_off_like_the_released_provider(
-        only_standin: ApiServer, tmp_path: Any) -> None:
+def test_conditions_can_be_switched_off_like_the_released_provider(tmp_path: Any) -> None:
     with ApiServer(tmp_path / "quiet", ipam_conditions=False) as api:
         admin = Kube(api.url, str(api.ca_path), token=api.admin_token)
         admin.check(admin.post(_claims("default"), json=claim("node-0", pool="none")), 201)

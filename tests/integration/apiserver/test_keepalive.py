@@ -9,7 +9,7 @@ from machine_agent_sandbox.apiserver import ApiServer
 from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 
-def test_answers_are_not_held_for_the_clients_delayed_ack(only_standin: ApiServer,
+def test_answers_are_not_held_for_the_clients_delayed_ack(own_standin: ApiServer,
                                                           admin: Kube, ns: str) -> None:
     # An answer written as headers then body, with Nagle's algorithm on, waits for the
     # client's delayed ACK of the headers: 40 ms per request on Linux, so 20 requests

@@ -104,9 +104,9 @@ def test_cluster_role_bindings_grant_across_namespaces(
 
 
 def test_kubelets_register_their_node_and_change_only_its_own(
-        admin: Kube, only_standin: ApiServer) -> None:
+        admin: Kube, own_standin: ApiServer) -> None:
     """What the Node authorizer and NodeRestriction allow a kubelet on Nodes."""
-    kubelet = admin.with_token(only_standin.make_token("system:node:worker-0",
+    kubelet = admin.with_token(own_standin.make_token("system:node:worker-0",
                                                        ["system:nodes"]))
     for name in ("worker-0", "worker-1"):
         kubelet.check(kubelet.post("/api/v1/nodes", json={
@@ -121,7 +121,7 @@ def test_kubelets_register_their_node_and_change_only_its_own(
     kubelet.check(kubelet.delete("/api/v1/nodes/worker-1"), 403)
     kubelet.check(kubelet.get("/api/v1/namespaces/default/secrets"), 403)
     # the same groups without a node's name are no kubelet
-    stranger = admin.with_token(only_standin.make_token("someone", ["system:nodes"]))
+    stranger = admin.with_token(own_standin.make_token("someone", ["system:nodes"]))
     stranger.check(stranger.get("/api/v1/nodes/worker-0"), 403)
 
 

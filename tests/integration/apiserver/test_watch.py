@@ -51,11 +51,11 @@ def test_a_watch_from_a_resource_version_sends_only_later_events(admin: Kube, ns
 
 
 def test_a_watch_from_a_compacted_version_gets_an_expired_error_event(
-        only_standin: ApiServer, admin: Kube, ns: str) -> None:
+        own_standin: ApiServer, admin: Kube, ns: str) -> None:
     rv = admin.check(admin.post(_machines(ns), json=machine("a")), 201)[
         "metadata"]["resourceVersion"]
     admin.check(admin.post(_machines(ns), json=machine("b")), 201)
-    only_standin.compact()
+    own_standin.compact()
     events = list(admin.watch(_machines(ns), {"resourceVersion": rv, "timeoutSeconds": "2"}))
     assert len(events) == 1
     assert events[0]["type"] == "ERROR"
@@ -63,14 +63,14 @@ def test_a_watch_from_a_compacted_version_gets_an_expired_error_event(
     assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
 
 
-def test_an_exact_list_from_a_compacted_version_is_410(only_standin: ApiServer, admin: Kube,
+def test_an_exact_list_from_a_compacted_version_is_410(own_standin: ApiServer, admin: Kube,
                                                       ns: str) -> None:
     """As on the real server (corpus case m): Exact and paginated reads are of that
     revision and expire; NotOlderThan (the default) is served from the cache."""
     rv = admin.check(admin.post(_machines(ns), json=machine("a")), 201)[
         "metadata"]["resourceVersion"]
     admin.check(admin.post(_machines(ns), json=machine("b")), 201)
-    only_standin.compact()
+    own_standin.compact()
     for params in ({"resourceVersion": rv, "resourceVersionMatch": "Exact"},
                    {"resourceVersion": rv, "limit": "1"}):
         reply = admin.check(admin.get(_machines(ns), params=params), 410)
@@ -79,7 +79,7 @@ def test_an_exact_list_from_a_compacted_version_is_410(only_standin: ApiServer, 
     assert [m["metadata"]["name"] for m in listed["items"]] == ["a", "b"]
 
 
-def test_history_is_bounded(only_standin: ApiServer, tmp_path: Any) -> None:
+def test_history_is_bounded(tmp_path: Any) -> None:
     with ApiServer(tmp_path / "small", history_size=3, ipam=False) as api:
         admin = Kube(api.url, str(api.ca_path), token=api.admin_token)
         first = admin.check(admin.post("/api/v1/namespaces/default/configmaps", json={

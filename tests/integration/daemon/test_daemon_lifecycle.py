@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from machine_agent_sandbox.apiserver import ApiServer
 from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 
 from agent.daemon.deletion import HOOK, DeleteRecord
@@ -131,12 +130,13 @@ def daemon(node: Node, systemd: Systemd) -> Iterator[Daemon]:
 
 
 def test_idle_with_its_watches_open_it_never_wakes_and_sigterm_ends_the_blocked_read(
-        daemon: Daemon, admin: Admin, standin: ApiServer | None) -> None:
+        daemon: Daemon, admin: Admin, proxy: FaultProxy) -> None:
     daemon.start()
     wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap on the Machine")
-    if standin is not None:  # the watches are open: list + watch of both objects
-        wait_until(lambda: all(standin.counters().get(("watch", kind)) for kind in (
-            "machines", "configmaps")), "the watches to open")
+    # the watches are open (list + watch of both objects), as the proxy the daemon
+    # reaches the server through counts them
+    wait_until(lambda: all(proxy.counters().get(("watch", kind)) for kind in (
+        "machines", "configmaps")), "the watches to open")
     assert daemon.proc is not None
     time.sleep(1.0)  # the echo of its own reports (its Machine's status) settles
     before = wakeups(daemon.proc.pid)
@@ -316,7 +316,9 @@ def test_a_machine_deleted_before_the_daemon_follows_it_is_not_held(
         drained.set()
         wait_until(capi.gone, "CAPI to delete the Machine")
     assert capi.hooks == []
-    assert "without the agent's pre-terminate hook" in daemon.output()
+    # the daemon learns of the deletion from its watch, a moment after CAPI finished
+    wait_until(lambda: "without the agent's pre-terminate hook" in daemon.output(),
+               "the daemon to see its Machine gone")
     daemon.stop()
 
 

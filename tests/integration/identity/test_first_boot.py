@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.testkit.faultproxy import FaultProxy
+from machine_agent_sandbox.testkit.management import revoke_service_account
 
 from agent.cli import main
 from agent.errors import Reason
@@ -33,6 +34,8 @@ CREDENTIALS = "var/lib/machine-agent/credentials"
 META = "instance-id: iid-worker-0\nlocal-hostname: worker-0\n"
 PART = "cloud-init user-data (part machine-agent.yaml)"
 BOOT_FILE = "/run/machine-agent/boot.yaml"
+NODE_ACCOUNT = f"machine-agent-{MACHINE}"
+"""The ServiceAccount node_token binds the shipped RBAC to."""
 CMDLINE = "BOOT_IMAGE=/vmlinuz-6.1.0-18-amd64 root=/dev/nfs ip=dhcp ro console=ttyS0"
 
 
@@ -40,10 +43,12 @@ def ca_pem(admin: Admin) -> str:
     return Path(admin.verify).read_text() if isinstance(admin.verify, str) else ""
 
 
-def kubeconfig(admin: Admin, token: str) -> str:
-    cluster: dict[str, str] = {"server": admin.server}
-    if ca_pem(admin):
-        cluster["certificate-authority-data"] = base64.b64encode(ca_pem(admin).encode()).decode()
+def kubeconfig(admin: Admin, token: str, via: FaultProxy | None = None) -> str:
+    """The node's kubeconfig: the server, or the fault proxy in front of it (`via`)."""
+    cluster: dict[str, str] = {"server": via.url if via is not None else admin.server}
+    ca = via.ca_path.read_text() if via is not None else ca_pem(admin)
+    if ca:
+        cluster["certificate-authority-data"] = base64.b64encode(ca.encode()).decode()
     return yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "node",
         "clusters": [{"name": "mgmt", "cluster": cluster}],
@@ -63,10 +68,10 @@ def assert_private(path: Path) -> None:
 
 
 def test_a_node_with_only_a_nocloud_seed_finds_its_machine_and_credentials(
-        world: World, admin: Admin, standin: ApiServer | None,
+        world: World, admin: Admin,
         capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
     seed(admin, world, labels={"machine-agent.io/host-uuid": HOST_UUID})
-    token = node_token(admin, standin, discovery=True)
+    token = node_token(admin, discovery=True)
     agent = yaml.safe_dump({
         "apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
         "spec": {"identity": {"discovery": {"namespace": admin.ns}},
@@ -88,10 +93,10 @@ def test_a_node_with_only_a_nocloud_seed_finds_its_machine_and_credentials(
 
 
 def test_a_node_with_only_a_kernel_command_line_and_a_config_file_finds_its_machine(
-        world: World, admin: Admin, standin: ApiServer | None,
+        world: World, admin: Admin,
         capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
     seed(admin, world)
-    token = node_token(admin, standin)
+    token = node_token(admin)
     management = {"server": admin.server, "tokenData": token}
     if ca_pem(admin):
         management["caData"] = ca_pem(admin)
@@ -118,29 +123,32 @@ def test_a_node_with_only_a_kernel_command_line_and_a_config_file_finds_its_mach
 
 
 def test_an_expired_credential_is_reported_once_and_not_retried(
-        world: World, admin: Admin, only_standin: ApiServer,
+        world: World, admin: Admin, proxy: FaultProxy,
         capsys: pytest.CaptureFixture[str]) -> None:
+    """The node's ServiceAccount deleted (its bound token now answers 401, as an expired
+    one does): one request, refused, is the whole run; counted by the proxy the node
+    reaches the server through."""
     seed(admin, world)
-    token = node_token(admin, only_standin)
+    token = node_token(admin)
     root = world.root
     (root / "proc/cmdline").write_text(f"machine-agent.machine={admin.ns}/{MACHINE} "
                                        f"machine-agent.config={BOOT_FILE}\n")
     (root / "run/machine-agent").mkdir(parents=True)
     (root / BOOT_FILE.lstrip("/")).write_text(yaml.safe_dump({
         "apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
-        "spec": {"management": {"kubeconfigData": kubeconfig(admin, token)},
+        "spec": {"management": {"kubeconfigData": kubeconfig(admin, token, proxy)},
                  "retry": {"attempts": 5, "initialDelay": "10ms"}}}))
-    only_standin.tokens.revoke(token)  # what an expired bound token looks like: 401
-    only_standin.reset_counters()
+    revoke_service_account(admin, NODE_ACCOUNT, token)
+    proxy.reset_counters()
 
     with pytest.raises(Unauthorized) as err:
         open_session(Host(root))
     assert err.value.reason == Reason.ManagementUnauthorized
-    assert sum(only_standin.counters().values()) == 1
+    assert sum(proxy.counters().values()) == 1
 
-    only_standin.reset_counters()
+    proxy.reset_counters()
     assert main(["--root", str(root), "run"]) == 1
-    assert sum(only_standin.counters().values()) == 1
+    assert sum(proxy.counters().values()) == 1
     message = capsys.readouterr().err
     assert f"GET /apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/{MACHINE}: " \
            "401 Unauthorized" in message
@@ -148,25 +156,25 @@ def test_an_expired_credential_is_reported_once_and_not_retried(
 
 
 def test_a_credential_that_expires_mid_run_is_refused_once_not_per_report(
-        world: World, admin: Admin, only_standin: ApiServer,
+        world: World, admin: Admin, proxy: FaultProxy,
         caplog: pytest.LogCaptureFixture) -> None:
     seed(admin, world)
-    token = node_token(admin, only_standin)
+    token = node_token(admin)
     root = world.root
     (root / "proc/cmdline").write_text(f"machine-agent.machine={admin.ns}/{MACHINE} "
                                        f"machine-agent.config={BOOT_FILE}\n")
     (root / "run/machine-agent").mkdir(parents=True)
     (root / BOOT_FILE.lstrip("/")).write_text(yaml.safe_dump({
         "apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
-        "spec": {"management": {"kubeconfigData": kubeconfig(admin, token)}}}))
+        "spec": {"management": {"kubeconfigData": kubeconfig(admin, token, proxy)}}}))
     host = Host(root)
     session = open_session(host)
-    only_standin.tokens.revoke(token)
-    only_standin.reset_counters()
+    revoke_service_account(admin, NODE_ACCOUNT, token)
+    proxy.reset_counters()
 
     result = session.orchestrator(host).run()
     assert result.ok  # the node itself is fine: it joins; only the reports are refused
-    assert sum(only_standin.counters().values()) == 1
+    assert sum(proxy.counters().values()) == 1
     refusals = [r for r in caplog.records if "401" in r.getMessage()]
     assert len(refusals) == 1 and "kept in the journal for the next" in \
         refusals[0].getMessage()

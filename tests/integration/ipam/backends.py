@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from machine_agent_sandbox.testkit.faultproxy import FaultProxy
+
 from agent.host import Host
 from agent.ipam.base import IPAMPlugin, PluginEnv, open_plugin
 from agent.ipam.netbox import CLAIM_FIELD
@@ -118,7 +120,9 @@ def netbox_harness(tmp_path: Path, netbox: NetBox) -> Harness:
 
 def capi_harness(tmp_path: Path, world: Management) -> Harness:
     """IPAddressClaims in the management cluster; the stand-in's pool controller (or the
-    test, against a real server) plays the in-cluster provider."""
+    test, against a real server) plays the in-cluster provider. The plugin reaches the
+    server through the fault proxy (testkit/faultproxy.py), which takes the backend away
+    (500 on every claim request) or slows it, against either server."""
     v4 = world.pool("v4", ["192.0.2.0/24"], 24, gateway="192.0.2.1")
     v6 = world.pool("v6", ["2001:db8:10::100-2001:db8:10::1ff"], 64, gateway="2001:db8:10::1",
                     kind="GlobalInClusterIPPool")
@@ -126,40 +130,41 @@ def capi_harness(tmp_path: Path, world: Management) -> Harness:
     settings = {"timeout": "20s", "pools": {
         "v4": {"name": v4}, "small": {"name": small},
         "v6": {"name": v6, "kind": "GlobalInClusterIPPool"}}}
+    admin = world.admin
+    proxy = FaultProxy(admin.server, admin.verify, tmp_path / "proxy", admin.cert).start()
     host = Host(tmp_path)
-    harness = Harness("capi", settings, PluginEnv(host, world.machine, world.client),
+    harness = Harness("capi", settings,
+                      PluginEnv(host, world.machine, world.client_with(world.token, via=proxy)),
                       {"v4": "v4", "v6": "v6", "small": "small"}, small_size=3)
+    harness.cleanup.append(proxy.stop)
 
     def bad_credentials() -> IPAMPlugin:
         return open_plugin("capi", {"capi": settings},
                            PluginEnv(host, world.machine, world.client_with("not-a-token")))
 
-    harness.bad_credentials = bad_credentials
-    standin = world.standin
-    if standin is not None:  # fault injection is a hook of the stand-in only
-        @contextlib.contextmanager
-        def outage() -> Iterator[None]:
-            fault = standin.faults.add("500", path="ipaddressclaims")
-            try:
-                yield
-            finally:
-                standin.faults.clear(fault)
+    @contextlib.contextmanager
+    def outage() -> Iterator[None]:
+        fault = proxy.faults.add("500", path="ipaddressclaims")
+        try:
+            yield
+        finally:
+            proxy.faults.clear(fault)
 
-        @contextlib.contextmanager
-        def slow(seconds: float) -> Iterator[None]:
-            fault = standin.faults.add("latency", path="ipaddress", seconds=seconds)
-            try:
-                yield
-            finally:
-                standin.faults.clear(fault)
-
-        harness.outage, harness.slow = outage, slow
+    @contextlib.contextmanager
+    def slow(seconds: float) -> Iterator[None]:
+        fault = proxy.faults.add("latency", path="ipaddress", seconds=seconds)
+        try:
+            yield
+        finally:
+            proxy.faults.clear(fault)
 
     def impatient() -> IPAMPlugin:
         """The plugin on a management client whose request time-out is `patience`
         (spec.management.requestTimeout)."""
         return open_plugin("capi", {"capi": settings}, PluginEnv(
-            host, world.machine, world.client_with(world.token, timeout=harness.patience)))
+            host, world.machine, world.client_with(world.token, timeout=harness.patience,
+                                                   via=proxy)))
 
+    harness.bad_credentials, harness.outage, harness.slow = bad_credentials, outage, slow
     harness.impatient, harness.held = impatient, lambda: len(world.claims())
     return harness

@@ -17,6 +17,8 @@ import requests
 import yaml
 from machine_agent_sandbox.apiserver import ApiServer
 from machine_agent_sandbox.pools import PoolClient
+from machine_agent_sandbox.testkit.faultproxy import FaultProxy
+from machine_agent_sandbox.testkit.management import service_account_token
 
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
@@ -105,10 +107,14 @@ class Management:
                                  "metadata": {"name": name}, "spec": spec})
         return name
 
-    def client_with(self, token: str, timeout: float = 5) -> Client:
-        return Client(Credentials(self.admin.server, token=token,
-                                  ca_file=self.admin.verify if isinstance(
-                                      self.admin.verify, str) else None),
+    def client_with(self, token: str, timeout: float = 5, via: FaultProxy | None = None
+                    ) -> Client:
+        """The node's client with `token`, to the server or through the proxy `via`."""
+        server, ca = self.admin.server, self.admin.verify
+        if via is not None:
+            server, ca = via.url, str(via.ca_path)
+        return Client(Credentials(server, token=token,
+                                  ca_file=ca if isinstance(ca, str) else None),
                       timeout=timeout, backoff=Backoff(0.01, 0.05, 2))
 
     def claims(self) -> list[dict[str, object]]:
@@ -150,15 +156,7 @@ def management(standin: ApiServer | None, admin: Admin) -> Iterator[Management]:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                     "name": "ipam-plugin-tests"},
         "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]})
-    if standin is not None:
-        token = standin.make_service_account_token(ns, sa)
-    else:
-        admin.create(f"/api/v1/namespaces/{ns}/serviceaccounts", {
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": sa, "namespace": ns}})
-        token = admin.create(f"/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token", {
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-            "spec": {}})["status"]["token"]
+    token = service_account_token(admin, sa)
     facts = MachineFacts(ns, MACHINE, machine["metadata"]["uid"], CLUSTER)
     world = Management(admin, standin, facts, Client(Credentials("")), token,
                        secrets.token_hex(3))

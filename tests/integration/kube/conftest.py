@@ -68,10 +68,10 @@ def world(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture
-def node(world: World, admin: Admin, standin: ApiServer | None) -> Node:
+def node(world: World, admin: Admin) -> Node:
     """A node whose Machine is named in its config, with everything seeded."""
     seed(admin, world)
-    return make_node(world, admin, node_token(admin, standin))
+    return make_node(world, admin, node_token(admin))
 
 
 @pytest.fixture
@@ -82,9 +82,9 @@ def proxy(admin: Admin, tmp_path: Path) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-def faulty_node(world: World, admin: Admin, standin: ApiServer | None,
+def faulty_node(world: World, admin: Admin,
                 proxy: FaultProxy) -> Node:
     """`node`, reaching the management cluster only through the fault proxy."""
     seed(admin, world)
-    return make_node(world, admin, node_token(admin, standin), via=proxy)
+    return make_node(world, admin, node_token(admin), via=proxy)
 

@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-from machine_agent_sandbox.apiserver import ApiServer
 from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 
 from agent.errors import Reason
@@ -138,14 +137,13 @@ def _secret_appears_later(admin: Admin, world: World, delay: float) -> threading
 
 
 def test_the_bootstrap_secret_is_awaited_through_closed_watches(
-        world: World, admin: Admin, standin: ApiServer | None,
-        proxy: FaultProxy) -> None:
+        world: World, admin: Admin, proxy: FaultProxy) -> None:
     seed(admin, world, secret_name=None)
     admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/worker-0",
                 {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                  "metadata": {"name": "worker-0", "namespace": admin.ns},
                  "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
-    node = make_node(world, admin, node_token(admin, standin), via=proxy)
+    node = make_node(world, admin, node_token(admin), via=proxy)
     proxy.faults.add("close_watch", path=r"/secrets$", count=3, after_events=0)
     timer = _secret_appears_later(admin, world, 1.0)
     try:
@@ -157,8 +155,7 @@ def test_the_bootstrap_secret_is_awaited_through_closed_watches(
 
 
 def test_a_bootstrap_secret_that_never_appears_ends_the_wait_at_bootstrap_wait_naming_it(
-        world: World, admin: Admin, standin: ApiServer | None,
-        proxy: FaultProxy) -> None:
+        world: World, admin: Admin, proxy: FaultProxy) -> None:
     """The Machine names its bootstrap data Secret, which is never written: the agent
     watches for it for spec.management.bootstrapWait (2s here), once, not once per retry
     of reading the Machine (spec.retry allows 4), then says which Secret is missing."""
@@ -167,7 +164,7 @@ def test_a_bootstrap_secret_that_never_appears_ends_the_wait_at_bootstrap_wait_n
                 {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                  "metadata": {"name": "worker-0", "namespace": admin.ns},
                  "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
-    node = make_node(world, admin, node_token(admin, standin), via=proxy)
+    node = make_node(world, admin, node_token(admin), via=proxy)
     node.write("/etc/machine-agent/config.d/50-wait.yaml",
                "apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
                "spec:\n  management:\n    bootstrapWait: 2s\n")
@@ -188,14 +185,13 @@ def test_a_bootstrap_secret_that_never_appears_ends_the_wait_at_bootstrap_wait_n
 
 
 def test_410_gone_on_the_list_lists_again(world: World, admin: Admin,
-                                          standin: ApiServer | None,
                                           proxy: FaultProxy) -> None:
     seed(admin, world, secret_name=None)
     admin.apply(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{admin.ns}/machines/worker-0",
                 {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
                  "metadata": {"name": "worker-0", "namespace": admin.ns},
                  "spec": {"bootstrap": {"dataSecretName": SECRET}}}, "capi-bootstrap")
-    node = make_node(world, admin, node_token(admin, standin), via=proxy)
+    node = make_node(world, admin, node_token(admin), via=proxy)
     proxy.faults.add("410", path=r"/secrets$", count=1)
     timer = _secret_appears_later(admin, world, 0.5)
     try:

@@ -4,7 +4,7 @@ Machine, reads what the Machine points at, and reports onto it — as `kubectl` 
 from __future__ import annotations
 
 import pytest
-from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.testkit.management import service_account_token
 
 from agent.cli import main
 from agent.host import Host
@@ -77,19 +77,18 @@ def test_machine_facts_come_from_the_machine_cluster_and_bootstrap_secret(
 
 
 def test_the_machine_is_discovered_by_the_host_uuid_label(
-        world: World, admin: Admin, standin: ApiServer | None) -> None:
+        world: World, admin: Admin) -> None:
     seed(admin, world, labels={"machine-agent.io/host-uuid": HOST_UUID})
-    node = make_node(world, admin, node_token(admin, standin, discovery=True),
+    node = make_node(world, admin, node_token(admin, discovery=True),
                      by_uuid=True)
     assert main(["--root", str(node.root), "run"]) == 0
     assert_bootstrapped(admin)
 
 
 def test_no_machine_with_this_uuid_is_a_clear_error(
-        world: World, admin: Admin, standin: ApiServer | None,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        world: World, admin: Admin, capsys: pytest.CaptureFixture[str]) -> None:
     seed(admin, world, labels={"machine-agent.io/host-uuid": "another-host"})
-    node = make_node(world, admin, node_token(admin, standin, discovery=True),
+    node = make_node(world, admin, node_token(admin, discovery=True),
                      by_uuid=True)
     assert main(["--root", str(node.root), "run"]) == 1
     err = capsys.readouterr().err
@@ -98,13 +97,10 @@ def test_no_machine_with_this_uuid_is_a_clear_error(
 
 
 def test_without_the_rbac_the_agent_says_forbidden(
-        world: World, admin: Admin, standin: ApiServer | None,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        world: World, admin: Admin, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ServiceAccount that no Role binds, its token from the TokenRequest API."""
     seed(admin, world)
-    if standin is None:
-        pytest.skip("issuing a token without RBAC is done with the stand-in's hook")
-    token = standin.make_service_account_token(admin.ns, "nobody")
-    node = make_node(world, admin, token)
+    node = make_node(world, admin, service_account_token(admin, "nobody"))
     assert main(["--root", str(node.root), "run"]) == 1
     err = capsys.readouterr().err
     assert "403 Forbidden" in err and "machines" in err
