@@ -66,7 +66,7 @@ def _read(path: str, group: str) -> list[EntryPoint]:
     section = None
     for raw in lines:
         line = raw.strip()
-        if not line or line.startswith(("#", ";")):
+        if not line or line.startswith("#"):
             continue
         if line.startswith("[") and line.endswith("]"):
             section = line[1:-1].strip()
