@@ -251,9 +251,9 @@ object with `add_parser(subparsers)`, which sets `plugin_run` as the parser's de
 
 
 def _plugin_commands() -> list[Any]:
-    from importlib.metadata import entry_points
+    from agent.entrypoints import entry_points
 
-    return [ep.load() for ep in sorted(entry_points(group=COMMANDS_GROUP),
+    return [ep.load() for ep in sorted(entry_points(COMMANDS_GROUP),
                                        key=lambda ep: ep.name)]
 
 

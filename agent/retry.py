@@ -24,8 +24,11 @@ class Backoff:
     cap: float = 60.0
     attempts: int = 5
 
-    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
-        ceiling = min(self.cap, self.base * (2 ** attempt))
+    def delay(self, attempt: int, rng: random.Random | None = None, *,
+              at_least: float = 0.0) -> float:
+        """A pause drawn from [0, ceiling]: the attempt's exponential ceiling, or
+        `at_least` when that is higher (e.g. how long the server has been down)."""
+        ceiling = max(min(self.cap, self.base * (2 ** attempt)), at_least)
         return (rng or random).uniform(0, ceiling)
 
 
@@ -36,12 +39,15 @@ def retry(
     sleep: Callable[[float], None] = time.sleep,
     on_retry: Callable[[AgentError, int, float], None] | None = None,
     rng: random.Random | None = None,
+    ceiling: Callable[[], float] | None = None,
 ) -> T:
     """Call until it succeeds, a permanent error is raised, or attempts run out.
 
     Only `AgentError`s with `temporary=True` are retried; the last one is re-raised.
     A delay the error carries (`retry_after`, e.g. from HTTP Retry-After) is honoured as
-    a floor under the jittered delay, capped at `backoff.cap`.
+    a floor under the jittered delay, capped at `backoff.cap`. `ceiling`, asked before
+    each pause, may raise the pause's ceiling above the attempt's (Backoff.delay's
+    `at_least`).
     """
     for attempt in range(backoff.attempts):
         try:
@@ -49,7 +55,8 @@ def retry(
         except AgentError as err:
             if not err.temporary or attempt == backoff.attempts - 1:
                 raise
-            pause = backoff.delay(attempt, rng)
+            pause = backoff.delay(attempt, rng,
+                                  at_least=ceiling() if ceiling is not None else 0.0)
             if err.retry_after is not None:
                 pause = max(pause, min(err.retry_after, backoff.cap))
             if on_retry is not None:

@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from machine_agent_sandbox.apiserver import ApiServer
@@ -69,7 +71,11 @@ def requests_by_verb(api: ApiServer) -> Counter[str]:
     return by_verb
 
 
-def one_bootstrap(tmp: Path, index: int) -> tuple[float, float, float, Counter[str], int]:
+@contextmanager
+def node(tmp: Path, index: int) -> Iterator[tuple[Path, str, ApiServer]]:
+    """A fresh node tree that bootstraps against a fresh API stand-in (seeded: the
+    node's RBAC, its Machine, the bootstrap Secret), the PATH with the kubeadm stand-in,
+    and the stand-in."""
     root, tools = tmp / f"n{index}", tmp / f"t{index}"
     root.mkdir()
     tools.mkdir()
@@ -80,13 +86,17 @@ def one_bootstrap(tmp: Path, index: int) -> tuple[float, float, float, Counter[s
                                             "metadata": {"name": "bench"}})
         where = World(root, world.endpoint)
         seed(admin, where)
-        node = make_node(where, admin, node_token(admin))
-        path = f"{world.path}:{os.environ['PATH']}"
+        made = make_node(where, admin, node_token(admin))
+        yield made.root, f"{world.path}:{os.environ['PATH']}", api
+
+
+def one_bootstrap(tmp: Path, index: int) -> tuple[float, float, float, Counter[str], int]:
+    with node(tmp, index) as (root, path, api):
         api.reset_counters()
-        cpu, rss, wall = run_agent(node.root, path)
+        cpu, rss, wall = run_agent(root, path)
         first = requests_by_verb(api)
         api.reset_counters()
-        run_agent(node.root, path)
+        run_agent(root, path)
         again = sum(requests_by_verb(api).values())
     return cpu, rss, wall, first, again
 

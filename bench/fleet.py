@@ -4,8 +4,8 @@ request rate after an outage against the steady rate.
 The scenario is a rolling provisioning: N machines boot at uniformly random times over
 the run; each runs a bootstrap's reporting (four phases, each "running", three progress
 messages, then True; the summary and a final publish) through the real
-`agent.kube.reporter.MachineReporter` on the real `agent.kube.client.Client` (one
-requests Session, so one keep-alive TLS connection, per agent), and its network phase
+`agent.kube.reporter.MachineReporter` on the real `agent.kube.client.Client` (its own
+transport session, so one keep-alive TLS connection, per agent), and its network phase
 claims the node's address through the real `capi` IPAM plugin (`agent.ipam.capi`): an
 IPAddressClaim created, then waited on (list, watch) until the stand-in's in-cluster
 pool controller binds an IPAddress, which is read — retried as the orchestrator retries
@@ -478,8 +478,6 @@ def rows(sc: Scenario, reqs: list[list[float]], boots: list[dict[str, Any]], t0:
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     import logging
 
-    import requests
-
     from agent.config.fields import Duration
     from agent.config.retry import RetrySpec
     from agent.daemon.service import START_BACKOFF
@@ -487,11 +485,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     from agent.host import Clock, Host
     from agent.ipam.base import ClaimRequest, PluginEnv
     from agent.ipam.capi import CAPIOptions, CAPIPlugin
-    from agent.kube.client import DEFAULT_BACKOFF, Client
+    from agent.kube.client import DEFAULT_BACKOFF, OUTAGE_CAP, Client
     from agent.kube.facts import MachineFacts
     from agent.kube.kubeconfig import Credentials
     from agent.kube.machine import MachineView
     from agent.kube.reporter import DELIVERY_BACKOFF, MachineReporter
+    from agent.kube.transport import Response, Session
     from agent.report import SUMMARY, Conditions
     from agent.retry import Backoff, retry
     from agent.state import Journal
@@ -514,16 +513,15 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                             phase_spec.max_delay * sc.scale, phase_spec.attempts)
     ipam = CAPIOptions(timeout=Duration(sc.claim_timeout * sc.scale))
 
-    class TimedSession(requests.Session):
+    class TimedSession(Session):
         run = 1
         """Which of its node's bootstrap runs sends (the daemon's first, or a retry)."""
 
-        def request(self, method: str | bytes, url: str | bytes, *args: Any,
-                    **kwargs: Any) -> requests.Response:
+        def request(self, method: str, url: str, **kwargs: Any) -> Response:
             begun = time.monotonic()
             try:
-                response = super().request(method, url, *args, **kwargs)
-            except requests.RequestException:
+                response = super().request(method, url, **kwargs)
+            except OSError:
                 sent.append([begun, time.monotonic() - begun, 0, self.run, str(method)])
                 raise
             sent.append([begun, time.monotonic() - begun, response.status_code, self.run,
@@ -577,7 +575,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                 client = Client(Credentials(spec["url"], token=agent["token"],
                                             ca_file=spec["ca"]),
                                 timeout=10.0, backoff=client_backoff, session=session,
-                                sleep=clock.sleep)
+                                sleep=clock.sleep, outage_cap=OUTAGE_CAP * sc.scale)
                 # The daemon's reporter: the final report tried once, then in the
                 # background until delivered (Session.orchestrator, background_delivery).
                 reporter = MachineReporter(client, view, journal, host=host,

@@ -190,9 +190,9 @@ def open_plugin(name: str, settings: dict[str, dict[str, Any]], env: PluginEnv) 
 
 def load_plugin_factory(name: str) -> object:
     """The entry point registered under `name`; the error lists the installed ones."""
-    from importlib.metadata import entry_points
+    from agent.entrypoints import entry_points
 
-    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    found = {ep.name: ep for ep in entry_points(ENTRY_POINT_GROUP)}
     if name not in found:
         raise PermanentError(
             f"no IPAM plugin named {name!r}",

@@ -55,9 +55,9 @@ def plugin_problems(document: dict[str, Any]) -> Iterator[Problem]:
 
 def _installed(name: str) -> Any:
     """The factory registered as IPAM plugin `name`, or None."""
-    from importlib.metadata import entry_points  # lazily: only with IPAM configured
+    from agent.entrypoints import entry_points  # lazily: only with IPAM configured
 
-    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
+    found = [ep for ep in entry_points(ENTRY_POINT_GROUP) if ep.name == name]
     try:
         return found[0].load() if found else None
     except Exception:  # a third-party plugin that fails to import: the run says why

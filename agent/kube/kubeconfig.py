@@ -47,7 +47,8 @@ class Credentials:
     tls_server_name: str | None = None
     """The name to verify the server's certificate against instead of the URL's host."""
     trust_store: str | None = None
-    """The operating system's CA bundle (agent.tls.default_bundle), used without ca_file."""
+    """The operating system's CA bundle (agent.tls.default_bundle), used without ca_file
+    (and only then looked up)."""
     token_file: str | None = None
     """The real path the token was read from (spec.management.tokenFile, a kubeconfig
     user's tokenFile): read again on every 401 (agent.kube.client), as client-go does,
@@ -86,8 +87,11 @@ def load_credentials(spec: ManagementSpec, host: Host, *,
         raise _bad("spec.management", "neither kubeconfig nor server is set",
                    "set spec.management.kubeconfig, or server with tokenFile and caFile")
     # Without a CA of its own, the server is verified against the operating system's
-    # trust store (a site CA installed in the image), not requests' certifi bundle.
-    creds = dataclasses.replace(creds, trust_store=default_bundle(host.root))
+    # trust store (a site CA installed in the image), not requests' certifi bundle. Only
+    # then: without a system store, finding certifi's bundle imports importlib.resources
+    # and zipfile (~1 MiB of a bootstrap's peak) for a file that would not be used.
+    if creds.ca_file is None and not creds.insecure:
+        creds = dataclasses.replace(creds, trust_store=default_bundle(host.root))
     if creds.insecure:
         log.warning("TLS VERIFICATION OF THE MANAGEMENT CLUSTER IS DISABLED "
                     "(spec.management.insecureSkipTLSVerify): anyone on the path can "

@@ -5,8 +5,8 @@ readiness, with the kubelet's own kubelet.conf).
 Resource paths come from API discovery (the manifest's kinds include DaemonSets,
 ClusterRoles, ConfigMaps and CRDs alike). Credentials embedded in the kubeconfig
 (kubeadm's admin.conf embeds them) are written once, private, under
-/run/machine-agent/workload/<kubeconfig's file name>/, because requests takes
-certificates only as files.
+/run/machine-agent/workload/<kubeconfig's file name>/, because ssl loads certificates
+only from files.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from agent.host import Host
 from agent.tls import Trust, default_bundle, explain
 
 if TYPE_CHECKING:
-    import requests
+    from agent.kube.transport import Response
 
 FIELD_MANAGER = "machine-agent"
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
@@ -52,8 +52,9 @@ class KubeconfigCluster:
 
     def __init__(self, host: Host, kubeconfig: str, *, reason: Reason,
                  missing_hint: str) -> None:
-        import requests
         import yaml
+
+        from agent.kube.transport import Session
 
         self.reason = reason
         self.kubeconfig = kubeconfig
@@ -72,19 +73,17 @@ class KubeconfigCluster:
             raise WorkloadAPIError(f"the kubeconfig {kubeconfig} is unusable ({err!r})",
                                    reason=reason) from err
         self._credentials = f"{CREDENTIALS_DIR}/{PurePosixPath(kubeconfig).name}"
-        self.session = requests.Session()
-        # Passed with every request: REQUESTS_CA_BUNDLE would silently override a
-        # Session.verify (requests merges the environment over session settings).
+        self.session = Session()
         # Without a CA in the kubeconfig: the bundle the environment names, else the
         # operating system's trust store (agent.tls.default_bundle), never certifi's.
         self.verify: str = self._file(host, cluster, "certificate-authority", "ca.crt") \
             or default_bundle(host.root, environment=True)
         cert = self._file(host, user, "client-certificate", "client.crt")
         key = self._file(host, user, "client-key", "client.key")
-        if cert and key:
-            self.session.cert = (cert, key)
+        self.cert = (cert, key) if cert and key else None
+        self.headers: dict[str, str] = {}
         if user.get("token"):
-            self.session.headers["Authorization"] = f"Bearer {user['token']}"
+            self.headers["Authorization"] = f"Bearer {user['token']}"
         self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
 
     def _file(self, host: Host, section: dict[str, Any], key: str, name: str) -> str | None:
@@ -156,20 +155,24 @@ class KubeconfigCluster:
             return f"{base}/namespaces/{namespace}/{resource}/{name}"
         return f"{base}/{resource}/{name}"
 
-    def _request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        import requests
+    def _request(self, method: str, url: str, *, headers: dict[str, str] | None = None,
+                 **kwargs: Any) -> Response:
+        from agent.kube.transport import tls_failure
 
         try:
             return self.session.request(method, url, timeout=TIMEOUT, verify=self.verify,
+                                        cert=self.cert,
+                                        headers={**self.headers, **(headers or {})},
                                         **kwargs)
-        except requests.exceptions.SSLError as err:
+        except OSError as err:
+            if tls_failure(err) is None:
+                raise TemporaryError(f"the workload API server {self.server} did not "
+                                     f"answer: {err}",
+                                     reason=Reason.APIServerUnreachable) from err
             problem, fix = explain(err, self._trust())
             raise TemporaryError(f"TLS verification of the workload API server "
                                  f"{self.server} failed: {problem}",
                                  reason=Reason.APIServerUnreachable, hint=fix) from err
-        except requests.RequestException as err:
-            raise TemporaryError(f"the workload API server {self.server} did not answer: "
-                                 f"{err}", reason=Reason.APIServerUnreachable) from err
 
     def _trust(self) -> Trust:
         """How the workload API server is verified, in the kubeconfig's terms."""
@@ -182,7 +185,7 @@ class KubeconfigCluster:
             name=urlsplit(self.server).hostname or "",
             name_setting=f"the server in {self.kubeconfig}")
 
-    def _error(self, resp: requests.Response, what: str) -> Exception:
+    def _error(self, resp: Response, what: str) -> Exception:
         try:
             message = resp.json().get("message", resp.text[:300])
         except ValueError:

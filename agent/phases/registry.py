@@ -52,9 +52,9 @@ def _refused(message: str, hint: str) -> Exception:
 
 
 def _plugins() -> list[Any]:
-    from importlib.metadata import entry_points
+    from agent.entrypoints import entry_points
 
-    return sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
+    return sorted(entry_points(GROUP), key=lambda ep: ep.name)
 
 
 def _load_plugin(ep: Any) -> type[Phase]:

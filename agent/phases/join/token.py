@@ -100,16 +100,10 @@ def _from_secret(phase: str, token_id: str, obj: dict[str, object],
 def _from_discovery(phase: str, token_id: str, secret: str, endpoint: str) -> Check:
     # Unverified TLS, as kubeadm's token discovery fetches cluster-info; nothing secret is
     # sent and the answer is only trusted if the token's signature matches.
-    import warnings
-
-    from urllib3.exceptions import InsecureRequestWarning
-
     client = read_only_client(Credentials(f"https://{endpoint}", insecure=True),
                               DISCOVERY_TIMEOUT)
     try:
-        with warnings.catch_warnings():  # deliberate, as above: no warning on the terminal
-            warnings.simplefilter("ignore", InsecureRequestWarning)
-            info = client.get("/api/v1/namespaces/kube-public/configmaps/cluster-info")
+        info = client.get("/api/v1/namespaces/kube-public/configmaps/cluster-info")
     except AgentError as err:
         return Check(phase, NAME, "warn", f"token {token_id}: expiry not checked: the "
                      f"workload cluster's cluster-info is not readable ({err.message})",

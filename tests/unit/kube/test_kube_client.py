@@ -155,3 +155,42 @@ def test_backoff_jitter_stays_below_its_ceiling() -> None:
     rng = random.Random(1)
     b = Backoff(0.5, 8.0, 10)
     assert all(0 <= b.delay(n, rng) <= min(8.0, 0.5 * 2 ** n) for n in range(10))
+
+
+def test_after_a_long_outage_the_pauses_grow_with_it_so_a_fleet_comes_back_spread_out(
+        ) -> None:
+    """While the server has not answered for a minute, a retry's pause is drawn from up
+    to a minute (OUTAGE_CAP), not from the call's own short ceiling: a fleet held up by
+    an outage comes back over a minute instead of within the first seconds."""
+    random.seed(27)
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    down = FakeSession([requests.ConnectionError("refused")] * 400)
+    c = Client(CREDS, backoff=Backoff(0.25, 10.0, 6), sleep=sleep,
+               session=down, monotonic=lambda: now[0])  # type: ignore[arg-type]
+    while now[0] < 60.0:  # the phase calls again and again through a 60 s outage
+        with pytest.raises(Unreachable):
+            c.get(MACHINE)
+        now[0] += 1.0
+    assert c.unanswered_since == 0.0
+    late = []
+    for _ in range(40):  # later calls, with the server still down
+        with pytest.raises(Unreachable):
+            c.get(MACHINE)
+        late.extend(slept[-5:])
+    assert max(late) > 30.0  # spread over the minute, not within the first 10 s
+    assert max(late) <= 60.0  # never longer than OUTAGE_CAP
+    # one answer ends the streak: the next failure starts from the short pauses again
+    answered = FakeSession([response(200, {}), requests.ConnectionError("refused"),
+                            response(200, {})])
+    c.session = answered
+    c.get(MACHINE)
+    assert c.unanswered_since is None
+    before = len(slept)
+    c.get(MACHINE)
+    assert slept[before:] and max(slept[before:]) <= 0.25
