@@ -17,7 +17,8 @@ plugins, a kubelet stand-in), built once and booted twice under qemu:
 
 whole-boot-report.service (bench/whole_boot_guest) prints both boots' facts on the
 serial console. One boot at a time, software emulation (images/boot.sh's default: KVM
-did not boot on this machine), about 5 minutes in all; not run by `--quick`."""
+did not boot on this machine): about 6 minutes in all, 13 on a loaded machine; not run
+by `--quick`."""
 
 from __future__ import annotations
 
