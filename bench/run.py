@@ -20,7 +20,8 @@ import agent
 from bench.table import Row, print_table
 
 BENCHMARKS = ("startup", "plan_render", "bootstrap", "network_apply", "fleet",
-              "idle_daemon", "unit_security")
+              "idle_daemon", "unit_security", "whole_boot")
+"""whole_boot (two qemu boots, minutes) runs only in the full bench."""
 
 
 def main(argv: list[str] | None = None) -> int:

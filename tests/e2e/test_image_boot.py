@@ -10,7 +10,9 @@ which completes the world file with its CA and signer token), the kubelet's part
 the join (kubelet-standin.service: posts the Node Ready once a CNI list is in place),
 and a unit that prints
 `machine-agent status --wait`, `systemctl show` and what the join left on the console,
-then powers off) and, as the site binaries kubeadm and kubelet, the kubeadm stand-in
+then powers off; before it, whole-boot-report.service of bench/whole_boot_guest prints
+the boot's timings from the journal, as bench/whole_boot.py reads them) and, as the
+site binaries kubeadm and kubelet, the kubeadm stand-in
 (machine_agent_sandbox/kubeadm_standin.py), built by this test: the recipe itself bakes in no
 kubeadm, real or not. Its join registers the Node with the kubelet's credential, as the
 kubelet does, and the join phase reads it back. The bootstrap data has a pre-command
@@ -32,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from agent.phases import registry
+from bench import whole_boot
 
 REPO = Path(__file__).parents[2]
 GUEST = Path(__file__).parent / "guest"
@@ -46,10 +49,11 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 pytestmark = pytest.mark.allow_processes
 
 
-def run_logged(argv: list[str], log: Path, timeout: float) -> None:
+def run_logged(argv: list[str], log: Path, timeout: float,
+               env: dict[str, str] | None = None) -> None:
     with log.open("w") as out:
         proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
-                              timeout=timeout, check=False)
+                              timeout=timeout, check=False, env=env)
     assert proc.returncode == 0, f"{argv[:3]} failed:\n{log.read_text()[-3000:]}"
 
 
@@ -85,7 +89,9 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
         "--enable", "ntp-test-server.service",
         "--enable", "cri-standin.socket", "--enable", "workload-apiserver.service",
         "--enable", "kubelet-standin.service",
-        "--enable", "machine-agent-boot-report.service"])
+        "--enable", "machine-agent-boot-report.service",
+        # The boot's timings, as the bench reads them (bench/whole_boot.py).
+        "--overlay", str(whole_boot.GUEST), "--enable", "whole-boot-report.service"])
 
 
 def build_and_boot(work: Path, extra: list[str]) -> list[str]:
@@ -93,22 +99,36 @@ def build_and_boot(work: Path, extra: list[str]) -> list[str]:
     (plus `extra` arguments of images/build.sh), boot it once under qemu and return its
     serial console, ANSI colours removed."""
     started = time.monotonic()
+    build_image(work, extra, BUDGET - BOOT_RESERVE)
+    built = time.monotonic()
+    lines = boot(work, "console.log", BUDGET - (built - started))
+    print(f"\nimage build {built - started:.0f}s, boot to power-off "
+          f"{time.monotonic() - built:.0f}s")
+    (work / "image" / "rootfs.raw").unlink()  # 3 GB (sparse) that no one reads again
+    return lines
+
+
+def build_image(work: Path, extra: list[str], timeout: float) -> Path:
+    """work/image, built by images/build.sh with this test's guest files, the sandbox
+    and the site binaries, plus `extra` arguments (overlays, units to enable)."""
     run_logged(["bash", "images/build.sh", "image", "--out", str(work / "image"),
                 "--site-bin", str(site_binaries(work / "site-bin")),
                 "--overlay", str(GUEST), "--overlay", str(sandbox_overlay(work / "sandbox")),
                 *extra],
-               work / "build.log", BUDGET - BOOT_RESERVE)
-    built = time.monotonic()
-    serial = work / "console.log"
+               work / "build.log", timeout)
+    return work / "image"
+
+
+def boot(work: Path, serial_name: str, timeout: float, kernel_args: tuple[str, ...] = (),
+         env: dict[str, str] | None = None) -> list[str]:
+    """Boot work/image once (every boot a first boot: images/boot.sh's snapshot mode)
+    until the guest powers itself off; its serial console, ANSI colours removed."""
+    serial = work / serial_name
     # The guest powers itself off after reporting; qemu then exits 0.
-    run_logged(["bash", "images/boot.sh", str(work / "image"), str(serial)],
-               work / "qemu.log", BUDGET - (built - started))
-    print(f"\nimage build {built - started:.0f}s, boot to power-off "
-          f"{time.monotonic() - built:.0f}s")
-    lines = [ANSI.sub("", line).rstrip("\r") for line in serial.read_text(
+    run_logged(["bash", "images/boot.sh", str(work / "image"), str(serial), *kernel_args],
+               work / f"{serial.stem}.qemu.log", timeout, env)
+    return [ANSI.sub("", line).rstrip("\r") for line in serial.read_text(
         errors="replace").splitlines()]
-    (work / "image" / "rootfs.raw").unlink()  # 3 GB (sparse) that no one reads again
-    return lines
 
 
 def report(console: list[str]) -> list[str]:
@@ -206,7 +226,9 @@ def test_pod_veths_keep_the_mac_their_cni_plugin_set(console: list[str]) -> None
 def test_the_agent_stopped_cleanly_at_power_off(console: list[str]) -> None:
     # The daemon's "stopping on SIGTERM" is in the journal now, not on the console.
     assert any("Stopped machine-agent.serv" in line for line in console)
+    # (The timings report quotes the agent's journal, whatever its lines say.)
     assert not [line for line in console if "machine-agent" in line
+                and not line.startswith("WHOLE-BOOT ")
                 and re.search(r"Failed|timed out|Traceback", line)]
     assert any(line.endswith("reboot: Power down") for line in console[-5:])
 
@@ -246,3 +268,29 @@ def test_the_bootstrap_data_in_user_data_ran_once_by_the_agent_not_again_by_clou
     # cloud-final ran (and came before this report): its runcmd had its chance
     (final,) = [line for line in said if line.startswith("cloud-final: ")]
     assert final == "cloud-final: Result=success ActiveState=active", final
+
+
+def test_the_agents_time_splits_into_its_own_and_each_external_wait(
+        console: list[str]) -> None:
+    # What bench/whole_boot.py reports, read from this boot's journal: from the agent's
+    # start to NodeBootstrapped (its READY=1), each external wait of this guest's
+    # bootstrap with its time (no IPAM here: a static address), and the agent's own.
+    boot = whole_boot.agent_boot(whole_boot.report(console))
+    for wait in ("address probe (ARP, DAD)", "gateway's answer", "NTP sync",
+                 "bootstrap data commands (bootcmd, pre, post)",
+                 "join preflight (the site's kubeadm, kubelet --version)", "kubeadm join",
+                 "Node registration", "CNI proof (ADD/CHECK/DEL) and Node Ready"):
+        assert boot.parts[wait] > 0, (wait, boot.parts)
+    assert boot.parts[whole_boot.START_UP] > 0 and boot.parts[whole_boot.OWN] > 0, boot.parts
+    # The parts are the whole systemd saw: from the exec to READY=1.
+    assert sum(boot.parts.values()) == pytest.approx(boot.total, abs=1e-3), boot.parts
+    # `machine-agent analyze` accounts for the same run: each phase in order, its spans
+    # adding up to its total (stamps to the millisecond), and that total the unit's
+    # time from exec to READY=1 less the agent's start-up (READY=1 follows the final
+    # status write at once; 2 s is room for a loaded machine, not a speed bound).
+    assert list(boot.phases) == list(registry.names()), boot.phases
+    assert all(seconds > 0 for seconds in boot.phases.values()), boot.phases
+    assert boot.analyze_spans_sum == pytest.approx(boot.analyze_seconds,
+                                                   abs=0.002 * len(boot.phases))
+    after_start_up = boot.total - boot.parts[whole_boot.START_UP]
+    assert -0.05 < after_start_up - boot.analyze_seconds < 2, (after_start_up, boot)
