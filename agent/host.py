@@ -69,12 +69,24 @@ class LockBusyError(StateError):
         self.holder = holder
 
 
+HOLDER_WAIT = 0.2
+"""How long a waiter looks for the holder's name: the holder writes it right after taking
+the lock, so a lock taken an instant ago has an empty file."""
+
+
 def _read_holder(fd: int) -> str:
-    """Who holds a lock file, as its holder wrote it (one short line)."""
-    try:
-        return os.pread(fd, 200, 0).decode(errors="replace").strip()
-    except OSError:
-        return ""
+    """Who holds a lock file, as its holder wrote it (one short line); "" when it wrote
+    none within HOLDER_WAIT."""
+    deadline = time.monotonic() + HOLDER_WAIT
+    while True:
+        try:
+            text = os.pread(fd, 200, 0).decode(errors="replace")
+        except OSError:
+            return ""
+        first = text.split("\n", 1)[0].strip()
+        if first or time.monotonic() >= deadline:
+            return first
+        time.sleep(0.005)
 
 
 HOST_ONLY = frozenset({"kubeadm", "kubelet", "ip", "chronyc", "timedatectl", "hwclock",
@@ -396,9 +408,10 @@ class Host:
                     raise LockBusyError(system_path, current) from None
                 fcntl.flock(fd, fcntl.LOCK_EX)
             if holder is not None:
-                try:
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, holder.encode() + b"\n", 0)
+                try:  # written, then cut to length: never empty for a waiter to read
+                    line = holder.encode() + b"\n"
+                    os.pwrite(fd, line, 0)
+                    os.ftruncate(fd, len(line))
                 except OSError as err:
                     raise StateError(f"cannot write {system_path}: {err.strerror}") from err
             _HELD[key] = 1

@@ -215,7 +215,7 @@ def boot_twice(work: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Build the image and boot it with the agent, then with cloud-init alone: each
     boot's report, with the host's load average at its end (`host_load`: software
     emulation's times follow the host's load, which other work on this machine makes)."""
-    from tests.e2e.test_image_boot import boot, build_image
+    from machine_agent_sandbox.testkit.guest_image import boot, build_image
 
     enable = [arg for unit in UNITS for arg in ("--enable", unit)]
     started = time.monotonic()

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from machine_agent_sandbox.testkit.guest_image import ANSI, run_logged
 
-from tests.e2e.test_image_boot import ANSI, run_logged
 from tests.integration.network.realnet import differences, state_of
 from tests.integration.network.test_real_networkd import without_kernel_choices
 
