@@ -172,7 +172,7 @@ class PoolController:
                 return [(meta["namespace"], meta["name"])]
         if pool_ref is None:
             return []
-        claims, _ = self._objects.store.list(CLAIMS)
+        claims, _ = self._objects.store.view(CLAIMS)
         return [(c["metadata"]["namespace"], c["metadata"]["name"]) for c in claims
                 if ((c.get("spec") or {}).get("poolRef") or {}).get("name") == pool_ref["name"]
                 and c["spec"]["poolRef"].get("kind") == pool_ref["kind"]]
@@ -251,7 +251,7 @@ class PoolController:
         if mine is not None:  # before the pool's addresses: every claim event reconciles
             return mine
         pool_ref = {"apiGroup": GROUP, "kind": ref["kind"], "name": ref["name"]}
-        in_use, _ = store.list(ADDRESSES, pool_ns or None, lambda a: (
+        in_use, _ = store.view(ADDRESSES, pool_ns or None, lambda a: (
             (a.get("spec") or {}).get("poolRef") or {}) == pool_ref)
         spec = pool.get("spec") or {}
         try:
