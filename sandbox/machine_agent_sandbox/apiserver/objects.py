@@ -439,7 +439,7 @@ class Objects:
                                   "message": "Required value: is required for apply patch",
                                   "field": "fieldManager"}]})
         try:
-            doc = yaml.safe_load(raw or b"")
+            doc = decoding.load_yaml(raw or b"")
         except yaml.YAMLError as exc:
             raise st.bad_request(f"error decoding YAML: {exc}") from None
         if isinstance(doc, dict) and not doc.get("kind") and not doc.get("apiVersion"):
