@@ -25,6 +25,7 @@ Not modelled: pool status counts, pause annotations' Cluster lookup, grace perio
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
@@ -61,19 +62,22 @@ class Exhausted(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=16384)
+def _span(text: str) -> Span:
+    """One entry as a span; cached, since every allocation reads every address in use
+    (under the store's lock, which every request waits for)."""
+    if "-" in text:
+        a, b = (ipaddress.ip_address(x.strip()) for x in text.split("-", 1))
+        return (a.version, int(a), int(b))
+    if "/" in text:
+        net = ipaddress.ip_network(text, strict=False)
+        return (net.version, int(net.network_address), int(net.broadcast_address))
+    ip = ipaddress.ip_address(text)
+    return (ip.version, int(ip), int(ip))
+
+
 def _spans(entries: list[str]) -> list[Span]:
-    out: list[Span] = []
-    for text in entries:
-        if "-" in text:
-            a, b = (ipaddress.ip_address(x.strip()) for x in text.split("-", 1))
-            out.append((a.version, int(a), int(b)))
-        elif "/" in text:
-            net = ipaddress.ip_network(text, strict=False)
-            out.append((net.version, int(net.network_address), int(net.broadcast_address)))
-        else:
-            ip = ipaddress.ip_address(text)
-            out.append((ip.version, int(ip), int(ip)))
-    return sorted(out)
+    return sorted(_span(text) for text in entries)
 
 
 def _subtract(spans: list[Span], cut: Span) -> list[Span]:
