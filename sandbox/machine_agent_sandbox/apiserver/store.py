@@ -4,12 +4,14 @@ One lock guards everything; writers hold it across read-modify-write. A stored o
 never changed in place (put stores a copy of what it is given, and replaces it whole), so
 `view` and `peek` may hand out the stored objects themselves to readers that do not change
 them: copying a whole collection per request (the authorizer's bindings, a list that a
-selector narrows to one item) was most of the stand-in's time under a fleet's load.
+selector narrows to one item) cost much of the stand-in's time under a fleet's load.
 Indexes by uid, by owner uid and of terminating objects let the garbage collector find
-what it acts on without copying the store at every event. resourceVersion is
-a single increasing integer for the whole server (as etcd's revision is). The history
-keeps the last `history_size` events; a watch may start from any version not older than
-the oldest kept event ("compaction" drops the rest, and `compact()` drops all now).
+what it acts on without copying the whole store at every event (which cost the most).
+
+resourceVersion is a single increasing integer for the whole server (as etcd's revision
+is). The history keeps the last `history_size` events; a watch may start from any version
+not older than the oldest kept event ("compaction" drops the rest, and `compact()` drops
+all now).
 """
 
 from __future__ import annotations
@@ -99,10 +101,9 @@ class Store:
 
     def _in_order(self, locs: builtins.set[Loc]) -> builtins.list[tuple[str, Obj]]:
         """The stored objects at `locs`, in all_objects' order (not copied)."""
-        if len(locs) == 1:
-            res_id, key = next(iter(locs))
-            return [(res_id, self._objects[res_id][key])]
-        return [(res_id, o) for res_id, objs in self._objects.items() if locs
+        if len(locs) <= 1:
+            return [(res_id, self._objects[res_id][key]) for res_id, key in locs]
+        return [(res_id, o) for res_id, objs in self._objects.items()
                 for key, o in objs.items() if (res_id, key) in locs]
 
     @property
