@@ -15,6 +15,7 @@ import contextlib
 import json
 import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from . import meta as mt
@@ -69,13 +70,11 @@ class GarbageCollector:
             return
         store = self._objects.store
         with store.lock:
-            everything = store.all_objects()
-            alive = {o["metadata"].get("uid") for _, o in everything}
-            for res_id, obj in everything:
-                refs = obj["metadata"].get("ownerReferences") or []
-                if not any(r.get("uid") == uid for r in refs):
-                    continue
-                remaining = [r for r in refs if r.get("uid") in alive]
+            # what is alive is decided for every dependent before any of them is changed
+            plan = [(res_id, obj, [r for r in obj["metadata"].get("ownerReferences") or []
+                                   if store.alive(r.get("uid"))])
+                    for res_id, obj in store.dependents(uid)]
+            for res_id, obj, remaining in plan:
                 meta = obj["metadata"]
                 if remaining:
                     meta["ownerReferences"] = remaining
@@ -85,13 +84,11 @@ class GarbageCollector:
 
     def _foreground(self) -> None:
         store = self._objects.store
-        everything = store.all_objects()
-        owners = [(r, o) for r, o in everything if mt.deleting(o)
-                  and FOREGROUND in mt.finalizers(o)]
-        for res_id, owner in owners:
-            uid = owner["metadata"].get("uid")
-            dependents = [(r, o) for r, o in everything if any(
-                ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])]
+        with store.lock:  # one snapshot, as the whole store's copy was
+            plan = [(res_id, owner, store.dependents(str(owner["metadata"].get("uid", ""))))
+                    for res_id, owner in store.terminating()
+                    if FOREGROUND in mt.finalizers(owner)]
+        for res_id, owner, dependents in plan:
             for dep_res, dep in dependents:
                 if not mt.deleting(dep):
                     self._delete(dep_res, dep["metadata"].get("namespace", ""),
@@ -114,15 +111,16 @@ class GarbageCollector:
 
     def _empty_namespaces(self) -> None:
         store = self._objects.store
-        namespaces, _ = store.list("/namespaces")
-        for ns in namespaces:
-            if not mt.deleting(ns):
-                continue
-            name = ns["metadata"]["name"]
-            content = [(r, o) for r, o in store.all_objects()
-                       if o["metadata"].get("namespace") == name]
+        namespaces = sorted(((o["metadata"]["name"], o) for r, o in store.terminating()
+                             if r == "/namespaces"), key=lambda pair: pair[0])
+        for name, _ in namespaces:
+            content = store.select(_in_namespace(name))
             for res_id, obj in content:
                 if not mt.deleting(obj):
                     self._delete(res_id, name, obj["metadata"]["name"])
             if not content:
                 store.delete("/namespaces", "", name)
+
+
+def _in_namespace(name: str) -> Callable[[Obj], bool]:
+    return lambda obj: bool(obj["metadata"].get("namespace") == name)

@@ -25,6 +25,7 @@ Not modelled: pool status counts, pause annotations' Cluster lookup, grace perio
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
@@ -61,19 +62,22 @@ class Exhausted(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=16384)
+def _span(text: str) -> Span:
+    """One entry as a span; cached, since every allocation reads every address in use
+    (under the store's lock, which every request waits for)."""
+    if "-" in text:
+        a, b = (ipaddress.ip_address(x.strip()) for x in text.split("-", 1))
+        return (a.version, int(a), int(b))
+    if "/" in text:
+        net = ipaddress.ip_network(text, strict=False)
+        return (net.version, int(net.network_address), int(net.broadcast_address))
+    ip = ipaddress.ip_address(text)
+    return (ip.version, int(ip), int(ip))
+
+
 def _spans(entries: list[str]) -> list[Span]:
-    out: list[Span] = []
-    for text in entries:
-        if "-" in text:
-            a, b = (ipaddress.ip_address(x.strip()) for x in text.split("-", 1))
-            out.append((a.version, int(a), int(b)))
-        elif "/" in text:
-            net = ipaddress.ip_network(text, strict=False)
-            out.append((net.version, int(net.network_address), int(net.broadcast_address)))
-        else:
-            ip = ipaddress.ip_address(text)
-            out.append((ip.version, int(ip), int(ip)))
-    return sorted(out)
+    return sorted(_span(text) for text in entries)
 
 
 def _subtract(spans: list[Span], cut: Span) -> list[Span]:
@@ -172,7 +176,7 @@ class PoolController:
                 return [(meta["namespace"], meta["name"])]
         if pool_ref is None:
             return []
-        claims, _ = self._objects.store.list(CLAIMS)
+        claims, _ = self._objects.store.view(CLAIMS)
         return [(c["metadata"]["namespace"], c["metadata"]["name"]) for c in claims
                 if ((c.get("spec") or {}).get("poolRef") or {}).get("name") == pool_ref["name"]
                 and c["spec"]["poolRef"].get("kind") == pool_ref["kind"]]
@@ -251,7 +255,7 @@ class PoolController:
         if mine is not None:  # before the pool's addresses: every claim event reconciles
             return mine
         pool_ref = {"apiGroup": GROUP, "kind": ref["kind"], "name": ref["name"]}
-        in_use, _ = store.list(ADDRESSES, pool_ns or None, lambda a: (
+        in_use, _ = store.view(ADDRESSES, pool_ns or None, lambda a: (
             (a.get("spec") or {}).get("poolRef") or {}) == pool_ref)
         spec = pool.get("spec") or {}
         try:

@@ -153,7 +153,8 @@ class Objects:
                 raise st.timeout(f"Too large resource version: {rv}, current: {self.store.rv}",
                                  cause="ResourceVersionTooLarge")
         matches = selector_from_query(query)
-        objs, rv_now = self.store.list(call.res.storage_id, call.namespace or None)
+        # the stored objects, uncopied: only the page's items are copied (by output)
+        objs, rv_now = self.store.view(call.res.storage_id, call.namespace or None)
         page = pages.Page.cut(objs, matches, start, limit, bool(call.namespace))
         list_rv = token_rv or rv_now
         items = [self.output(call, o) for o in page.items]
@@ -438,7 +439,7 @@ class Objects:
                                   "message": "Required value: is required for apply patch",
                                   "field": "fieldManager"}]})
         try:
-            doc = yaml.safe_load(raw or b"")
+            doc = decoding.load_yaml(raw or b"")
         except yaml.YAMLError as exc:
             raise st.bad_request(f"error decoding YAML: {exc}") from None
         if isinstance(doc, dict) and not doc.get("kind") and not doc.get("apiVersion"):

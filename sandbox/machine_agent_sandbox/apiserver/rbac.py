@@ -131,12 +131,15 @@ class Authorizer:
                 resource.append(out)
         return resource, non_resource
 
-    def _rules(self, role_ref: Obj, namespace: str) -> list[Obj]:
+    def _rules(self, role_ref: Obj, namespace: str, peek: bool = False) -> list[Obj]:
+        """The rules of the role `role_ref` names: copies, or with `peek` the stored
+        rules themselves (authorize only reads them, once per request)."""
+        read = self._store.peek if peek else self._store.get
         kind = role_ref.get("kind")
         if kind == "ClusterRole":
-            role = self._store.get(f"{RBAC}/clusterroles", "", role_ref.get("name", ""))
+            role = read(f"{RBAC}/clusterroles", "", role_ref.get("name", ""))
         elif kind == "Role":
-            role = self._store.get(f"{RBAC}/roles", namespace, role_ref.get("name", ""))
+            role = read(f"{RBAC}/roles", namespace, role_ref.get("name", ""))
         else:
             role = None
         return list((role or {}).get("rules") or [])
@@ -146,18 +149,20 @@ class Authorizer:
             return Decision(True, "system:masters")
         if _node_allows(user, attrs):
             return Decision(True, "Node authorizer")
-        bindings, _ = self._store.list(f"{RBAC}/clusterrolebindings")
+        bindings, _ = self._store.view(f"{RBAC}/clusterrolebindings")
         for b in bindings:
             if any(_subject_matches(s, user, "") for s in b.get("subjects") or []) and any(
-                    rule_allows(r, attrs) for r in self._rules(b.get("roleRef") or {}, "")):
+                    rule_allows(r, attrs)
+                    for r in self._rules(b.get("roleRef") or {}, "", peek=True)):
                 return Decision(True, _allowed_by("ClusterRoleBinding", b, user))
         if attrs.namespace:
-            bindings, _ = self._store.list(f"{RBAC}/rolebindings", attrs.namespace)
+            bindings, _ = self._store.view(f"{RBAC}/rolebindings", attrs.namespace)
             for b in bindings:
                 if any(_subject_matches(s, user, attrs.namespace)
                        for s in b.get("subjects") or []) and any(
                         rule_allows(r, attrs)
-                        for r in self._rules(b.get("roleRef") or {}, attrs.namespace)):
+                        for r in self._rules(b.get("roleRef") or {}, attrs.namespace,
+                                          peek=True)):
                     return Decision(True, _allowed_by("RoleBinding", b, user))
         return Decision(False)
 

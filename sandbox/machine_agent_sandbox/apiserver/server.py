@@ -87,11 +87,16 @@ class Handler(BaseHTTPRequestHandler):
     # A reply is written as headers, then body: with Nagle on, the body waits for the
     # client's delayed ACK of the headers (40 ms on Linux) on every request.
     disable_nagle_algorithm = True
+    # Headers and body leave in one TLS record and one send (each reply flushes): written
+    # unbuffered, they were two, and sending was a fifth of the stand-in's time under a
+    # fleet's load.
+    wbufsize = 1 << 16
     server_version = "machine-agent-sandbox-apiserver"
     server: Server
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+        if log.isEnabledFor(logging.DEBUG):  # formatted per request otherwise
+            log.debug("%s %s", self.address_string(), format % args)
 
     def do_GET(self) -> None:
         self._serve("GET")
@@ -136,6 +141,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Warning", f'299 - {json.dumps(w)}')
         self.end_headers()
         self.wfile.write(data)
+        self.wfile.flush()
 
     def _drop(self) -> None:
         self.close_connection = True
@@ -272,6 +278,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+        self.wfile.flush()
 
     def _faulted(self, method: str, path: str) -> bool:
         faults = self.server.ctx.faults

@@ -1,9 +1,17 @@
 """Objects, the global resourceVersion, a bounded event history and watch fan-out.
 
-One lock guards everything; writers hold it across read-modify-write. resourceVersion is
-a single increasing integer for the whole server (as etcd's revision is). The history
-keeps the last `history_size` events; a watch may start from any version not older than
-the oldest kept event ("compaction" drops the rest, and `compact()` drops all now).
+One lock guards everything; writers hold it across read-modify-write. A stored object is
+never changed in place (put stores a copy of what it is given, and replaces it whole), so
+`view` and `peek` may hand out the stored objects themselves to readers that do not change
+them: copying a whole collection per request (the authorizer's bindings, a list that a
+selector narrows to one item) cost much of the stand-in's time under a fleet's load.
+Indexes by uid, by owner uid and of terminating objects let the garbage collector find
+what it acts on without copying the whole store at every event (which cost the most).
+
+resourceVersion is a single increasing integer for the whole server (as etcd's revision
+is). The history keeps the last `history_size` events; a watch may start from any version
+not older than the oldest kept event ("compaction" drops the rest, and `compact()` drops
+all now).
 """
 
 from __future__ import annotations
@@ -12,13 +20,14 @@ import builtins
 import copy
 import queue
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 Obj = dict[str, Any]
 ObjKey = tuple[str, str]  # (namespace or "", name)
+Loc = tuple[str, ObjKey]  # (res_id, key)
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,39 @@ class Store:
         self._history: deque[Event] = deque()
         self._history_size = history_size
         self._subs: list[Subscription] = []
+        self._uids: Counter[Any] = Counter()  # how many stored objects carry each uid
+        self._dependents: dict[str, set[Loc]] = {}  # owner uid -> its dependents
+        self._terminating: set[Loc] = set()  # objects with a deletionTimestamp
+
+    def _index(self, loc: Loc, obj: Obj, add: bool) -> None:
+        meta = obj["metadata"]
+        uid = meta.get("uid")
+        if isinstance(uid, (str, type(None))):
+            self._uids[uid] += 1 if add else -1
+            if self._uids[uid] <= 0:
+                del self._uids[uid]
+        for ref in meta.get("ownerReferences") or []:
+            owner = ref.get("uid") if isinstance(ref, dict) else None
+            if not isinstance(owner, str):
+                continue
+            if add:
+                self._dependents.setdefault(owner, set()).add(loc)
+            elif owner in self._dependents:
+                self._dependents[owner].discard(loc)
+                if not self._dependents[owner]:
+                    del self._dependents[owner]
+        if meta.get("deletionTimestamp"):
+            if add:
+                self._terminating.add(loc)
+            else:
+                self._terminating.discard(loc)
+
+    def _in_order(self, locs: builtins.set[Loc]) -> builtins.list[tuple[str, Obj]]:
+        """The stored objects at `locs`, in all_objects' order (not copied)."""
+        if len(locs) <= 1:
+            return [(res_id, self._objects[res_id][key]) for res_id, key in locs]
+        return [(res_id, o) for res_id, objs in self._objects.items()
+                for key, o in objs.items() if (res_id, key) in locs]
 
     @property
     def rv(self) -> int:
@@ -85,6 +127,20 @@ class Store:
             obj = self._objects.get(res_id, {}).get((namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
 
+    def peek(self, res_id: str, namespace: str, name: str) -> Obj | None:
+        """The stored object itself, for a reader that does not change it."""
+        with self.lock:
+            return self._objects.get(res_id, {}).get((namespace, name))
+
+    def view(self, res_id: str, namespace: str | None = None,
+             where: Callable[[Obj], bool] | None = None) -> tuple[builtins.list[Obj], int]:
+        """What `list` returns, without copying: the stored objects themselves, for a
+        reader that does not change them (it may copy what it keeps or hands on)."""
+        with self.lock:
+            objs = [o for (ns, _), o in sorted(self._objects.get(res_id, {}).items())
+                    if (namespace is None or ns == namespace) and (where is None or where(o))]
+            return objs, self._rv
+
     def list(self, res_id: str, namespace: str | None = None,
              where: Callable[[Obj], bool] | None = None) -> tuple[list[Obj], int]:
         """Copies of the objects (of `namespace`) for which `where` holds, by key. `where`
@@ -101,6 +157,29 @@ class Store:
             return [(res_id, copy.deepcopy(o)) for res_id, objs in self._objects.items()
                     for o in objs.values()]
 
+    def select(self, where: Callable[[Obj], bool]) -> builtins.list[tuple[str, Obj]]:
+        """Copies of the objects of every type for which `where` holds (it sees the
+        stored object and must not change it), in all_objects' order."""
+        with self.lock:
+            return [(res_id, copy.deepcopy(o)) for res_id, objs in self._objects.items()
+                    for o in objs.values() if where(o)]
+
+    def alive(self, uid: Any) -> bool:
+        """Whether a stored object carries this uid."""
+        with self.lock:
+            return isinstance(uid, (str, type(None))) and uid in self._uids
+
+    def dependents(self, uid: str) -> builtins.list[tuple[str, Obj]]:
+        """Copies of the objects whose ownerReferences name `uid`, in all_objects' order."""
+        with self.lock:
+            return [(r, copy.deepcopy(o)) for r, o in
+                    self._in_order(self._dependents.get(uid, builtins.set()))]
+
+    def terminating(self) -> builtins.list[tuple[str, Obj]]:
+        """Copies of the objects that have a deletionTimestamp, in all_objects' order."""
+        with self.lock:
+            return [(r, copy.deepcopy(o)) for r, o in self._in_order(self._terminating)]
+
     def put(self, res_id: str, obj: Obj) -> Obj:
         """Create or replace; assigns the next resourceVersion and emits the event."""
         with self.lock:
@@ -111,7 +190,10 @@ class Store:
             self._rv += 1
             stored = copy.deepcopy(obj)
             stored["metadata"]["resourceVersion"] = str(self._rv)
+            if old is not None:
+                self._index((res_id, key), old, add=False)
             bucket[key] = stored
+            self._index((res_id, key), stored, add=True)
             self._emit(Event("MODIFIED" if old is not None else "ADDED", self._rv, res_id,
                              copy.deepcopy(stored), old))
             return copy.deepcopy(stored)
@@ -121,6 +203,7 @@ class Store:
             old = self._objects.get(res_id, {}).pop((namespace, name), None)
             if old is None:
                 return None
+            self._index((res_id, (namespace, name)), old, add=False)
             self._rv += 1
             gone = copy.deepcopy(old)
             gone["metadata"]["resourceVersion"] = str(self._rv)

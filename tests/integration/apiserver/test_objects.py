@@ -177,6 +177,36 @@ def test_deleting_an_owner_garbage_collects_its_dependents(admin: Kube, ns: str)
         for n in ("dep-1", "dep-2")), timeout=60, every=0.2)
 
 
+def test_the_collector_keeps_what_another_owner_holds_and_what_an_update_released(
+        admin: Kube, ns: str) -> None:
+    """A dependent with another existing owner only loses the gone owner's reference; one
+    whose reference an update removed is no dependent any more (the collector's index
+    follows every write)."""
+    cms, secrets = f"/api/v1/namespaces/{ns}/configmaps", f"/api/v1/namespaces/{ns}/secrets"
+    refs = {}
+    for name in ("owner", "other"):
+        made = admin.check(admin.post(cms, json={"apiVersion": "v1", "kind": "ConfigMap",
+                                                 "metadata": {"name": name}}), 201)
+        refs[name] = {"apiVersion": "v1", "kind": "ConfigMap", "name": name,
+                      "uid": made["metadata"]["uid"]}
+    admin.check(admin.post(secrets, json={
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "shared", "ownerReferences": [refs["owner"], refs["other"]]}}),
+        201)
+    admin.check(admin.post(secrets, json={
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "released", "ownerReferences": [refs["owner"]]}}), 201)
+    admin.check(admin.patch(f"{secrets}/released",
+                            {"metadata": {"ownerReferences": None}}), 200)
+    admin.check(admin.delete(f"{cms}/owner"), 200)
+    # one pass of the collector handles every dependent of the gone owner: once `shared`
+    # has lost its reference, `released` would be gone too if it were still one
+    wait_until(lambda: admin.check(admin.get(f"{secrets}/shared"), 200)["metadata"].get(
+        "ownerReferences") == [refs["other"]], timeout=60, every=0.2)
+    assert "ownerReferences" not in admin.check(admin.get(f"{secrets}/released"),
+                                                200)["metadata"]
+
+
 def test_a_foreground_deletion_removes_the_dependents_first(admin: Kube, ns: str) -> None:
     """The owner stays, terminating with the `foregroundDeletion` finalizer, until the
     garbage collector has deleted its dependents; then it goes too."""
