@@ -19,8 +19,5 @@ def standin(tmp_path: Path) -> Iterator[ApiServer | None]:
     if REAL_KUBECONFIG:
         yield None
         return
-    server = ApiServer(tmp_path / "apiserver", bookmark_interval=0.2).start()
-    try:
+    with ApiServer(tmp_path / "apiserver", bookmark_interval=0.2) as server:
         yield server
-    finally:
-        server.stop()

@@ -53,11 +53,8 @@ def own_standin(standin: ApiServer | None, tmp_path: Path) -> Iterator[ApiServer
     if standin is not None:
         yield standin
         return
-    server = ApiServer(tmp_path / "own-apiserver", bookmark_interval=0.2).start()
-    try:
+    with ApiServer(tmp_path / "own-apiserver", bookmark_interval=0.2) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
