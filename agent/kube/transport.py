@@ -19,6 +19,7 @@ session handles both alike): ssl.SSLError for TLS, TimeoutError, ConnectionError
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import select
@@ -60,6 +61,20 @@ Timeout = float | tuple[float, float]
 """Seconds, or (connect, read) as requests takes them."""
 
 
+@contextlib.contextmanager
+def _closed_on_failure(conn: http.client.HTTPConnection, what: str) -> Iterator[None]:
+    """Any failure closes the connection (its state is unknown, so it is never reused);
+    http.client's own errors become TransportError, saying `what` went wrong."""
+    try:
+        yield
+    except http.client.HTTPException as err:
+        conn.close()
+        raise TransportError(f"{what}: {err!r}") from err
+    except BaseException:
+        conn.close()
+        raise
+
+
 class Response:
     """One answer. Unless streamed, its body is read at once and the connection goes
     back to the pool."""
@@ -72,14 +87,8 @@ class Response:
         self._conn: http.client.HTTPConnection | None = conn
         self._content: bytes | None = None
         if release is not None:
-            try:
+            with _closed_on_failure(conn, "the answer was cut short"):
                 self._content = raw.read()
-            except http.client.HTTPException as err:
-                conn.close()
-                raise TransportError(f"the answer was cut short: {err!r}") from err
-            except BaseException:
-                conn.close()
-                raise
             self._conn = None
             release._give_back(conn, reusable=not raw.will_close)
 
@@ -172,19 +181,13 @@ class Session:
                cert if parts.scheme == "https" else None)
         conn = self._take(key) or self._connection(key, connect)
         body = data.encode() if isinstance(data, str) else data
-        try:
+        with _closed_on_failure(conn, "no valid answer"):
             if conn.sock is None:
                 conn.connect()
             assert conn.sock is not None
             conn.sock.settimeout(read)
             conn.request(method, target, body=body, headers=dict(headers or {}))
             raw = conn.getresponse()
-        except http.client.HTTPException as err:
-            conn.close()
-            raise TransportError(f"no valid answer: {err!r}") from err
-        except BaseException:
-            conn.close()
-            raise
         return Response(raw, conn, None if stream else self)
 
     def close(self) -> None:
