@@ -43,6 +43,24 @@ class JoinWorld:
     """The workload cluster's API (an admin can read the Nodes there)."""
 
 
+def _healthy_root(root: Path) -> socket.socket:
+    """Make `root` a healthy node's: the /proc values kubeadm's preflight reads, and the
+    container runtime's socket, listening (returned: the caller closes it)."""
+    for path, text in HEALTHY_PROC.items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    (root / "var/run/containerd").mkdir(parents=True)
+    runtime = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        runtime.bind(str(root / "var/run/containerd/containerd.sock"))
+        runtime.listen(8)
+    except OSError:
+        runtime.close()
+        raise
+    return runtime
+
+
 @contextlib.contextmanager
 def joinable(root: Path, tools: Path, *, kubelet: bool = True) -> Iterator[JoinWorld]:
     """Prepare `root` as a healthy node and `tools` with the stand-in; sockets close after.
@@ -50,12 +68,7 @@ def joinable(root: Path, tools: Path, *, kubelet: bool = True) -> Iterator[JoinW
     in place (as the sandbox's do); without, the test plays that part.
 
     Keep `root` short: the runtime socket path must fit in sun_path (108 bytes)."""
-    for path, text in HEALTHY_PROC.items():
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    (root / "var/run/containerd").mkdir(parents=True)
-    runtime = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    runtime = _healthy_root(root)
     api = ApiServer(tools / "workload-api", ipam=False).start()
     stop = threading.Event()
 
@@ -66,8 +79,6 @@ def joinable(root: Path, tools: Path, *, kubelet: bool = True) -> Iterator[JoinW
 
     running = threading.Thread(target=run_kubelet, name="kubelet", daemon=True)
     try:
-        runtime.bind(str(root / "var/run/containerd/containerd.sock"))
-        runtime.listen(8)
         world = tools / "world.json"
         world.write_text(json.dumps({"version": "v1.31.2",
                                      "tokens": {"abcdef": "0123456789abcdef"},
@@ -111,15 +122,7 @@ def joinable_cluster(base: Path, names: tuple[str, ...]) -> Iterator[
     nodes: dict[str, ClusterNode] = {}
     for name in names:
         root = base / name
-        for path, text in HEALTHY_PROC.items():
-            target = root / path.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text)
-        (root / "var/run/containerd").mkdir(parents=True)
-        runtime = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sockets.append(runtime)
-        runtime.bind(str(root / "var/run/containerd/containerd.sock"))
-        runtime.listen(8)
+        sockets.append(_healthy_root(root))
         install(tools / name, root, world)
         nodes[name] = ClusterNode(root, tools / name)
 
