@@ -89,7 +89,7 @@ def test_wrong_token_names_the_credentials_check(
     assert code == 1
     assert failing(doc) == [("management", "credentials")]
     creds = by_name(doc)[("management", "credentials")]
-    assert "401" in creds["seen"] and "valid token or kubeconfig" in creds["fix"]
+    assert "401 Unauthorized" in creds["seen"] and "valid token or kubeconfig" in creds["fix"]
 
 
 def test_missing_rbac_names_each_verb_and_the_template(
