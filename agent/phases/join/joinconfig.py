@@ -163,6 +163,10 @@ def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
                                    "exactly one")
     doc = found[0]
     reg = _mapping(doc.get("nodeRegistration"))
+    # JoinFacts' first four fields, the same in both kinds
+    common = (str(doc.get("apiVersion", "")), _str(reg.get("name")),
+              _str(reg.get("criSocket")) or DEFAULT_CRI_SOCKET,
+              tuple(str(x) for x in reg.get("ignorePreflightErrors") or []))
     if command == "init":
         clusters = [d for d in docs if isinstance(d, dict)
                     and d.get("kind") == CLUSTER_KIND]
@@ -170,18 +174,9 @@ def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
             raise JoinConfigError(f"the kubeadm config file has {len(clusters)} "
                                   f"{CLUSTER_KIND} documents", hint="give at most one")
         cluster = clusters[0] if clusters else {}
-        local = _mapping(doc.get("localAPIEndpoint"))
-        advertise = _str(local.get("advertiseAddress"))
-        port = local.get("bindPort") or 6443
-        local_endpoint = (f"[{advertise}]:{port}" if advertise and ":" in advertise else
-                          f"{advertise}:{port}" if advertise else None)
+        local_endpoint = _local_endpoint(_mapping(doc.get("localAPIEndpoint")))
         facts = JoinFacts(
-            api_version=str(doc.get("apiVersion", "")),
-            node_name=_str(reg.get("name")),
-            cri_socket=_str(reg.get("criSocket")) or DEFAULT_CRI_SOCKET,
-            ignore_preflight_errors=tuple(str(x) for x in
-                                          reg.get("ignorePreflightErrors") or []),
-            token=None,
+            *common, token=None,
             # kubelet.conf names the controlPlaneEndpoint (else the local endpoint):
             # app/phases/kubeconfig/kubeconfig.go, getKubeConfigSpecsBase.
             api_server_endpoint=_str(_mapping(cluster).get("controlPlaneEndpoint"))
@@ -195,21 +190,14 @@ def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
         discovery = _mapping(doc.get("discovery"))
         token = _mapping(discovery.get("bootstrapToken"))
         control = _mapping(doc.get("controlPlane"))
-        local = _mapping(control.get("localAPIEndpoint"))
-        advertise = _str(local.get("advertiseAddress"))
         facts = JoinFacts(
-            api_version=str(doc.get("apiVersion", "")),
-            node_name=_str(reg.get("name")),
-            cri_socket=_str(reg.get("criSocket")) or DEFAULT_CRI_SOCKET,
-            ignore_preflight_errors=tuple(str(x) for x in
-                                          reg.get("ignorePreflightErrors") or []),
-            token=_str(token.get("token")),
+            *common, token=_str(token.get("token")),
             api_server_endpoint=_str(token.get("apiServerEndpoint")),
             kube_config_path=_str(_mapping(discovery.get("file")).get("kubeConfigPath")),
             control_plane=doc.get("controlPlane") is not None,
             certificate_key=_str(control.get("certificateKey")),
-            local_endpoint=(f"{advertise}:{local.get('bindPort') or 6443}"
-                            if advertise and doc.get("controlPlane") is not None else None),
+            local_endpoint=(_local_endpoint(_mapping(control.get("localAPIEndpoint")))
+                            if doc.get("controlPlane") is not None else None),
             secrets=tuple(s for s in (_str(discovery.get("tlsBootstrapToken")),) if s))
     for what, value, check in (
             ("nodeRegistration.criSocket", facts.cri_socket, checks.unix_socket_url),
@@ -220,6 +208,16 @@ def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
         if value is not None and (problem := check(value)):
             raise JoinConfigError(f"{kind} {what}: {problem}")
     return facts
+
+
+def _local_endpoint(local: dict[str, Any]) -> str | None:
+    """host:port of a localAPIEndpoint (an IPv6 address in brackets), None without an
+    advertiseAddress."""
+    advertise = _str(local.get("advertiseAddress"))
+    if advertise is None:
+        return None
+    port = local.get("bindPort") or 6443
+    return f"[{advertise}]:{port}" if ":" in advertise else f"{advertise}:{port}"
 
 
 def _mapping(value: Any) -> dict[str, Any]:

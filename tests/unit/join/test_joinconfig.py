@@ -16,7 +16,12 @@ from agent.config.join import (
     NodeRegistration,
     Taint,
 )
-from agent.phases.join.joinconfig import JoinParams, Version, render_join_configuration
+from agent.phases.join.joinconfig import (
+    JoinParams,
+    Version,
+    read_kubeadm_configuration,
+    render_join_configuration,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 SPEC = JoinSpec(
@@ -70,3 +75,29 @@ def test_the_kubeadm_on_path_refuses_what_kubeadm_refuses(
     path.write_text(change(text))  # type: ignore[operator]
     with pytest.raises(Failed, match=wording.replace("(", r"\(").replace(".", r"\.")):
         load_join_configuration(path)
+
+
+@pytest.mark.parametrize(("command", "text", "endpoint"), [
+    ("join", """
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery: {bootstrapToken: {apiServerEndpoint: "[2001:db8::10]:6443", token: a.b}}
+controlPlane: {localAPIEndpoint: {advertiseAddress: "2001:db8::20", bindPort: 6444}}
+""", "[2001:db8::20]:6444"),
+    ("join", """
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery: {bootstrapToken: {apiServerEndpoint: "192.0.2.10:6443", token: a.b}}
+controlPlane: {localAPIEndpoint: {advertiseAddress: 192.0.2.20}}
+""", "192.0.2.20:6443"),
+    ("init", """
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint: {advertiseAddress: "2001:db8::20"}
+""", "[2001:db8::20]:6443"),
+])
+def test_a_control_planes_own_endpoint_is_host_port_with_ipv6_in_brackets(
+        command: str, text: str, endpoint: str) -> None:
+    facts = read_kubeadm_configuration(text, command)
+    assert facts.local_endpoint == endpoint and facts.control_plane
+    assert facts.cri_socket == "unix:///var/run/containerd/containerd.sock"
