@@ -75,6 +75,7 @@ from agent.ipam.release import release_all
 from agent.kube.client import Client, resource_path
 from agent.kube.kubeconfig import Credentials
 from agent.kube.machine import GROUP, MachineView
+from agent.phases.base import Results
 from agent.report import Conditions
 from agent.state import Journal, Section
 
@@ -129,6 +130,8 @@ class DeletePolicy:
     machine_uid: str
     ipam: PluginEnv
     """What the IPAM plugins that release the addresses may use."""
+    results: Results
+    """What the phases proved (the orchestrator's): a control plane, the CNI list."""
 
     def record(self) -> DeleteRecord:
         """This Machine's record, created on first use."""
@@ -298,9 +301,7 @@ def kubeadm_reset(policy: DeletePolicy) -> str:
     member is KCP's to remove (its kcp-cleanup hook)."""
     spec = policy.config.spec
     argv = [spec.join.kubeadm_path, "reset", "-f"]
-    join = policy.journal.phases.get("join")
-    if (join is not None and join.result.get("controlPlane")) or \
-            policy.host.exists(ETCD_MANIFEST):
+    if policy.results.joined_control_plane() or policy.host.exists(ETCD_MANIFEST):
         argv.append("--skip-phases=remove-etcd-member")
     result = policy.host.run(argv, timeout=float(spec.lifecycle.on_delete.reset_timeout),
                              check=False, sandboxed=False)
@@ -329,13 +330,15 @@ def release_addresses(policy: DeletePolicy) -> str:
 
 
 def remove_cni_config(policy: DeletePolicy) -> str:
-    rec = policy.journal.phases.get("cni")
-    path = rec.result.get("conflist") if rec is not None else None
-    if not path:
+    written = policy.results.cni_config_lists()
+    if not written:
         return "the agent wrote no CNI configuration list"
-    removed = policy.host.remove(str(path))
-    policy.journal.phases.pop("cni", None)
-    return f"removed {path}" if removed else f"{path} was already gone"
+    said = []
+    for phase, path in written.items():
+        removed = policy.host.remove(path)
+        policy.journal.phases.pop(phase, None)
+        said.append(f"removed {path}" if removed else f"{path} was already gone")
+    return "; ".join(said)
 
 
 STEPS = (

@@ -459,7 +459,8 @@ class Daemon:
         self._delete_state = "running"
         error = DeletePolicy(self.host, session.loaded.config, orchestrator.journal,
                              orchestrator.conditions, _publisher(orchestrator), facts.uid,
-                             PluginEnv(self.host, facts, session.client)).run()
+                             PluginEnv(self.host, facts, session.client),
+                             orchestrator.results).run()
         if error is None:
             self._release_hook()
         elif error.temporary:

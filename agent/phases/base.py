@@ -82,6 +82,14 @@ class PhaseResult:
         """The Node this machine registered as, once known."""
         return None
 
+    def joined_control_plane(self) -> bool:
+        """Whether this machine joined (or initialized) as a control plane."""
+        return False
+
+    def cni_config_list(self) -> str | None:
+        """The CNI configuration list this phase wrote (the delete policy removes it)."""
+        return None
+
 
 R = TypeVar("R", bound=PhaseResult)
 
@@ -98,6 +106,13 @@ class Results(dict[str, PhaseResult]):
 
     def node_name(self) -> str | None:
         return next((n for r in self.values() if (n := r.node_name())), None)
+
+    def joined_control_plane(self) -> bool:
+        return any(r.joined_control_plane() for r in self.values())
+
+    def cni_config_lists(self) -> dict[str, str]:
+        """The CNI configuration lists written, by the phase that wrote each."""
+        return {name: path for name, r in self.items() if (path := r.cni_config_list())}
 
 
 class Progress(Protocol):

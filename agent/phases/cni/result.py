@@ -43,6 +43,9 @@ class CNIResult(PhaseResult):
     node_ready_reason: str | None = None
     node_ready_message: str | None = None
 
+    def cni_config_list(self) -> str | None:
+        return self.conflist
+
 
 @dataclass
 class CNIRecord(Section):

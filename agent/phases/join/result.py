@@ -33,6 +33,9 @@ class JoinResult(PhaseResult):
     def node_name(self) -> str | None:
         return self.node_registered or self.node
 
+    def joined_control_plane(self) -> bool:
+        return bool(self.control_plane)
+
 
 @dataclass
 class JoinAttempt:

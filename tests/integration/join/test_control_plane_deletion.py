@@ -13,6 +13,7 @@ from machine_agent_sandbox.testkit.node import ca_pin, joinable_cluster
 
 from agent.daemon.deletion import DeletePolicy
 from agent.ipam.base import PluginEnv
+from agent.orchestrator import Orchestrator
 from agent.report import Conditions
 from agent.state import Journal
 from tests.cabpk import (
@@ -62,7 +63,8 @@ def delete(node: Node) -> str:
                                                         "releaseAddresses": False}})
     journal = Journal.load(node.host)
     policy = DeletePolicy(node.host, loaded.config, journal, Conditions(node.host, []),
-                          lambda final: None, "uid", PluginEnv(node.host))
+                          lambda final: None, "uid", PluginEnv(node.host),
+                          Orchestrator(loaded, node.host).results)
     assert policy.run() is None
     return policy.conditions.get("KubeadmReset").message
 

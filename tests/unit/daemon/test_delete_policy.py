@@ -6,6 +6,7 @@ agent's pre-terminate hook, as either API version shows it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from agent.daemon.deletion import HOOK, DeletePolicy, DeleteRecord, hooked, wait
 from agent.host import Host
 from agent.ipam.base import ClaimRequest, PluginEnv, open_plugin
 from agent.ipam.ledger import held, record
+from agent.phases.base import Results
+from agent.phases.cni.result import CNIResult
+from agent.phases.join.result import JoinResult
 from agent.report import Conditions
 from agent.state import Journal
 
@@ -33,7 +37,7 @@ def policy(tmp_path: Path, host: Host, journal: Journal, **on_delete: object) ->
     config = load_config(host, default_sources([str(path)])).config
     published: list[bool] = []
     return DeletePolicy(host, config, journal, Conditions(host, []), published.append,
-                        "uid-1", PluginEnv(host))
+                        "uid-1", PluginEnv(host), Results())
 
 
 def test_the_claimed_address_goes_back_to_its_pool(tmp_path: Path) -> None:
@@ -77,6 +81,27 @@ def cond(kind: str, status: str, reason: str) -> dict[str, str]:
 
 DELETING = cond("Deleting", "True", "WaitingForPreTerminateHook")
 V1BETA1 = cond("PreTerminateDeleteHookSucceeded", "False", "WaitingExternalHook")
+
+
+def test_what_the_phases_proved_steers_the_reset_and_names_the_list_removed(
+        tmp_path: Path) -> None:
+    # a control plane by its journal alone (no etcd manifest any more): kubeadm's
+    # remove-etcd-member phase stays KCP's; the CNI list is the one the cni phase wrote
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "kubeadm").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/argv\n')
+    (bin_dir / "kubeadm").chmod(0o755)
+    host = Host(tmp_path / "root", env={"PATH": str(bin_dir)})
+    conflist = "/etc/cni/net.d/10-mine.conflist"
+    host.write_file(conflist, "{}")
+    journal = Journal.load(host)
+    the_policy = replace(policy(tmp_path, host, journal, releaseAddresses=False),
+                         results=Results({"join": JoinResult(node="cp-1", control_plane=True),
+                                          "cni": CNIResult(conflist=conflist)}))
+    assert the_policy.run() is None
+    assert (tmp_path / "argv").read_text() == "reset -f --skip-phases=remove-etcd-member\n"
+    assert the_policy.conditions.get("CNIConfigRemoved").message == f"removed {conflist}"
+    assert not host.exists(conflist)
 
 
 @pytest.mark.parametrize(("status", "waiting"), [
