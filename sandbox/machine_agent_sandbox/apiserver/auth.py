@@ -80,11 +80,6 @@ class Tokens:
             self._bound[token] = account
         return token
 
-    def revoke(self, token: str) -> None:
-        with self._lock:
-            self._users.pop(token, None)
-            self._bound.pop(token, None)
-
     def user(self, token: str) -> User | None:
         with self._lock:
             return self._users.get(token)
