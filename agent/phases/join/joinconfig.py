@@ -199,7 +199,10 @@ def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
             local_endpoint=(_local_endpoint(_mapping(control.get("localAPIEndpoint")))
                             if doc.get("controlPlane") is not None else None),
             secrets=tuple(s for s in (_str(discovery.get("tlsBootstrapToken")),) if s))
+    # the local endpoint first: init's controlPlaneEndpoint defaults to it
     for what, value, check in (
+            ("localAPIEndpoint" if command == "init" else "controlPlane.localAPIEndpoint",
+             facts.local_endpoint, checks.host_port),
             ("nodeRegistration.criSocket", facts.cri_socket, checks.unix_socket_url),
             ("discovery.bootstrapToken.apiServerEndpoint" if command == "join" else
              "ClusterConfiguration controlPlaneEndpoint", facts.api_server_endpoint,

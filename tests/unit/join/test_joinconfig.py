@@ -17,6 +17,7 @@ from agent.config.join import (
     Taint,
 )
 from agent.phases.join.joinconfig import (
+    JoinConfigError,
     JoinParams,
     Version,
     read_kubeadm_configuration,
@@ -101,3 +102,24 @@ def test_a_control_planes_own_endpoint_is_host_port_with_ipv6_in_brackets(
     facts = read_kubeadm_configuration(text, command)
     assert facts.local_endpoint == endpoint and facts.control_plane
     assert facts.cri_socket == "unix:///var/run/containerd/containerd.sock"
+
+
+@pytest.mark.parametrize(("command", "text", "field"), [
+    ("join", """
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery: {bootstrapToken: {apiServerEndpoint: "192.0.2.10:6443", token: a.b}}
+controlPlane: {localAPIEndpoint: {advertiseAddress: "192.0.2.20\\nx", bindPort: 6443}}
+""", "JoinConfiguration controlPlane.localAPIEndpoint"),
+    ("init", """
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint: {advertiseAddress: 192.0.2.20, bindPort: "6443 --x"}
+""", "InitConfiguration localAPIEndpoint"),
+])
+def test_a_hostile_local_endpoint_is_refused_by_its_field(command: str, text: str,
+                                                         field: str) -> None:
+    with pytest.raises(JoinConfigError) as info:
+        read_kubeadm_configuration(text, command)
+    assert str(info.value).startswith(f"{field}: ") and "is not host:port" in str(info.value)
+    assert "\n" not in str(info.value)
