@@ -13,7 +13,7 @@ from typing import Any
 
 from agent.config import checks
 from agent.config.join import DEFAULT_CRI_SOCKET, ControlPlaneJoin, JoinSpec, Taint
-from agent.errors import PermanentError, Reason
+from agent.errors import PermanentError, Reason, shown
 from agent.logs import REDACTED
 from agent.templating import render
 
@@ -22,6 +22,9 @@ V1BETA4 = "kubeadm.k8s.io/v1beta4"
 KIND = "JoinConfiguration"
 INIT_KIND = "InitConfiguration"
 CLUSTER_KIND = "ClusterConfiguration"
+KUBEADM_API = re.compile(r"kubeadm\.k8s\.io/v[0-9]+(?:(?:alpha|beta)[0-9]+)?")
+"""A kubeadm config apiVersion (v1beta3, v1beta4, a later one): anything else is refused
+before it reaches the journal, status and logs (kubeadm would refuse it too)."""
 
 
 class JoinConfigError(PermanentError):
@@ -162,6 +165,10 @@ def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
                               hint=f"the bootstrap data for kubeadm {command} must carry "
                                    "exactly one")
     doc = found[0]
+    if not KUBEADM_API.fullmatch(str(doc.get("apiVersion", ""))):
+        raise JoinConfigError(f"{kind} apiVersion: {shown(doc.get('apiVersion'))} is "
+                              "not a kubeadm API version",
+                              hint="use kubeadm.k8s.io/v1beta4 (v1beta3 before 1.31)")
     reg = _mapping(doc.get("nodeRegistration"))
     # JoinFacts' first four fields, the same in both kinds
     common = (str(doc.get("apiVersion", "")), _str(reg.get("name")),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from machine_agent_sandbox.kubeadm_standin import Failed, load_join_configuration
 
 from agent.config.join import (
@@ -123,3 +124,14 @@ def test_a_hostile_local_endpoint_is_refused_by_its_field(command: str, text: st
         read_kubeadm_configuration(text, command)
     assert str(info.value).startswith(f"{field}: ") and "is not host:port" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("api", ["kubeadm.k8s.io/v1beta4\nkind: x", "v1", "", None])
+def test_an_api_version_kubeadm_cannot_read_is_refused_escaped(api: str | None) -> None:
+    text = yaml.safe_dump({"apiVersion": api, "kind": "JoinConfiguration",
+                           "discovery": {"bootstrapToken": {
+                               "apiServerEndpoint": "192.0.2.10:6443", "token": "a.b"}}})
+    with pytest.raises(JoinConfigError) as info:
+        read_kubeadm_configuration(text, "join")
+    assert str(info.value).startswith("JoinConfiguration apiVersion: ")
+    assert "\n" not in str(info.value) and "v1beta4" in info.value.hint
