@@ -65,6 +65,16 @@ def _ours(pid: int) -> str | None:
 
 
 @pytest.fixture(autouse=True)
+def own_redactions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secrets a test registers with REDACT (the process's one registry) end with it: a
+    value one test registered, a node name among them, was cut from a later test's
+    messages (CI, 2026-12-03: "site-a/***" for "site-a/worker-0")."""
+    from agent.logs import REDACT
+
+    monkeypatch.setattr(REDACT, "_secrets", set(REDACT._secrets))
+
+
+@pytest.fixture(autouse=True)
 def stray_process_guard() -> Iterator[None]:
     """Fail a test that leaves a process behind (and kill it): every process started
     since the test began that still runs with this run's SESSION_ENV after the test's
