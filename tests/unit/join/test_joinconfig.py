@@ -79,58 +79,47 @@ def test_the_kubeadm_on_path_refuses_what_kubeadm_refuses(
         load_join_configuration(path)
 
 
-@pytest.mark.parametrize(("command", "text", "endpoint"), [
-    ("join", """
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: JoinConfiguration
-discovery: {bootstrapToken: {apiServerEndpoint: "[2001:db8::10]:6443", token: a.b}}
-controlPlane: {localAPIEndpoint: {advertiseAddress: "2001:db8::20", bindPort: 6444}}
-""", "[2001:db8::20]:6444"),
-    ("join", """
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: JoinConfiguration
-discovery: {bootstrapToken: {apiServerEndpoint: "192.0.2.10:6443", token: a.b}}
-controlPlane: {localAPIEndpoint: {advertiseAddress: 192.0.2.20}}
-""", "192.0.2.20:6443"),
-    ("init", """
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
-localAPIEndpoint: {advertiseAddress: "2001:db8::20"}
-""", "[2001:db8::20]:6443"),
+def kubeadm_config(command: str, local: dict[str, object],
+                   api: object = "kubeadm.k8s.io/v1beta4") -> str:
+    """A control plane's kubeadm config as bootstrap data carries it: an
+    InitConfiguration, or a JoinConfiguration with a controlPlane section."""
+    if command == "init":
+        return yaml.safe_dump({"apiVersion": api, "kind": "InitConfiguration",
+                               "localAPIEndpoint": local})
+    return yaml.safe_dump({"apiVersion": api, "kind": "JoinConfiguration", "discovery": {
+        "bootstrapToken": {"apiServerEndpoint": "192.0.2.10:6443", "token": "a.b"}},
+        "controlPlane": {"localAPIEndpoint": local}})
+
+
+@pytest.mark.parametrize(("command", "local", "endpoint"), [
+    ("join", {"advertiseAddress": "2001:db8::20", "bindPort": 6444}, "[2001:db8::20]:6444"),
+    ("join", {"advertiseAddress": "192.0.2.20"}, "192.0.2.20:6443"),
+    ("init", {"advertiseAddress": "2001:db8::20"}, "[2001:db8::20]:6443"),
 ])
 def test_a_control_planes_own_endpoint_is_host_port_with_ipv6_in_brackets(
-        command: str, text: str, endpoint: str) -> None:
-    facts = read_kubeadm_configuration(text, command)
+        command: str, local: dict[str, object], endpoint: str) -> None:
+    facts = read_kubeadm_configuration(kubeadm_config(command, local), command)
     assert facts.local_endpoint == endpoint and facts.control_plane
     assert facts.cri_socket == "unix:///var/run/containerd/containerd.sock"
 
 
-@pytest.mark.parametrize(("command", "text", "field"), [
-    ("join", """
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: JoinConfiguration
-discovery: {bootstrapToken: {apiServerEndpoint: "192.0.2.10:6443", token: a.b}}
-controlPlane: {localAPIEndpoint: {advertiseAddress: "192.0.2.20\\nx", bindPort: 6443}}
-""", "JoinConfiguration controlPlane.localAPIEndpoint"),
-    ("init", """
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
-localAPIEndpoint: {advertiseAddress: 192.0.2.20, bindPort: "6443 --x"}
-""", "InitConfiguration localAPIEndpoint"),
+@pytest.mark.parametrize(("command", "local", "field"), [
+    ("join", {"advertiseAddress": "192.0.2.20\nx", "bindPort": 6443},
+     "JoinConfiguration controlPlane.localAPIEndpoint"),
+    ("init", {"advertiseAddress": "192.0.2.20", "bindPort": "6443 --x"},
+     "InitConfiguration localAPIEndpoint"),
 ])
-def test_a_hostile_local_endpoint_is_refused_by_its_field(command: str, text: str,
-                                                         field: str) -> None:
+def test_a_hostile_local_endpoint_is_refused_by_its_field(
+        command: str, local: dict[str, object], field: str) -> None:
     with pytest.raises(JoinConfigError) as info:
-        read_kubeadm_configuration(text, command)
+        read_kubeadm_configuration(kubeadm_config(command, local), command)
     assert str(info.value).startswith(f"{field}: ") and "is not host:port" in str(info.value)
     assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("api", ["kubeadm.k8s.io/v1beta4\nkind: x", "v1", "", None])
 def test_an_api_version_kubeadm_cannot_read_is_refused_escaped(api: str | None) -> None:
-    text = yaml.safe_dump({"apiVersion": api, "kind": "JoinConfiguration",
-                           "discovery": {"bootstrapToken": {
-                               "apiServerEndpoint": "192.0.2.10:6443", "token": "a.b"}}})
+    text = kubeadm_config("join", {"advertiseAddress": "192.0.2.20"}, api=api)
     with pytest.raises(JoinConfigError) as info:
         read_kubeadm_configuration(text, "join")
     assert str(info.value).startswith("JoinConfiguration apiVersion: ")
