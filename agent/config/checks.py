@@ -353,6 +353,11 @@ def driver_name(value: str) -> str | None:
     return f"{_shown(value)} is not a driver name (letters, digits, '_' and '-')"
 
 
+def join_host_port(host: str, port: int | str) -> str:
+    """`host:port`, an IPv6 address in brackets: the form `host_port` accepts."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def host_port(value: str) -> str | None:
     """`host:port` or `[v6-address]:port`, e.g. 192.0.2.1:6443 or [2001:db8::1]:443."""
     host, sep, number = value.rpartition(":")

@@ -49,8 +49,7 @@ class NTPSource:
     @property
     def address(self) -> str:
         """How the server is named in messages: host, with the port when not 123."""
-        shown = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{shown}:{self.port}" if self.port else self.host
+        return checks.join_host_port(self.host, self.port) if self.port else self.host
 
     def validate(self) -> Iterator[Problem]:
         if self.minpoll is not None and self.maxpoll is not None \

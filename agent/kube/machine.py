@@ -380,8 +380,7 @@ class MachineReader:
             return None, initialized
         if (problem := checks.host_name(host)) is not None:
             raise shape.refuse("spec.controlPlaneEndpoint.host", f"is wrong: {problem}")
-        host = f"[{host}]" if ":" in host else host
-        return f"{host}:{port or 6443}", initialized
+        return checks.join_host_port(host, port or 6443), initialized
 
     def _bootstrap_data(self, namespace: str, name: str,
                         deadline: float) -> tuple[str | None, str | None]:

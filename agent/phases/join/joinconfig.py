@@ -226,8 +226,7 @@ def _local_endpoint(local: dict[str, Any]) -> str | None:
     advertise = _str(local.get("advertiseAddress"))
     if advertise is None:
         return None
-    port = local.get("bindPort") or 6443
-    return f"[{advertise}]:{port}" if ":" in advertise else f"{advertise}:{port}"
+    return checks.join_host_port(advertise, local.get("bindPort") or 6443)
 
 
 def _mapping(value: Any) -> dict[str, Any]:
