@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic
 
 from agent.config import AgentConfig
-from agent.config.fields import Decoder, Problem, encode
+from agent.config.fields import Decoder, Problem
 from agent.errors import ConfigError, Reason
 from agent.host import Host
 from agent.phases.checks import Check, Doctor
@@ -31,6 +31,7 @@ from agent.phases.context import PhaseResult as PhaseResult
 from agent.phases.context import Progress as Progress
 from agent.phases.context import R
 from agent.phases.context import Results as Results
+from agent.records import to_json
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class PhaseOf(Generic[R]):
 
     def inputs(self, config: AgentConfig) -> Any:
         """What the phase depends on; a completed phase with unchanged inputs is skipped."""
-        return encode(self.section(config), redact_secrets=False)
+        return to_json(self.section(config))
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
         """`machine-agent doctor`'s read-only checks of this phase (its area is the
