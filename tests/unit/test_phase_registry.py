@@ -15,6 +15,7 @@ from agent.cli import main
 from agent.errors import PermanentError
 from agent.phases import registry
 from agent.phases.facts import Fact, NodeName
+from tests.plugins.install import install
 from tests.plugins.motd import MOTD, MotdPhase
 
 AGENT = Path(__file__).parents[2] / "agent"
@@ -22,16 +23,9 @@ AGENT = Path(__file__).parents[2] / "agent"
 
 @pytest.fixture
 def motd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Install tests/plugins/motd.py as a distribution declares a phase (dist-info with
-    an entry point on sys.path); the node's root for the commands."""
-    info = tmp_path / "site" / "machine_agent_motd-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: machine-agent-motd\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        f"[{registry.GROUP}]\nmotd = tests.plugins.motd:MotdPhase\n"
-        "quiet = tests.plugins.motd:QuietPhase\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    """tests/plugins/motd.py installed as a distribution declares a phase; the node's
+    root for the commands."""
+    install(tmp_path / "site", monkeypatch)
     root = tmp_path / "root"
     root.mkdir()
     return root
