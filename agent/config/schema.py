@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from agent.config.check_schemas import constrained
-from agent.config.fields import Duration, PhaseName, encode, key_of
+from agent.config.fields import Duration, PhaseName
 from agent.config.model import API_VERSION, KIND, AgentConfig
+from agent.records import key_of, to_json
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://machine-agent.io/schemas/v1alpha1/agentconfig.json"
@@ -128,4 +129,4 @@ def _default(f: dataclasses.Field[Any]) -> Any:
             return dataclasses.MISSING  # its own fields carry their defaults
     else:
         return dataclasses.MISSING
-    return encode(value)
+    return to_json(value, redact_secrets=True)
