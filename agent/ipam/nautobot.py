@@ -115,7 +115,7 @@ class NautobotPlugin:
             raise InvalidAllocation(
                 f"nautobot: claim key {request.claim_key!r} already holds {address}, which "
                 f"is outside pool {request.pool!r} (prefix {prefix.network})",
-                hint="release it first (machine-agent clean --release-addresses) or delete "
+                hint="release it first (machine-agent release-addresses) or delete "
                      "that address in Nautobot")
         return validate_allocation(Allocation(
             address=str(address.ip), prefix=address.network.prefixlen,
