@@ -275,7 +275,9 @@ class InterfaceSpec:
                          "address (static, IPAM or DHCP)",
                    f"give the interface an IPv{ip.version} address" +
                    (", or use the router's link-local address" if ip.version == 6 else ""))
-        if subnets and not any(ip in net for net, _ in subnets):
+        # a link-local next hop is on every link, whatever its global subnets (the usual
+        # IPv6 gateway at hosters: fe80::1 beside a global /64)
+        if subnets and not ip.is_link_local and not any(ip in net for net, _ in subnets):
             yield (path, f"{hop} is outside the interface's subnets "
                          f"({', '.join(f'{net} of {given}' for net, given in subnets)})",
                    "a gateway must be on the link; fix the address or the prefix length")
