@@ -50,6 +50,7 @@ from agent.netlink.rtnl import (
     attr,
     u32,
 )
+from agent.phases.network.hwaddr import machine_id, networkd_address
 from agent.phases.network.model import DEFAULT_METRIC, RT_TABLE_MAIN, NetworkPlan, RoutePlan
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ IFA_F_NODAD = 0x02
 KERNEL_MODULE = {"vlan": "8021q", "bond": "bonding", "bridge": "bridge", "macvlan": "macvlan"}
 EOPNOTSUPP = 95
 ACCEPT_RA_ON = 2
+ADDR_GEN_NONE = 1
 """accept_ra when advertisements are wanted: 2 accepts them although the node forwards
 (a Kubernetes node does); networkd handles them itself and leaves the kernel's at 0."""
 
@@ -184,6 +186,11 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
             # is set once made (the Host skips it when IPv6 is off)
             if state is None or (state.accept_ra is not None and state.accept_ra != value):
                 sysctls.append(_accept_ra_op(name, value))
+        if master is not None and plan.link(link.master or "").kind == "bridge" and (
+                state is None or state.addr_gen_mode not in (None, ADDR_GEN_NONE)):
+            # networkd gives a bridge port no link-local address (LinkLocalAddressing=no
+            # is its default there): set before the port goes up, as networkd does
+            sysctls.append(_addr_gen_op(name, ADDR_GEN_NONE))
         if state is None or not state.up or renamed or _going_down(diff, name):
             ups.append(NetOp("link-set", name, (("state", "up"),), f"set {name} up"))
         have = now.addresses_of(current) if state else set()
@@ -209,6 +216,11 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
     # visit to the namespace
     diff.links += sysctls + ups
     return diff
+
+
+def _addr_gen_op(name: str, value: int) -> NetOp:
+    return NetOp("sysctl", name, (("key", "addr_gen_mode"), ("value", value)),
+                 f"set addr_gen_mode {value} on {name}")
 
 
 def _accept_ra_op(name: str, value: int) -> NetOp:
@@ -286,6 +298,9 @@ def rollback(snapshot: Observed, now: Observed, names: Iterable[str]) -> list[Ne
                              f"restore MTU {was.mtu} on {name}"))
         if was.accept_ra is not None and state.accept_ra not in (None, was.accept_ra):
             ops.append(_accept_ra_op(name, was.accept_ra))
+        if was.addr_gen_mode is not None and state.addr_gen_mode not in (
+                None, was.addr_gen_mode):
+            ops.append(_addr_gen_op(name, was.addr_gen_mode))
         if state.up != was.up:
             ops.append(NetOp("link-set", name, (("state", "up" if was.up else "down"),),
                              f"restore {name} {'up' if was.up else 'down'}"))
@@ -405,7 +420,9 @@ class Executor:
             data = bridge_data(forward_delay=p.get("forward_delay"), stp=p.get("stp"))
         elif kind == "macvlan":
             data = macvlan_data(p["macvlan_mode"])
-        return new_link(op.link, kind, data, parent)
+        address = (networkd_address(machine_id(self.host), op.link) if kind == "bridge"
+                   else None)  # as networkd creates it: see hwaddr.py
+        return new_link(op.link, kind, data, parent, address)
 
     def request(self, op: NetOp) -> Request:
         """The netlink message of `op` (link indexes looked up now)."""
