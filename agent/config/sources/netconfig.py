@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from agent.config import checks
+from agent.config import checks, yamlkeys
 from agent.config.loaded import Origins
 from agent.config.network import CLOUD_INIT
 from agent.config.sources.cloudinit import datasource_network_config
@@ -50,7 +50,12 @@ def read_network_config(host: Host, document: dict[str, Any], origins: Origins,
             errors.append(FieldError(FROM, f"{source} is larger than {MAX_SIZE} bytes"))
             return
         try:
-            doc = yaml.safe_load(raw.decode())
+            doc = yamlkeys.load(raw.decode())
+        except yamlkeys.DuplicateKey as err:
+            errors.append(FieldError("(file)", str(err.problem), "give each key once: netplan "
+                                     "merges an interface written twice, YAML keeps only "
+                                     "the last one; write it once", origin=origin))
+            return
         except (UnicodeDecodeError, yaml.YAMLError) as err:
             errors.append(FieldError("(file)", f"is not YAML: {err}", origin=origin))
             return
