@@ -92,8 +92,9 @@ class RouteSpec:
 class MatchSpec:
     name: str | None = setting("Kernel name of the link.", default=None,
                                check=checks.interface_name)
-    mac_address: str | None = setting("Permanent MAC address of the link.", default=None,
-                                      check=checks.mac_address)
+    mac_address: str | None = setting(
+        "Permanent MAC address of the link (a veth has none: match it by name).",
+        default=None, check=checks.mac_address)
     driver: str | None = setting("Kernel driver of the link (as `ethtool -i` shows).",
                                  default=None, check=checks.driver_name)
 
