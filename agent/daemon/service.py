@@ -57,6 +57,7 @@ from agent.daemon.deletion import (
     hold,
     hook_release_due,
     hooked,
+    kcp_holds,
     waiting_for_hook,
 )
 from agent.daemon.deletion import SUMMARY as DELETION_SUMMARY
@@ -152,6 +153,8 @@ class Daemon:
         hook off is due again), "done"."""
         self._changed: str | None = None
         """The configuration change a bootstrap tried again later is for."""
+        self._kcp_cleanup = False
+        """KubeadmControlPlane's hook was on the Machine when its deletion was last seen."""
 
     def run(self) -> int:
         """Bootstrap, then serve until SIGTERM/SIGINT. 0 on a requested stop (the
@@ -441,6 +444,7 @@ class Daemon:
                          facts.namespace, facts.name)
                 self._delete_state = "drain"
             return
+        self._kcp_cleanup = kcp_holds(obj)
         if self._delete_state in ("retry", "person"):
             return  # DeleteAgain runs it again; or a person decides
         self._run_delete_policy()
@@ -460,7 +464,7 @@ class Daemon:
         error = DeletePolicy(self.host, session.loaded.config, orchestrator.journal,
                              orchestrator.conditions, _publisher(orchestrator), facts.uid,
                              PluginEnv(self.host, facts, session.client),
-                             orchestrator.results).run()
+                             orchestrator.results, self._kcp_cleanup).run()
         if error is None:
             self._release_hook()
         elif error.temporary:
