@@ -80,6 +80,7 @@ class Reason(enum.StrEnum):
     PreflightFailed = "PreflightFailed"
     NodeNameConflict = "NodeNameConflict"
     APIServerUnreachable = "APIServerUnreachable"
+    APIServerUntrusted = "APIServerUntrusted"
     KubeletNotHealthy = "KubeletNotHealthy"
     JoinTimeout = "JoinTimeout"
     ControlPlaneNotReady = "ControlPlaneNotReady"
@@ -218,6 +219,14 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.APIServerUnreachable: ReasonInfo(
         "The workload cluster's API server cannot be reached.",
         "Check controlPlaneEndpoint and the route to it."),
+    Reason.APIServerUntrusted: ReasonInfo(
+        "The workload cluster's API server answered with a certificate the node's "
+        "kubeconfig (kubelet.conf, admin.conf) does not accept: not signed by the CA it "
+        "holds (its pin is in the message), not for the server's name, or outside its "
+        "validity.",
+        "Compare the pin with the cluster's CA (`<cluster>-ca` Secret; kubeadm's "
+        "caCertHashes form): after the cluster's CA changed, `kubeadm reset -f` and join "
+        "again; else fix the endpoint or the clock as the message says."),
     Reason.KubeletNotHealthy: ReasonInfo(
         "The kubelet did not become healthy after join, or did not register its Node "
         "on the workload cluster.",
