@@ -108,7 +108,8 @@ REASONS: dict[Reason, ReasonInfo] = {
         "A phase installed as a plugin completed and was verified (its condition's "
         "message says what it did).", "Nothing to do."),
     Reason.InProgress: ReasonInfo(
-        "The phase is running now.", "Wait; `machine-agent status --wait` follows it."),
+        "The phase is running now (on NodeBootstrapped: the message names the phase "
+        "running and those done).", "Wait; `machine-agent status --wait` follows it."),
     Reason.Pending: ReasonInfo(
         "The phase has not started: an earlier phase has not completed.",
         "Look at the first phase that is not True."),
