@@ -9,7 +9,9 @@ kubeadm's own words (copied from kubernetes/kubernetes cmd/kubeadm, file named a
 cluster (its etcd, its tokens); a JoinConfiguration with controlPlane runs the control-
 plane preflight, prepare (certificates, downloaded with certificateKey) and etcd join;
 `reset -f [--skip-phases=...]` removes what they wrote (and the etcd member); exit
-status as kubeadm's (1, 3 for validation); `version -o short` prints the version.
+status and error format as kubeadm's of the world's version (before 1.33: 1, 2 for a bare
+preflight error, 3 for validation; from 1.33: 1 and "error: ", machine_agent_sandbox.
+kubeadm.errors); `version -o short` prints the version.
 
 After a successful join it also does what the kubelet then does on a real node: its
 kubelet.conf carries the credential the cluster issued it (TLS bootstrap), and with it
@@ -74,8 +76,8 @@ from typing import Any
 import yaml
 
 from machine_agent_sandbox.files import write_atomic
+from machine_agent_sandbox.kubeadm.errors import exit_with
 
-STACK_HINT = "To see the stack trace of this error execute with --v=5 or higher"
 KUBELET_CONF = "etc/kubernetes/kubelet.conf"
 BOOTSTRAP_CONF = "etc/kubernetes/bootstrap-kubelet.conf"
 CA_CERT = "etc/kubernetes/pki/ca.crt"
@@ -223,8 +225,7 @@ def main(argv: list[str]) -> int:
                     write_atomic(Path(world_path), json.dumps(world, indent=1))
         raise Failed(f"unknown command {' '.join(argv[:1])!r} for \"kubeadm\"")
     except Failed as err:
-        print(f"{err}\n{STACK_HINT}", file=sys.stderr)
-        return err.code
+        return exit_with(str(err), err.code, version)
 
 
 def reset(root: Path, world: dict[str, Any], args: list[str]) -> int:

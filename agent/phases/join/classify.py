@@ -91,6 +91,16 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
     (re.compile(r"failed to request the cluster-info ConfigMap|dial tcp (?!\S*:10248: )\S+: "
                 r"(connect: connection refused|connect: no route to host|i/o timeout)"),
      Reason.APIServerUnreachable, "the API server could not be reached", True),
+    # A field-error Aggregate of the configuration's validation
+    # (app/apis/kubeadm/validation, apimachinery's field.Error: "<path>: <type>: <detail>",
+    # several in "[..., ...]"), returned before any phase runs: before 1.33 it exits 3
+    # (decided above), from 1.33 1 like every error, so its words decide. Anchored at the
+    # line's start (after 1.33's "error: "): a phase's error starts "error execution
+    # phase".
+    (re.compile(r"^(?:error: )?\[?[A-Za-z][\w.\[\]-]*: (?:Invalid value|Required value|"
+                r"Unsupported value|Duplicate value|Forbidden|Too long|Too many): ",
+                re.MULTILINE),
+     Reason.ConfigInvalid, "kubeadm refused its configuration (validation)", False),
     # app/util/config/common.go (validateSupportedVersion), strict decoding, or an
     # unregistered version: the JoinConfiguration itself is wrong.
     (re.compile(r"your configuration file uses an old API spec|strict decoding error|"
