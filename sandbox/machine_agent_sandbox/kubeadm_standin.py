@@ -76,7 +76,9 @@ from typing import Any
 import yaml
 
 from machine_agent_sandbox.files import write_atomic
+from machine_agent_sandbox.kubeadm.discovery import unpinned_token_discovery
 from machine_agent_sandbox.kubeadm.errors import exit_with
+from machine_agent_sandbox.kubeadm.preflight import manifests_dir_check
 
 KUBELET_CONF = "etc/kubernetes/kubelet.conf"
 BOOTSTRAP_CONF = "etc/kubernetes/bootstrap-kubelet.conf"
@@ -292,7 +294,8 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
     # join writes, and for the CA certificate only on a worker join (a control-plane
     # join's bootstrap data brings the CA files with it).
     files = (KUBELET_CONF, BOOTSTRAP_CONF) + (() if cfg.get("controlPlane") else (CA_CERT,))
-    _files_available(root, files, failure, ignored)
+    _files_available(root, files, failure, ignored,
+                     manifests_dir_check(root, world.get("version", "v1.31.2")))
 
     endpoint = _discover(root, cfg, world)
     control_plane = cfg.get("controlPlane")
@@ -395,12 +398,13 @@ def _init_node_checks(root: Path, ignored: set[str]) -> None:
 
 
 def _files_available(root: Path, files: Sequence[str], failure: str | None,
-                     ignored: set[str]) -> None:
-    """app/preflight/checks.go FileAvailableCheck for each of `files`, plus a failure the
-    world injects (`preflight:CHECK:MESSAGE`); those not ignored end the run with
-    Error.Error's wording."""
-    errors = [(f"FileAvailable--{rel.replace('/', '-')}", f"/{rel} already exists")
-              for rel in files if (root / rel).exists()]
+                     ignored: set[str], found: Sequence[tuple[str, str]] = ()) -> None:
+    """app/preflight/checks.go FileAvailableCheck for each of `files`, after the errors
+    of other checks (`found`), plus a failure the world injects
+    (`preflight:CHECK:MESSAGE`); those not ignored end the run with Error.Error's
+    wording."""
+    errors = [*found, *((f"FileAvailable--{rel.replace('/', '-')}", f"/{rel} already exists")
+                        for rel in files if (root / rel).exists())]
     if failure and failure.startswith("preflight:"):
         _, check, message = failure.split(":", 2)
         errors.append((check, message))
@@ -593,6 +597,9 @@ def load_join_configuration(path: Path) -> dict[str, Any]:
         # returned as an Aggregate before any phase runs: exit status 3.
         raise Failed("discovery: Invalid value: \"\": bootstrapToken or file must be set",
                      EXIT_VALIDATION)
+    problem = unpinned_token_discovery(discovery.get("bootstrapToken"))
+    if problem:
+        raise Failed(problem, EXIT_VALIDATION)
     return doc
 
 

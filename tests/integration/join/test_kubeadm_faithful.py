@@ -1,0 +1,62 @@
+"""The kubeadm stand-in is no kinder than kubeadm where the agent can tell (each case
+names the kubeadm source it follows), and the agent reports what kubeadm does."""
+
+from __future__ import annotations
+
+import yaml
+from machine_agent_sandbox.testkit.bootstrap import CA_HASH, cloud_config
+
+from tests.integration.join.conftest import Node, machine_facts
+
+PINS = f"    caCertHashes:\n    - {CA_HASH}\n"
+
+
+def with_join_configuration(data: str, old: str, new: str) -> str:
+    """The bootstrap data with `old` replaced by `new` in its JoinConfiguration."""
+    header, _, body = data.partition("#cloud-config\n")
+    doc = yaml.safe_load(body)
+    join = doc["write_files"][0]
+    assert old in join["content"]
+    join["content"] = join["content"].replace(old, new)
+    return header + "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=False, width=10000)
+
+
+def test_token_discovery_without_ca_pins_is_refused_unless_verification_is_skipped(
+        node: Node) -> None:
+    """app/apis/kubeadm/validation/validation.go ValidateDiscoveryBootstrapToken."""
+    unpinned = with_join_configuration(cloud_config(node.endpoint), PINS, "")
+    result, machine = node.run(node.configure({"maxAttempts": 1}), machine_facts(unpinned))
+    joined = machine.conditions["NodeJoined"]
+    assert not result.ok
+    assert (joined.status, joined.reason) == ("False", "ConfigInvalid")
+    assert "discovery.bootstrapToken.caCertHashes: Invalid value" in joined.message
+    assert "unsafeSkipCAVerification" in joined.message
+    assert node.world.get("joins") is None and node.clean()
+
+    skipped = with_join_configuration(cloud_config(node.endpoint), PINS,
+                                      "    unsafeSkipCAVerification: true\n")
+    result, machine = node.run(node.configure({}), machine_facts(skipped))
+    assert result.ok, machine.conditions["NodeJoined"].message
+    assert node.world["joins"] == ["worker-0"]
+
+
+def test_a_worker_joins_with_a_static_pod_of_its_own_as_kubeadm_since_1_23_allows(
+        node: Node) -> None:
+    """kubernetes/kubernetes#104942 (1.23) took DirAvailable--etc-kubernetes-manifests out
+    of the join's preflight (app/preflight/checks.go JoinNodeChecks)."""
+    node.host.write_file("/etc/kubernetes/manifests/kube-vip.yaml", "kind: Pod\n")
+    result, machine = node.run(node.configure({}), machine_facts(cloud_config(node.endpoint)))
+    assert result.ok, machine.conditions["NodeJoined"].message
+
+
+def test_kubeadm_1_22_refuses_a_join_onto_a_non_empty_manifests_directory(node: Node) -> None:
+    """app/preflight/checks.go RunJoinNodeChecks up to 1.22: DirAvailableCheck."""
+    node.set_world(version="v1.22.17")
+    node.host.write_file("/etc/kubernetes/manifests/kube-vip.yaml", "kind: Pod\n")
+    data = cloud_config(node.endpoint, version="v1beta3")
+    _, machine = node.run(node.configure({"maxAttempts": 1}),
+                          machine_facts(data, version="v1.22.17"))
+    joined = machine.conditions["NodeJoined"]
+    assert (joined.status, joined.reason) == ("False", "PreflightFailed"), joined.message
+    assert ("DirAvailable--etc-kubernetes-manifests: /etc/kubernetes/manifests is not empty"
+            in joined.message)
