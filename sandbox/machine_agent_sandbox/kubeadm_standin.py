@@ -61,7 +61,6 @@ import hmac
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import ssl
@@ -76,16 +75,17 @@ from typing import Any
 import yaml
 
 from machine_agent_sandbox.files import write_atomic
+from machine_agent_sandbox.kubeadm import kubelet
 from machine_agent_sandbox.kubeadm.discovery import unpinned_token_discovery
 from machine_agent_sandbox.kubeadm.errors import exit_with
 from machine_agent_sandbox.kubeadm.preflight import manifests_dir_check
+from machine_agent_sandbox.kubeadm.reset import cleanup_node
 
 KUBELET_CONF = "etc/kubernetes/kubelet.conf"
 BOOTSTRAP_CONF = "etc/kubernetes/bootstrap-kubelet.conf"
 CA_CERT = "etc/kubernetes/pki/ca.crt"
 KUBELET_CONFIG = "var/lib/kubelet/config.yaml"
 KUBELET_FLAGS = "var/lib/kubelet/kubeadm-flags.env"
-WRITTEN = (KUBELET_CONF, BOOTSTRAP_CONF, CA_CERT, KUBELET_CONFIG, KUBELET_FLAGS)
 PKI_DIR = "etc/kubernetes/pki"
 MANIFESTS_DIR = "etc/kubernetes/manifests"
 ETCD_MANIFEST = f"{MANIFESTS_DIR}/etcd.yaml"
@@ -95,7 +95,6 @@ MANIFESTS = tuple(f"{MANIFESTS_DIR}/{c}.yaml" for c in (
     "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"))
 CONTROL_PLANE_KUBECONFIGS = tuple(f"etc/kubernetes/{n}.conf" for n in (
     "admin", "super-admin", "controller-manager", "scheduler"))
-CONTROL_PLANE_FILES = (*MANIFESTS, *CONTROL_PLANE_KUBECONFIGS)
 # app/phases/certs/certs.go SharedCertificateExists: what every control plane shares
 # (with a local etcd), provided by the bootstrap data or downloaded with certificateKey.
 SHARED_CERTS = ("ca.crt", "ca.key", "sa.key", "sa.pub", "front-proxy-ca.crt",
@@ -233,8 +232,9 @@ def main(argv: list[str]) -> int:
 def reset(root: Path, world: dict[str, Any], args: list[str]) -> int:
     """app/cmd/reset.go with its phases (app/cmd/phases/reset): preflight,
     remove-etcd-member (a control plane's stacked etcd member, removed through the etcd
-    cluster: resetremoveetcdmember.go), cleanup-node (cleanupnode.go: the kubeconfig
-    files, the static Pod manifests, the PKI directory, the kubelet's files)."""
+    cluster: resetremoveetcdmember.go), cleanup-node (machine_agent_sandbox.kubeadm.reset:
+    the kubelet stopped, its directory, the manifests and PKI emptied, the kubeconfig
+    files deleted)."""
     skip: set[str] = set()
     force = False
     while args:
@@ -259,15 +259,8 @@ def reset(root: Path, world: dict[str, Any], args: list[str]) -> int:
         print("[reset] Skipping phase remove-etcd-member")
     if "cleanup-node" in skip:
         return 0
-    print("[reset] Stopping the kubelet service")
-    for rel in (*WRITTEN, *CONTROL_PLANE_FILES):
-        if (root / rel).exists():
-            (root / rel).unlink()
-            print(f"[reset] Deleted /{rel}")
-    for rel in (PKI_DIR, MANIFESTS_DIR):
-        if (root / rel).is_dir():
-            shutil.rmtree(root / rel)
-            print(f"[reset] Deleting contents of /{rel}")
+    for line in cleanup_node(root):
+        print(line)
     return 0
 
 
@@ -318,6 +311,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                                       "kind: KubeletConfiguration\n")
         _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
         print("[kubelet-start] Starting the kubelet")
+        kubelet.start(root)
         if failure and failure.startswith("phase-error:"):
             _, phase, message = failure.split(":", 2)  # app/cmd/phases/workflow/runner.go
             raise Failed(f"error execution phase {phase}: {message}")
@@ -501,6 +495,7 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
                                   "kind: KubeletConfiguration\n")
     _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
     print("[kubelet-start] Starting the kubelet")
+    kubelet.start(root)
     if failure and failure.startswith("phase-error:"):
         _, phase, message = failure.split(":", 2)
         raise Failed(f"error execution phase {phase}: {message}")
@@ -1051,10 +1046,14 @@ def _register_node(root: Path, server: str, api: dict[str, str], token: str,
 def kubelet_sync(root: Path, posted: dict[str, str]) -> None:
     """One look of the running kubelet of the node under `root`: once it has joined and a
     CNI configuration is in place, post its Node Ready (again after a new join).
-    `posted` holds, per root, the kubelet.conf it was posted with."""
+    `posted` holds, per root, the kubelet.conf it was posted with. A stopped kubelet
+    (kubeadm reset stops it) posts nothing."""
     try:
         conf = (root / KUBELET_CONF).read_text()
     except OSError:
+        posted.pop(str(root), None)
+        return
+    if not kubelet.running(root):
         posted.pop(str(root), None)
         return
     if posted.get(str(root)) == conf or not network_ready(root):

@@ -60,3 +60,22 @@ def test_kubeadm_1_22_refuses_a_join_onto_a_non_empty_manifests_directory(node: 
     assert (joined.status, joined.reason) == ("False", "PreflightFailed"), joined.message
     assert ("DirAvailable--etc-kubernetes-manifests: /etc/kubernetes/manifests is not empty"
             in joined.message)
+
+
+def test_reset_stops_the_kubelet_and_empties_its_directory(node: Node) -> None:
+    """app/cmd/phases/reset/cleanupnode.go runCleanupNode: `systemctl stop kubelet`, the
+    contents of /var/lib/kubelet (what preKubeadmCommands put there too), the manifests
+    and the PKI deleted, the directories kept; the kubeconfig files deleted."""
+    from machine_agent_sandbox.kubeadm import kubelet
+
+    result, _ = node.run(node.configure({}), machine_facts(cloud_config(node.endpoint)))
+    assert result.ok and kubelet.running(node.root)
+    node.host.write_file("/var/lib/kubelet/credential-provider.yaml", "kind: X\n")
+    node.host.write_file("/var/lib/kubelet/pki/kubelet.crt", "cert\n")
+    reset = node.host.run(["kubeadm", "reset", "-f"], check=False)
+    assert reset.ok, reset.stderr
+    assert "[reset] Stopping the kubelet service" in reset.stdout
+    assert not kubelet.running(node.root)
+    assert node.file("/var/lib/kubelet").is_dir()
+    assert list(node.file("/var/lib/kubelet").iterdir()) == []
+    assert not node.file("/etc/kubernetes/kubelet.conf").exists() and node.clean()
