@@ -78,6 +78,7 @@ from machine_agent_sandbox.files import write_atomic
 from machine_agent_sandbox.kubeadm import kubelet
 from machine_agent_sandbox.kubeadm.discovery import unpinned_token_discovery
 from machine_agent_sandbox.kubeadm.errors import exit_with
+from machine_agent_sandbox.kubeadm.hostname import node_name
 from machine_agent_sandbox.kubeadm.preflight import manifests_dir_check
 from machine_agent_sandbox.kubeadm.reset import cleanup_node
 
@@ -268,7 +269,7 @@ def _node_name_of(root: Path) -> str:
     try:
         flags = (root / KUBELET_FLAGS).read_text()
     except OSError:
-        return os.uname().nodename
+        return node_name(root)
     return flags.split("--hostname-override=", 1)[-1].split('"')[0].split()[0]
 
 
@@ -277,7 +278,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
     cfg = load_join_configuration(root / config_path.lstrip("/"))
     reg = cfg.get("nodeRegistration") or {}
     ignored |= {str(x).lower() for x in reg.get("ignorePreflightErrors") or []}
-    name = reg.get("name") or os.uname().nodename
+    name = node_name(root, reg.get("name"))
     failure = (world.get("failNext") or [None])[0]
     if failure is not None:
         world["failNext"] = world["failNext"][1:]
@@ -474,7 +475,7 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
     init_cfg, cluster_cfg = load_init_configuration(root / config_path.lstrip("/"))
     reg = init_cfg.get("nodeRegistration") or {}
     ignored |= {str(x).lower() for x in reg.get("ignorePreflightErrors") or []}
-    name = reg.get("name") or os.uname().nodename
+    name = node_name(root, reg.get("name"))
     failure = (world.get("failNext") or [None])[0]
     if failure is not None:
         world["failNext"] = world["failNext"][1:]

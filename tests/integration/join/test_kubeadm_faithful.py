@@ -79,3 +79,21 @@ def test_reset_stops_the_kubelet_and_empties_its_directory(node: Node) -> None:
     assert node.file("/var/lib/kubelet").is_dir()
     assert list(node.file("/var/lib/kubelet").iterdir()) == []
     assert not node.file("/etc/kubernetes/kubelet.conf").exists() and node.clean()
+
+
+def test_a_configuration_without_a_node_name_joins_under_the_nodes_own_host_name(
+        node: Node) -> None:
+    """CAPI's own Ignition template names no node: kubeadm takes the host name, trimmed
+    and lowercased (cmd/kubeadm/app/util GetHostname), and the agent waits for that Node,
+    not one named after the Machine."""
+    node.host.write_file("/proc/sys/kernel/hostname", "Node-7.Example.NET\n")
+    data = with_join_configuration(cloud_config(node.endpoint),
+                                   "  name: '{{ ds.meta_data.local_hostname }}'\n", "")
+    result, machine = node.run(node.configure({"registrationTimeout": "5s"}),
+                               machine_facts(data))
+    joined = machine.conditions["NodeJoined"]
+    assert result.ok, joined.message
+    assert joined.message.endswith("; Node node-7.example.net registered")
+    assert node.world["joins"] == ["node-7.example.net"]
+    assert node.registered("node-7.example.net") is not None
+    assert node.registered("worker-0") is None
