@@ -228,6 +228,28 @@ def hold(client: Client, machine: MachineView, held: bool) -> None:
         HOOK: HOOK_OWNER if held else None}}}, content_type=MERGE_PATCH)
 
 
+def let_go(client: Client, machine: MachineView) -> bool:
+    """The agent stops: take its hook off unless the Machine is being deleted (then the
+    delete policy owns the hook, and the next start runs it again). The Machine is read
+    first and patched at the version read (a merge patch carrying its resourceVersion:
+    a deletion in between answers 409 and the hook stays). Few attempts: a stop must not
+    wait out an outage. Whether the hook is off."""
+    facts = machine.facts
+    path = resource_path(GROUP, machine.version, "machines", namespace=facts.namespace,
+                         name=facts.name)
+    current = client.request("GET", path, attempts=STOP_ATTEMPTS)
+    if _field(current, "metadata", "deletionTimestamp") or not hooked(current):
+        return not hooked(current)
+    client.request("PATCH", path, body={"metadata": {
+        "resourceVersion": _field(current, "metadata", "resourceVersion"),
+        "annotations": {HOOK: None}}}, content_type=MERGE_PATCH, attempts=STOP_ATTEMPTS)
+    return True
+
+
+STOP_ATTEMPTS = 2
+"""Attempts of each request that takes the hook off when the agent stops."""
+
+
 def waiting_for_hook(machine: dict[str, Any]) -> bool:
     """Whether CAPI's machine controller waits on pre-terminate hooks (the drain and the
     volume detach are over). Read as v1beta2 the v1beta1 conditions are under

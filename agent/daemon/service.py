@@ -58,6 +58,7 @@ from agent.daemon.deletion import (
     hook_release_due,
     hooked,
     kcp_holds,
+    let_go,
     waiting_for_hook,
 )
 from agent.daemon.deletion import SUMMARY as DELETION_SUMMARY
@@ -155,6 +156,9 @@ class Daemon:
         """The configuration change a bootstrap tried again later is for."""
         self._kcp_cleanup = False
         """KubeadmControlPlane's hook was on the Machine when its deletion was last seen."""
+        self._holding: bool | None = None
+        """Whether the agent's hook is on its Machine as this daemon last set it (None:
+        not set yet by this daemon)."""
 
     def run(self) -> int:
         """Bootstrap, then serve until SIGTERM/SIGINT. 0 on a requested stop (the
@@ -172,6 +176,7 @@ class Daemon:
             return EXIT_OK
         finally:
             self._busy = False
+            self._let_go()
             if self.watches is not None:
                 self.watches.stop()
             self._close_reporters()
@@ -265,6 +270,7 @@ class Daemon:
                      machine.facts.namespace, machine.facts.name, machine.deletion_timestamp)
             _publisher(orchestrator)(True)
         else:
+            self._hold_while_running()  # a Machine deleted during its bootstrap is held
             # After a change, AgentConfigApplied goes out with the final report.
             result = orchestrator.run(summarize=changed is None)
             if changed is not None:
@@ -336,17 +342,51 @@ class Daemon:
         if session is None or session.machine is None or session.client is None:
             return
         lifecycle = session.loaded.config.spec.lifecycle
-        # The hook is on while the daemon follows the Machine (it takes the hook off). A
-        # Machine already being deleted keeps it as it is: put on now, it could stop
-        # CAPI past that point; taken off, CAPI would go on without the delete policy.
-        if not session.machine.deletion_timestamp:
-            held = lifecycle.watch and bool(lifecycle.on_delete.steps)
-            if self._hold_deletion(held) and held:
-                self._check_credential()
+        self._hold_while_running()
         if not lifecycle.watch:
             return
         self.watches = Watches(session.client, session.machine, self.events.put)
         self.watches.start(session.machine.config_ref)
+
+    def _hold_while_running(self) -> None:
+        """Put the agent's pre-terminate hook on its Machine while the agent runs for it:
+        from the start of the bootstrap (a Machine deleted meanwhile is held, and its
+        delete policy runs once the bootstrap ends) until the agent stops (`_let_go`).
+        Off when the configuration runs no delete policy. A Machine already being
+        deleted keeps it as it is: put on now, it could stop CAPI past that point; taken
+        off, CAPI would go on without the delete policy. Once per decision: no request
+        when the hook is already as wanted."""
+        session = self.session
+        if session is None or session.machine is None or session.client is None or \
+                session.machine.deletion_timestamp:
+            return
+        lifecycle = session.loaded.config.spec.lifecycle
+        held = lifecycle.watch and bool(lifecycle.on_delete.steps)
+        if self._holding is held:
+            return
+        if self._hold_deletion(held) and held:
+            self._check_credential()
+
+    def _let_go(self) -> None:
+        """The agent stops (SIGTERM: a stop, a shutdown; or it gives up): a Machine that
+        is not being deleted is not held by an agent that no longer runs, so the hook
+        comes off; the next start puts it on again. While its deletion runs the delete
+        policy keeps the hook (a restart runs the policy again)."""
+        session = self.session
+        if not self._holding or self._delete_state or session is None or \
+                session.machine is None or session.client is None:
+            return
+        try:
+            if let_go(session.client, session.machine):
+                self._holding = False
+                log.info("stopping: the pre-terminate hook %s is off (the Machine is held "
+                         "only while the agent runs)", HOOK)
+            else:
+                log.info("stopping: the Machine is being deleted; the pre-terminate hook "
+                         "%s stays for the delete policy, which the next start runs", HOOK)
+        except AgentError as err:
+            log.warning("stopping: could not take the pre-terminate hook %s off: %s",
+                        HOOK, err)
 
     # -- serving ------------------------------------------------------------------------
 
@@ -395,6 +435,7 @@ class Daemon:
             log.info("Machine %s/%s is gone", session.machine.facts.namespace,
                      session.machine.facts.name)
             self._delete_state = ""  # a pending DeleteAgain does nothing
+            self._holding = False  # gone with it
             return
         try:
             meta = machine_shape(obj)
@@ -540,6 +581,7 @@ class Daemon:
         assert session.client is not None
         try:
             hold(session.client, session.machine, held)
+            self._holding = held
             return True
         except AgentError as err:
             # Not put on (e.g. an RBAC without patch on machines): CAPI will not wait for
