@@ -13,13 +13,12 @@ status and error format as kubeadm's of the world's version (before 1.33: 1, 2 f
 preflight error, 3 for validation; from 1.33: 1 and "error: ", machine_agent_sandbox.
 kubeadm.errors); `version -o short` prints the version.
 
-After a successful join it also does what the kubelet then does on a real node: its
-kubelet.conf carries the credential the cluster issued it (TLS bootstrap), and with it
-the kubelet registers its Node, NotReady until a CNI configuration is in /etc/cni/net.d
-(the kubelet's network readiness). Simplified: the cluster is an API stand-in
-(machine_agent_sandbox/apiserver), which authenticates bearer tokens only, so the credential is a
-token for `system:node:<name>` (group `system:nodes`) issued through its sandbox hook, not
-a client certificate; kubelet.conf carries it inline.
+After a successful join it also does what the kubelet then does on a real node: its TLS
+bootstrap ends in a client certificate for `system:node:<name>` (group `system:nodes`)
+signed by the cluster (the API stand-in's CSR signer hook), stored as the kubelet stores
+it and named by kubelet.conf (machine_agent_sandbox.kubeadm.tls_bootstrap); with it the
+kubelet registers its Node, NotReady until a CNI configuration is in /etc/cni/net.d (the
+kubelet's network readiness).
 
 The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   version             kubeadm/kubelet version, default v1.31.2
@@ -75,7 +74,7 @@ from typing import Any
 import yaml
 
 from machine_agent_sandbox.files import write_atomic
-from machine_agent_sandbox.kubeadm import kubelet
+from machine_agent_sandbox.kubeadm import kubelet, tls_bootstrap
 from machine_agent_sandbox.kubeadm.discovery import unpinned_token_discovery
 from machine_agent_sandbox.kubeadm.errors import exit_with
 from machine_agent_sandbox.kubeadm.hostname import node_name
@@ -322,7 +321,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
             _kubelet_unhealthy(world.get("version", "v1.31.2"))
         print("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap")
         api = world.get("apiServer")
-        credential = _issue(endpoint, api, name) if api else None
+        credential = _issue(root, endpoint, api, name) if api else None
         _write_kubeconfig(root / KUBELET_CONF,
                           _kubeconfig(endpoint, "default-auth", api, credential))
         if failure == "killed-after:kubelet-conf":
@@ -519,7 +518,7 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
         print("[bootstrap-token] Creating the \"cluster-info\" ConfigMap in the "
               "\"kube-public\" namespace")
         publish_cluster_info(endpoint, api, tokens)
-    credential = _issue(endpoint, api, name) if api else None
+    credential = _issue(root, endpoint, api, name) if api else None
     _write_kubeconfig(root / KUBELET_CONF, _kubeconfig(endpoint, "default-auth", api, credential))
     if api and credential and failure != "node-not-registered":
         _register_node(root, endpoint, api, credential, name)
@@ -961,7 +960,7 @@ def _join_args(args: list[str]) -> tuple[str, set[str]]:
 
 
 def _kubeconfig(server: str, user: str, api: dict[str, str] | None = None,
-                token: str | None = None) -> str:
+                certificate: Path | None = None) -> str:
     cluster: dict[str, str] = {"server": server}
     if api:
         cluster["certificate-authority-data"] = base64.b64encode(
@@ -971,18 +970,24 @@ def _kubeconfig(server: str, user: str, api: dict[str, str] | None = None,
         "clusters": [{"name": "default-cluster", "cluster": cluster}],
         "contexts": [{"name": "default-context",
                       "context": {"cluster": "default-cluster", "user": user}}],
-        "users": [{"name": user, "user": {"token": token} if token else {}}]})
+        "users": [{"name": user, "user": tls_bootstrap.kubeconfig_user() if certificate
+                   else {}}]})
 
 
-def _api(server: str, ca: str, token: str, method: str, path: str,
+def _api(server: str, ca: str, credential: str | Path, method: str, path: str,
          body: dict[str, Any] | None = None,
          content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
-    """One request to the workload API stand-in; `ca` is its CA certificate (PEM)."""
+    """One request to the workload API stand-in; `ca` is its CA certificate (PEM);
+    `credential` a bearer token, or the file of a client certificate and its key."""
+    headers = {"Content-Type": content_type}
+    if isinstance(credential, str):
+        headers["Authorization"] = f"Bearer {credential}"
     request = urllib.request.Request(
         f"{server}{path}", method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"Bearer {token}", "Content-Type": content_type})
+        data=json.dumps(body).encode() if body is not None else None, headers=headers)
     context = ssl.create_default_context(cadata=ca)
+    if isinstance(credential, Path):
+        context.load_cert_chain(credential)
     try:
         with urllib.request.urlopen(request, timeout=API_TIMEOUT, context=context) as resp:
             return resp.status, json.loads(resp.read() or b"{}")
@@ -993,15 +998,17 @@ def _api(server: str, ca: str, token: str, method: str, path: str,
                      f"{err}") from err
 
 
-def _issue(server: str, api: dict[str, str], name: str) -> str:
-    """The kubelet's credential, as TLS bootstrap gets it signed by the cluster."""
+def _issue(root: Path, server: str, api: dict[str, str], name: str) -> Path:
+    """The kubelet's TLS bootstrap: a client certificate for system:node:<name> (group
+    system:nodes) signed by the cluster (the API stand-in's CSR signer hook), stored as
+    the kubelet stores it (machine_agent_sandbox.kubeadm.tls_bootstrap); its file."""
     status, doc = _api(server, Path(api["ca"]).read_text(), api["signerToken"], "POST",
-                       "/sandbox/v1/tokens",
+                       "/sandbox/v1/certificates",
                        {"user": f"system:node:{name}", "groups": ["system:nodes"]})
     if status != 201:
         raise Failed("error execution phase kubelet-start: error waiting for the kubelet "
                      f"to perform the TLS Bootstrap: HTTP {status}: {doc.get('message')}")
-    return str(doc["token"])
+    return tls_bootstrap.store(root, str(doc["certificate"]), str(doc["key"]))
 
 
 REGISTRATIONS = "kubeadm-standin.machine-agent.test/registrations"
@@ -1016,13 +1023,13 @@ def registrations(node: dict[str, Any] | None) -> int:
     return int(annotations.get(REGISTRATIONS, "0"))
 
 
-def _register_node(root: Path, server: str, api: dict[str, str], token: str,
+def _register_node(root: Path, server: str, api: dict[str, str], credential: Path,
                    name: str) -> None:
     """What the kubelet does once it runs: register its Node (an existing one is taken
     over, pkg/kubelet/kubelet_node_status.go tryRegisterWithAPIServer), then post its
     status, NotReady until the runtime finds a CNI configuration."""
     ca = Path(api["ca"]).read_text()
-    status, doc = _api(server, ca, token, "POST", "/api/v1/nodes", {
+    status, doc = _api(server, ca, credential, "POST", "/api/v1/nodes", {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
                                               "kubernetes.io/os": "linux"},
@@ -1030,10 +1037,10 @@ def _register_node(root: Path, server: str, api: dict[str, str], token: str,
     for _ in range(5):  # bounded: only this node's kubelet writes its Node
         if status != 409:
             break
-        status, doc = _api(server, ca, token, "GET", f"/api/v1/nodes/{name}")
+        status, doc = _api(server, ca, credential, "GET", f"/api/v1/nodes/{name}")
         if status == 200:  # taken over: one more join registered it (resourceVersion
             # makes the count a compare-and-swap)
-            status, doc = _api(server, ca, token, "PATCH", f"/api/v1/nodes/{name}", {
+            status, doc = _api(server, ca, credential, "PATCH", f"/api/v1/nodes/{name}", {
                 "metadata": {"resourceVersion": doc["metadata"]["resourceVersion"],
                              "annotations": {REGISTRATIONS: str(registrations(doc) + 1)}}},
                 "application/merge-patch+json")
@@ -1041,7 +1048,7 @@ def _register_node(root: Path, server: str, api: dict[str, str], token: str,
     if status != 201:
         raise Failed(f"error execution phase kubelet-start: registering Node {name}: "
                      f"HTTP {status}: {doc.get('message')}")
-    post_node_status(server, ca, token, name, network_ready(root))
+    post_node_status(server, ca, credential, name, network_ready(root))
 
 
 def kubelet_sync(root: Path, posted: dict[str, str]) -> None:
@@ -1074,13 +1081,14 @@ def kubelet_ready(root: Path) -> bool:
         flags = (root / KUBELET_FLAGS).read_text()
     except OSError:
         return False
-    cluster, user = conf["clusters"][0]["cluster"], conf["users"][0]["user"]
-    if "certificate-authority-data" not in cluster or "token" not in user:
+    cluster, user = conf["clusters"][0]["cluster"], conf["users"][0]["user"] or {}
+    credential = tls_bootstrap.credential_file(root, user)
+    if "certificate-authority-data" not in cluster or credential is None:
         return False
     name = flags.split("--hostname-override=", 1)[1].split('"')[0].split()[0]
     post_node_status(cluster["server"],
                      base64.b64decode(cluster["certificate-authority-data"]).decode(),
-                     user["token"], name, True)
+                     credential, name, True)
     return True
 
 
@@ -1091,7 +1099,8 @@ def network_ready(root: Path) -> bool:
         p.suffix in (".conf", ".conflist", ".json") for p in conf_dir.iterdir())
 
 
-def post_node_status(server: str, ca: str, token: str, name: str, ready: bool) -> None:
+def post_node_status(server: str, ca: str, credential: str | Path, name: str,
+                     ready: bool) -> None:
     """The kubelet's Ready condition (pkg/kubelet/nodestatus/setters.go ReadyCondition)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     condition = {"type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -1101,7 +1110,7 @@ def post_node_status(server: str, ca: str, token: str, name: str, ready: bool) -
                    "reason:NetworkPluginNotReady message:Network plugin returns error: "
                    "cni plugin not initialized"}
     condition.update(lastHeartbeatTime=now, lastTransitionTime=now)
-    status, doc = _api(server, ca, token, "PATCH", f"/api/v1/nodes/{name}/status",
+    status, doc = _api(server, ca, credential, "PATCH", f"/api/v1/nodes/{name}/status",
                        {"status": {"conditions": [condition]}},
                        "application/merge-patch+json")
     if status != 200:

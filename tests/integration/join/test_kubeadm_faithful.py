@@ -97,3 +97,36 @@ def test_a_configuration_without_a_node_name_joins_under_the_nodes_own_host_name
     assert node.world["joins"] == ["node-7.example.net"]
     assert node.registered("node-7.example.net") is not None
     assert node.registered("worker-0") is None
+
+
+def test_the_kubelets_tls_bootstrap_ends_in_a_client_certificate_the_agent_reads_with(
+        node: Node) -> None:
+    """The real kubelet's TLS bootstrap (pkg/kubelet/certificate/bootstrap) leaves
+    kubelet.conf naming /var/lib/kubelet/pki/kubelet-client-current.pem as its client
+    certificate and key, no token: the agent finds the Node with that certificate, and
+    the cluster sees it as the node (system:node:<name>, group system:nodes)."""
+    import requests
+    import yaml
+
+    from agent.errors import Reason
+    from agent.kube.workload import KUBELET_CONF, KubeconfigCluster
+
+    result, machine = node.run(node.configure({}), machine_facts(cloud_config(node.endpoint)))
+    assert result.ok, machine.conditions["NodeJoined"].message
+    user = yaml.safe_load(node.file(KUBELET_CONF).read_text())["users"][0]["user"]
+    pem = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+    assert user == {"client-certificate": pem, "client-key": pem}
+    assert node.file(pem).is_symlink() and node.file(pem).stat().st_mode & 0o777 == 0o600
+    cluster = KubeconfigCluster(node.host, KUBELET_CONF, reason=Reason.KubeletNotHealthy,
+                                missing_hint="join")
+    assert cluster.cert == (str(node.file(pem)), str(node.file(pem)))
+    assert "Authorization" not in cluster.headers
+    found = cluster.node("worker-0")
+    assert found is not None and found["metadata"]["name"] == "worker-0"
+    review = requests.post(
+        f"{node.api.url}/apis/authentication.k8s.io/v1/selfsubjectreviews", timeout=10,
+        json={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        verify=str(node.api.ca_path), cert=str(node.file(pem)))
+    info = review.json()["status"]["userInfo"]
+    assert info["username"] == "system:node:worker-0"
+    assert "system:nodes" in info["groups"]
