@@ -232,8 +232,8 @@ def let_go(client: Client, machine: MachineView) -> bool:
     """The agent stops: take its hook off unless the Machine is being deleted (then the
     delete policy owns the hook, and the next start runs it again). The Machine is read
     first and patched at the version read (a merge patch carrying its resourceVersion:
-    a deletion in between answers 409 and the hook stays). Few attempts: a stop must not
-    wait out an outage. Whether the hook is off."""
+    a deletion in between answers 409 and the hook stays). One attempt each: a stop must
+    not wait out an outage. Whether the hook is off."""
     facts = machine.facts
     path = resource_path(GROUP, machine.version, "machines", namespace=facts.namespace,
                          name=facts.name)
@@ -246,8 +246,10 @@ def let_go(client: Client, machine: MachineView) -> bool:
     return True
 
 
-STOP_ATTEMPTS = 2
-"""Attempts of each request that takes the hook off when the agent stops."""
+STOP_ATTEMPTS = 1
+"""Attempts of each request that takes the hook off when the agent stops: two requests
+of spec.management.requestTimeout (10 s) at most stay within the unit's TimeoutStopSec
+(30 s)."""
 
 
 def waiting_for_hook(machine: dict[str, Any]) -> bool:
