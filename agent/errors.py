@@ -120,8 +120,11 @@ REASONS: dict[Reason, ReasonInfo] = {
         "The phase has not started: an earlier phase has not completed.",
         "Look at the first phase that is not True.", healthy=True),
     Reason.Skipped: ReasonInfo(
-        "The phase was left out by --skip/--only or by the configuration.",
-        "Run it with `machine-agent run --only PHASE` when wanted.", healthy=True),
+        "The phase was left out by --skip/--only or by the configuration; on "
+        "KubeadmReset: the node was not reset because KubeadmControlPlane's kcp-cleanup "
+        "hook was on the Machine (KCP removes its etcd member with the kubelet working).",
+        "Run it with `machine-agent run --only PHASE` when wanted; on KubeadmReset "
+        "nothing: the infrastructure provider deletes the node.", healthy=True),
     Reason.UpToDate: ReasonInfo(
         "The phase completed earlier with the same inputs; nothing was applied.",
         "Nothing to do.", healthy=True),
