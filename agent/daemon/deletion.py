@@ -7,8 +7,9 @@ pre-drain hooks → drain of the Node → wait for volumes to detach → pre-ter
 deletion of the infrastructure → the Node deleted → its finalizer removed. Draining is the
 controller's job, and resetting the node during it would stop the kubelet while pods are
 being evicted. So the agent registers a pre-terminate hook ("Machine deletion phase
-hooks": the annotation `HOOK` on its Machine, put there by the daemon once it follows the
-Machine) and runs the policy only once CAPI waits on pre-terminate hooks: v1beta2
+hooks": the annotation `HOOK` on its Machine, on while the daemon runs for the Machine:
+from the start of its bootstrap until the daemon stops, `let_go`, unless the Machine is
+being deleted by then) and runs the policy only once CAPI waits on pre-terminate hooks: v1beta2
 condition `Deleting` True with reason `WaitingForPreTerminateHook`, or (CAPI before
 v1beta2) v1beta1 condition `PreTerminateDeleteHookSucceeded` False with reason
 `WaitingExternalHook`.
@@ -51,7 +52,7 @@ A step that fails keeps the hook, so the Machine (and with it the infrastructure
 until the node is cleaned up: the daemon runs the policy again after a temporary failure
 (backoff capped at 5 minutes, forever, as CAPI's own drain waits by default), and after
 a permanent one waits for a person (reported on the Machine; restarting the service
-tries again). The hook is never released on its own:
+tries again). After a failure the hook is never released on its own:
 letting CAPI go on would leak the addresses an IPAM backend outside the cluster holds
 (only the capi plugin's claims are owned by the Machine) or leave a node that still holds
 the join, and CAPI's contract leaves that call to the hook's owner. Removing the
