@@ -118,11 +118,13 @@ class Orchestrator:
 
     def plan(self, only: Iterable[str] = (), skip: Iterable[str] = (), *,
              show_secrets: bool = False) -> list[PhasePlan]:
-        """Every selected phase's plan, computed against a read-only host;
-        `show_secrets`: with the bootstrap data's contents (PhaseContext.show_secrets)."""
+        """Every selected phase's plan, computed against a read-only host, but those of
+        spec.skipPhases (`run` skips them); `show_secrets`: with the bootstrap data's
+        contents (PhaseContext.show_secrets)."""
         view = self.host.read_only_view()
         return [p.plan(self._context(view, p, show_secrets=show_secrets))
-                for p in select_phases(self.phases, only, skip)]
+                for p in select_phases(self.phases, only, skip)
+                if p.name not in self.config.spec.skip_phases]
 
     def run(self, only: Iterable[str] = (), skip: Iterable[str] = (), *,
             summarize: bool = True) -> RunResult:
@@ -185,12 +187,13 @@ class Orchestrator:
 
         spec = self.config.spec.retry
         backoff = Backoff(base=spec.initial_delay, cap=spec.max_delay, attempts=spec.attempts)
+        def retrying(err: AgentError, n: int, pause: float) -> None:
+            log.warning("attempt %d failed (%s); retrying in %.1fs", n, err, pause,
+                        extra={"phase": name, "reason": str(err.reason), "attempt": n})
+            self.journal.retrying(name)
+
         try:
-            out = retry(attempt, backoff, sleep=self.host.clock.sleep,
-                        on_retry=lambda err, n, pause: log.warning(
-                            "attempt %d failed (%s); retrying in %.1fs", n, err, pause,
-                            extra={"phase": name, "reason": str(err.reason),
-                                   "attempt": n}))
+            out = retry(attempt, backoff, sleep=self.host.clock.sleep, on_retry=retrying)
         except AgentError as err:
             return self._failed(phase, err.reason, str(err), err.temporary)
         except Exception as err:  # a bug: report it rather than die silently

@@ -21,18 +21,15 @@ from agent.kube.client import Client
 from agent.kube.credentials import store_credentials
 from agent.kube.facts import MachineFacts
 from agent.kube.kubeconfig import load_credentials
-from agent.kube.machine import (
-    BootstrapDataMissing,
-    MachineReader,
-    MachineView,
-    ManagementSource,
-)
+from agent.kube.machine import BootstrapDataMissing, MachineReader, MachineView
+from agent.kube.machine_config import ManagementSource
 from agent.kube.reporter import MachineReporter
 from agent.logs import set_context
 from agent.orchestrator import Orchestrator
 from agent.phases import registry
 from agent.phases.base import Phase
 from agent.report import LocalStatus, Sentinel
+from agent.report.metrics import MetricsTextfile
 from agent.retry import Backoff, retry
 
 log = logging.getLogger(__name__)
@@ -81,6 +78,10 @@ class Session:
             return orchestrator
         spec = self.loaded.config.spec.reporting
         orchestrator.reporters.append(LocalStatus(host))
+        if spec.metrics_textfile:  # after LocalStatus: it reads the timeline just written
+            orchestrator.reporters.append(MetricsTextfile(
+                host, orchestrator.journal, {p.condition: p.name for p in orchestrator.phases},
+                spec.metrics_textfile))
         if spec.sentinel:
             orchestrator.reporters.append(Sentinel(host))
         if self.machine is not None and self.client is not None and (

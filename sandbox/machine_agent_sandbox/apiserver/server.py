@@ -18,10 +18,10 @@ from urllib.parse import parse_qsl, urlsplit
 from . import decoding, discovery, reviews, routes, sandboxapi, tables, watch
 from . import status as st
 from .auth import ANONYMOUS_USER, User
+from .calls import Call, Reply
 from .clientcerts import user_of
 from .context import Context
 from .faults import Fault
-from .objects import Call, Reply
 from .rbac import Attributes, denial
 
 Obj = dict[str, Any]
