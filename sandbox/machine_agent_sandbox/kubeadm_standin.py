@@ -77,7 +77,7 @@ from machine_agent_sandbox.files import write_atomic
 from machine_agent_sandbox.kubeadm import kubelet, tls_bootstrap
 from machine_agent_sandbox.kubeadm.discovery import unpinned_token_discovery
 from machine_agent_sandbox.kubeadm.errors import exit_with
-from machine_agent_sandbox.kubeadm.hostname import node_name
+from machine_agent_sandbox.kubeadm.hostname import kubelet_flags, kubelet_node_name, node_name
 from machine_agent_sandbox.kubeadm.preflight import manifests_dir_check
 from machine_agent_sandbox.kubeadm.reset import cleanup_node
 
@@ -265,11 +265,7 @@ def reset(root: Path, world: dict[str, Any], args: list[str]) -> int:
 
 
 def _node_name_of(root: Path) -> str:
-    try:
-        flags = (root / KUBELET_FLAGS).read_text()
-    except OSError:
-        return node_name(root)
-    return flags.split("--hostname-override=", 1)[-1].split('"')[0].split()[0]
+    return kubelet_node_name(root) or node_name(root)
 
 
 def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
@@ -309,7 +305,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                          "this new joining Node")
         _write(root / KUBELET_CONFIG, "apiVersion: kubelet.config.k8s.io/v1beta1\n"
                                       "kind: KubeletConfiguration\n")
-        _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
+        _write(root / KUBELET_FLAGS, kubelet_flags(root, name))
         print("[kubelet-start] Starting the kubelet")
         kubelet.start(root)
         if failure and failure.startswith("phase-error:"):
@@ -493,7 +489,7 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
     _control_plane_files(root, endpoint, name)
     _write(root / KUBELET_CONFIG, "apiVersion: kubelet.config.k8s.io/v1beta1\n"
                                   "kind: KubeletConfiguration\n")
-    _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
+    _write(root / KUBELET_FLAGS, kubelet_flags(root, name))
     print("[kubelet-start] Starting the kubelet")
     kubelet.start(root)
     if failure and failure.startswith("phase-error:"):
@@ -1078,14 +1074,15 @@ def kubelet_ready(root: Path) -> bool:
     joined."""
     try:
         conf = yaml.safe_load((root / KUBELET_CONF).read_text())
-        flags = (root / KUBELET_FLAGS).read_text()
     except OSError:
+        return False
+    name = kubelet_node_name(root)
+    if name is None:
         return False
     cluster, user = conf["clusters"][0]["cluster"], conf["users"][0]["user"] or {}
     credential = tls_bootstrap.credential_file(root, user)
     if "certificate-authority-data" not in cluster or credential is None:
         return False
-    name = flags.split("--hostname-override=", 1)[1].split('"')[0].split()[0]
     post_node_status(cluster["server"],
                      base64.b64decode(cluster["certificate-authority-data"]).decode(),
                      credential, name, True)

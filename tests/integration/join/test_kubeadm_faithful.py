@@ -97,6 +97,19 @@ def test_a_configuration_without_a_node_name_joins_under_the_nodes_own_host_name
     assert node.world["joins"] == ["node-7.example.net"]
     assert node.registered("node-7.example.net") is not None
     assert node.registered("worker-0") is None
+    # the node's name is its host name: no --hostname-override (app/phases/kubelet/flags.go)
+    assert node.file("/var/lib/kubelet/kubeadm-flags.env").read_text() == \
+        'KUBELET_KUBEADM_ARGS=""\n'
+
+
+def test_a_node_named_otherwise_than_its_host_runs_the_kubelet_with_an_override(
+        node: Node) -> None:
+    node.host.write_file("/proc/sys/kernel/hostname", "host-a\n")
+    result, machine = node.run(node.configure({}), machine_facts(cloud_config(node.endpoint)))
+    assert result.ok, machine.conditions["NodeJoined"].message
+    assert node.file("/var/lib/kubelet/kubeadm-flags.env").read_text() == \
+        'KUBELET_KUBEADM_ARGS="--hostname-override=worker-0"\n'
+    assert node.registered("worker-0") is not None and node.registered("host-a") is None
 
 
 def test_the_kubelets_tls_bootstrap_ends_in_a_client_certificate_the_agent_reads_with(
