@@ -77,7 +77,13 @@ from machine_agent_sandbox.files import write_atomic
 from machine_agent_sandbox.kubeadm import kubelet, tls_bootstrap
 from machine_agent_sandbox.kubeadm.discovery import unpinned_token_discovery
 from machine_agent_sandbox.kubeadm.errors import exit_with
-from machine_agent_sandbox.kubeadm.hostname import kubelet_flags, kubelet_node_name, node_name
+from machine_agent_sandbox.kubeadm.flags import (
+    extra_args,
+    kubelet_flag,
+    kubelet_flags,
+    kubelet_node_name,
+)
+from machine_agent_sandbox.kubeadm.hostname import node_name
 from machine_agent_sandbox.kubeadm.preflight import manifests_dir_check
 from machine_agent_sandbox.kubeadm.reset import cleanup_node
 
@@ -305,7 +311,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                          "this new joining Node")
         _write(root / KUBELET_CONFIG, "apiVersion: kubelet.config.k8s.io/v1beta1\n"
                                       "kind: KubeletConfiguration\n")
-        _write(root / KUBELET_FLAGS, kubelet_flags(root, name))
+        _write(root / KUBELET_FLAGS, kubelet_flags(root, name, extra_args(reg)))
         print("[kubelet-start] Starting the kubelet")
         kubelet.start(root)
         if failure and failure.startswith("phase-error:"):
@@ -489,7 +495,7 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
     _control_plane_files(root, endpoint, name)
     _write(root / KUBELET_CONFIG, "apiVersion: kubelet.config.k8s.io/v1beta1\n"
                                   "kind: KubeletConfiguration\n")
-    _write(root / KUBELET_FLAGS, kubelet_flags(root, name))
+    _write(root / KUBELET_FLAGS, kubelet_flags(root, name, extra_args(reg)))
     print("[kubelet-start] Starting the kubelet")
     kubelet.start(root)
     if failure and failure.startswith("phase-error:"):
@@ -1021,15 +1027,19 @@ def registrations(node: dict[str, Any] | None) -> int:
 
 def _register_node(root: Path, server: str, api: dict[str, str], credential: Path,
                    name: str) -> None:
-    """What the kubelet does once it runs: register its Node (an existing one is taken
-    over, pkg/kubelet/kubelet_node_status.go tryRegisterWithAPIServer), then post its
+    """What the kubelet does once it runs: register its Node (with the --provider-id its
+    flags carry; an existing one is taken over, pkg/kubelet/kubelet_node_status.go
+    tryRegisterWithAPIServer), then post its
     status, NotReady until the runtime finds a CNI configuration."""
     ca = Path(api["ca"]).read_text()
     status, doc = _api(server, ca, credential, "POST", "/api/v1/nodes", {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
                                               "kubernetes.io/os": "linux"},
-                     "annotations": {REGISTRATIONS: "1"}}})
+                     "annotations": {REGISTRATIONS: "1"}},
+        # pkg/kubelet/kubelet_node_status.go initialNode: --provider-id
+        **({"spec": {"providerID": provider}}
+           if (provider := kubelet_flag(root, "provider-id")) else {})})
     for _ in range(5):  # bounded: only this node's kubelet writes its Node
         if status != 409:
             break

@@ -99,7 +99,7 @@ def test_a_configuration_without_a_node_name_joins_under_the_nodes_own_host_name
     assert node.registered("worker-0") is None
     # the node's name is its host name: no --hostname-override (app/phases/kubelet/flags.go)
     assert node.file("/var/lib/kubelet/kubeadm-flags.env").read_text() == \
-        'KUBELET_KUBEADM_ARGS=""\n'
+        'KUBELET_KUBEADM_ARGS="--node-ip=192.0.2.20"\n'
 
 
 def test_a_node_named_otherwise_than_its_host_runs_the_kubelet_with_an_override(
@@ -108,7 +108,7 @@ def test_a_node_named_otherwise_than_its_host_runs_the_kubelet_with_an_override(
     result, machine = node.run(node.configure({}), machine_facts(cloud_config(node.endpoint)))
     assert result.ok, machine.conditions["NodeJoined"].message
     assert node.file("/var/lib/kubelet/kubeadm-flags.env").read_text() == \
-        'KUBELET_KUBEADM_ARGS="--hostname-override=worker-0"\n'
+        'KUBELET_KUBEADM_ARGS="--hostname-override=worker-0 --node-ip=192.0.2.20"\n'
     assert node.registered("worker-0") is not None and node.registered("host-a") is None
 
 
@@ -143,3 +143,19 @@ def test_the_kubelets_tls_bootstrap_ends_in_a_client_certificate_the_agent_reads
     info = review.json()["status"]["userInfo"]
     assert info["username"] == "system:node:worker-0"
     assert "system:nodes" in info["groups"]
+
+
+def test_the_kubelet_registers_its_node_with_the_provider_id_of_its_extra_args(
+        node: Node) -> None:
+    """kubeletExtraArgs go into kubeadm-flags.env (flags.go); the kubelet's --provider-id
+    is its Node's spec.providerID (kubelet_node_status.go initialNode), by which CAPI's
+    Machine controller finds the Node."""
+    data = with_join_configuration(
+        cloud_config(node.endpoint), "  - name: node-ip\n    value: 192.0.2.20\n",
+        "  - name: node-ip\n    value: 192.0.2.20\n"
+        "  - name: provider-id\n    value: sandbox:///worker-0\n")
+    result, machine = node.run(node.configure({}), machine_facts(data))
+    assert result.ok, machine.conditions["NodeJoined"].message
+    registered = node.registered("worker-0")
+    assert registered is not None
+    assert registered["spec"]["providerID"] == "sandbox:///worker-0"
