@@ -233,10 +233,10 @@ REASONS: dict[Reason, ReasonInfo] = {
         "The workload cluster's API server cannot be reached.",
         "Check controlPlaneEndpoint and the route to it."),
     Reason.APIServerUntrusted: ReasonInfo(
-        "The workload cluster's API server answered with a certificate the node's "
-        "kubeconfig (kubelet.conf, admin.conf) does not accept: not signed by the CA it "
-        "holds (its pin is in the message), not for the server's name, or outside its "
-        "validity.",
+        "The workload cluster's API server answered with a certificate the node does not "
+        "accept: not signed by the CA its kubeconfig holds (kubelet.conf, admin.conf: the "
+        "pin is in the message; or the join's discovery file), not for the server's name, "
+        "or outside its validity.",
         "Compare the pin with the cluster's CA (`<cluster>-ca` Secret; kubeadm's "
         "caCertHashes form): after the cluster's CA changed, `kubeadm reset -f` and join "
         "again; else fix the endpoint or the clock as the message says."),

@@ -86,6 +86,13 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
     (re.compile(r"The kubelet is not healthy after|It seems like the kubelet isn't running "
                 r"or healthy"),
      Reason.KubeletNotHealthy, "the kubelet did not become healthy", True),
+    # Go's crypto/x509 refusing the API server's certificate (file discovery verifies it
+    # with the kubeconfig's CA, app/discovery/file/file.go; token discovery's second,
+    # pinned fetch too): it answered, but is not the cluster the join trusts.
+    (re.compile(r"x509: certificate signed by unknown authority|x509: certificate is "
+                r"valid for |x509: certificate has expired or is not yet valid"),
+     Reason.APIServerUntrusted, "the API server's certificate is not one the join trusts",
+     False),
     # app/discovery/token/token.go, getClusterInfo: the API server did not answer (any
     # dial but the kubelet's own healthz port, 10248).
     (re.compile(r"failed to request the cluster-info ConfigMap|dial tcp (?!\S*:10248: )\S+: "
