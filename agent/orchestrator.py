@@ -17,6 +17,7 @@ from agent.errors import AgentError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
+from agent.logs import in_phase
 from agent.phases import registry
 from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, Results
 from agent.report import SUMMARY, Conditions, Reporter, read_status
@@ -156,6 +157,10 @@ class Orchestrator:
         return result
 
     def _run_phase(self, phase: Phase) -> PhaseOutcome:
+        with in_phase(phase.name):
+            return self._run_phase_now(phase)
+
+    def _run_phase_now(self, phase: Phase) -> PhaseOutcome:
         name = phase.name
         inputs = digest(phase.inputs(self.config))
         if self.journal.is_current(name, inputs):
