@@ -112,9 +112,11 @@ class JoinPhase(PhaseOf[JoinResult]):
                 time_gate=_time_gate(ctx)))
             for warning in warnings:
                 ctx.log.warning("preflight (ignored): %s", warning)
+            # resolved again now: the pre-commands that ran may have set the host name
+            # kubeadm names the node after when its configuration names none
             ManagedJoin(ctx, host, spec.kubeadm_path,
                         lambda machine: resolve(ctx.config, machine, host).target,
-                        ).run(source.target)
+                        ).run(resolve(ctx.config, ctx.machine, host).target)
 
         return Change(JOIN_KEY,
                       f"{step.shown} (managed: preflight, classified failures, reset and "
@@ -205,15 +207,17 @@ class JoinPhase(PhaseOf[JoinResult]):
 def _sentinel_change(ctx: PhaseContext, write: Change, source: JoinSource,
                      plan: JoinPlan) -> Change:
     """CABPK's sentinel says the node joined: written only once the kubelet registered
-    its Node, which `kubeadm join` exiting 0 does not prove."""
-    name = source.target.node_name
+    its Node, which `kubeadm join` exiting 0 does not prove. The Node's name is the one
+    kubeadm used (resolved again after the commands ran)."""
     timeout = float(ctx.config.spec.join.registration_timeout)
 
     def confirm_then_write(host: Host) -> None:
+        name = resolve(ctx.config, ctx.machine, host).target.node_name
         plan.registered = confirm_node(host, name, timeout, ctx.progress)
         write.action(host)
 
-    return replace(write, summary=f"{write.summary} once Node {name} is registered",
+    return replace(write, summary=f"{write.summary} once Node "
+                                  f"{source.target.node_name} is registered",
                    action=confirm_then_write)
 
 

@@ -27,6 +27,7 @@ from agent.phases.join.joinconfig import (
     render_join_configuration,
 )
 from agent.phases.join.managed import JoinTarget, kubeconfig_server
+from agent.phases.join.node import kubeadm_node_name
 
 JOIN_CONFIG_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
 """Where CABPK puts the JoinConfiguration; the agent renders its own there too."""
@@ -94,11 +95,9 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
     else:
         server = kubeconfig_server(host.read_text(facts.kube_config_path)
                                    if facts.kube_config_path else None)
-    name = facts.node_name or node_name
-    if name is None:
-        raise PermanentError("no node name: the JoinConfiguration names none and no "
-                             "Machine was read", reason=Reason.ConfigInvalid,
-                             hint="set spec.join.nodeRegistration.name")
+    # kubeadm names the node (app/util GetHostname): the configuration's name, else the
+    # host name at the time kubeadm runs (a pre-command may set it: resolved again then)
+    name = kubeadm_node_name(host, facts.node_name)
     local = f"https://{facts.local_endpoint}" if facts.local_endpoint else None
     target = JoinTarget(cloud.join.config_path, tuple(cloud.files), facts.token, server, name,
                         cloud.join.ignore_preflight_errors, control_plane=facts.control_plane,

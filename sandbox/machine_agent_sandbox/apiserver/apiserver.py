@@ -16,6 +16,7 @@ from machine_agent_sandbox.files import write_atomic
 
 from .auth import ADMIN_USER, MASTERS, Tokens, generate_tls, service_account_user
 from .calls import Call
+from .clientcerts import ClientCA
 from .compaction import DEFAULT_INTERVAL as DEFAULT_COMPACTION
 from .compaction import Compactor
 from .context import Context
@@ -88,6 +89,11 @@ class ApiServer:
         self.ca_cert_pem, self.ca_path = tls.ca_pem, tls.ca_path
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(tls.cert_path, tls.key_path)
+        # Client certificates signed by the cluster CA are users (--client-ca-file), as
+        # a kubelet's after its TLS bootstrap; a client may present none.
+        context.verify_mode = ssl.CERT_OPTIONAL
+        context.load_verify_locations(cadata=tls.ca_pem)
+        self._ctx.client_ca = ClientCA(tls.ca)
         httpd = Server((self._host, self._port), self._ctx)
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True,
                                            do_handshake_on_connect=False)

@@ -125,6 +125,9 @@ def test_first_control_plane_second_control_plane_and_worker_bootstrap_from_cabp
     assert world["etcdMembers"] == ["cp-0", "cp-1"]
     assert world["joins"] == list(NAMES)
     assert world["tokens"] == {"abcdef": "0123456789abcdef"}
+    # each kubeadm command once: the CA files CABPK writes on a control plane are not a
+    # half-joined node, so nothing is reset before init or the control-plane join
+    assert world["invocations"] == ["init", "join", "join"]
     for name in ("cp-0", "cp-1"):
         assert cluster[name].file("/etc/kubernetes/manifests/kube-apiserver.yaml").exists()
         # the shared CA is the one the bootstrap data brought, not one kubeadm made
