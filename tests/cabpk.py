@@ -86,7 +86,9 @@ class Flavour:
     pre: tuple[str, ...] = ()
     post: tuple[str, ...] = ()
     extra: str = ""
-    """More top-level cloud-config (ntp, users, ...), as CABPK's templates add it."""
+    """More top-level cloud-config (users, ...), as CABPK's templates add it."""
+    ntp: tuple[str, ...] | None = None
+    """KubeadmConfig ntp (enabled) with these servers; None: no ntp."""
 
     @property
     def config_path(self) -> str:
@@ -113,20 +115,38 @@ def cloud_config(flavour: Flavour) -> str:
     else:
         out.append(f"  - kubeadm join --config {flavour.config_path}  && {SENTINEL}\n")
     out.extend(f"  - {json.dumps(c)}\n" for c in flavour.post)
+    if flavour.ntp is not None:  # ntp.go
+        out.append("ntp:\n  enabled: true\n  servers:"
+                   + "".join(f"\n    - {s}" for s in flavour.ntp) + "\n")
     return "".join(out) + flavour.extra
+
+
+def _ntp_conf(servers: tuple[str, ...]) -> str:
+    """/etc/ntp.conf as clc.go writes it."""
+    return ("# Common pool\n" + "".join(f"server {s}\n" for s in servers)
+            + "\n# Warning: Using default NTP settings will leave your NTP\n# server "
+            "accessible to all hosts on the Internet.\n\n# If you want to deny all machines "
+            "(including your own)\n# from accessing the NTP server, uncomment:\n#restrict "
+            "default ignore\n\n# Default configuration:\n# - Allow only time queries, at a "
+            "limited rate, sending KoD when in excess.\n# - Allow all local queries (IPv4, "
+            "IPv6)\nrestrict default nomodify nopeer noquery notrap limited kod\nrestrict "
+            "127.0.0.1\nrestrict [::1]\n")
 
 
 def _data_url(content: str, compress: bool) -> dict[str, object]:
     if compress:  # Ignition 3: compression gzip, the data base64
         packed = base64.b64encode(gzip.compress(content.encode())).decode()
         return {"source": f"data:;base64,{packed}", "compression": "gzip"}
-    return {"source": "data:," + urllib.parse.quote(content, safe="")}
+    # as Go marshals flatcar/ignition's FileContents: the empty Verification too
+    return {"source": "data:," + urllib.parse.quote(content, safe="()"), "verification": {}}
 
 
 def ignition(flavour: Flavour, version: str = "2.3.0", compress: bool = False,
              root: str = "") -> str:
-    """The Ignition JSON CABPK's CLC template converts to (clc.go clcTemplate):
-    the write_files, /etc/kubeadm.sh, /etc/kubeadm.yml, and kubeadm.service. Commands run
+    """The Ignition JSON CABPK's CLC template converts to (clc.go clcTemplate): the
+    write_files, /etc/kubeadm.sh, /etc/kubeadm.yml, and kubeadm.service. Spec 2.3.0 as Go
+    marshals flatcar/ignition's v2_3 types: fields in their order, every empty struct
+    written (`"networkd":{}`, `"security":{"tls":{}}`, `"verification":{}`). Commands run
     on the machine itself, so a test under a temporary root gives it as `root`: the
     script's `mv` of the kubeadm config then moves the file under it."""
     v2 = version.startswith("2.")
@@ -134,23 +154,34 @@ def ignition(flavour: Flavour, version: str = "2.3.0", compress: bool = False,
              f"kubeadm {flavour.kubeadm} --config /etc/kubeadm.yml ",
              "mkdir -p /run/cluster-api && " + SENTINEL,
              f"mv {root}/etc/kubeadm.yml {root}/tmp/", *flavour.post]
-    files = [*[(f.path, f.content, int(f.permissions, 8)) for f in flavour.files],
-             ("/etc/kubeadm.sh", "\n".join(lines) + "\n", 0o700),
-             ("/etc/kubeadm.yml", flavour.config, 0o600)]
+    files = [*[(f.path, f.content, int(f.permissions, 8), f.owner) for f in flavour.files],
+             ("/etc/kubeadm.sh", "\n".join(lines) + "\n", 0o700, ""),
+             ("/etc/kubeadm.yml", flavour.config, 0o600, "")]
+    if flavour.ntp:
+        files.append(("/etc/ntp.conf", _ntp_conf(flavour.ntp), 0o644, ""))
     entries = []
-    for path, content, mode in files:
-        entry: dict[str, object] = {"path": path, "mode": mode, "user": {"name": "root"},
-                                    "group": {"name": "root"},
-                                    "contents": _data_url(content, compress)}
-        if v2:
-            entry["filesystem"] = "root"
+    for path, content, mode, owner in files:
+        user, _, group = owner.partition(":")
+        entry: dict[str, object] = {"filesystem": "root"} if v2 else {}
+        if group:
+            entry["group"] = {"name": group}
+        entry["path"] = path
+        if user:
+            entry["user"] = {"name": user}
+        entry.update(contents=_data_url(content, compress), mode=mode)
         entries.append(entry)
     unit = ("[Unit]\nDescription=kubeadm\n# Run only once. After successful run, this file "
             "is moved to /tmp/.\nConditionPathExists=/etc/kubeadm.yml\nAfter=network.target\n"
             "[Service]\n# To not restart the unit when it exits, as it is expected.\n"
             "Type=oneshot\nExecStart=/bin/bash /etc/kubeadm.sh\n[Install]\n"
             "WantedBy=multi-user.target\n")
-    return json.dumps({"ignition": {"version": version},
-                       "storage": {"files": entries},
-                       "systemd": {"units": [{"name": "kubeadm.service", "enabled": True,
-                                              "contents": unit}]}})
+    units = [{"contents": unit, "enabled": True, "name": "kubeadm.service"}]
+    if flavour.ntp is not None:
+        units.append({"enabled": True, "name": "ntpd.service"})
+    if not v2:
+        return json.dumps({"ignition": {"version": version}, "storage": {"files": entries},
+                           "systemd": {"units": units}})
+    return json.dumps({"ignition": {"config": {}, "security": {"tls": {}}, "timeouts": {},
+                                    "version": version},
+                       "networkd": {}, "passwd": {}, "storage": {"files": entries},
+                       "systemd": {"units": units}}, separators=(",", ":"))

@@ -75,6 +75,11 @@ class Command:
     argv: tuple[str, ...]
     shown: str
     text: str = ""
+    label: str | None = None
+    """What names it in errors and the journal (None: its runcmd or bootcmd entry)."""
+    stops: bool = False
+    """Whether its failure ends the bootstrap before kubeadm (Ignition's /etc/kubeadm.sh
+    under `set -e`); cloud-init's runcmd goes on past a failure."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ apply (the base class) runs them in order and journals each, so a failed run res
 the join, not at the first command.
 
 A failing pre- or post-command does not stop the others (as in cloud-init); the phase
-fails once every step ran, naming each failed command (see `JoinPhase.apply`).
+fails once every step ran, naming each failed command (see `JoinPhase.apply`). Ignition's
+/etc/kubeadm.sh runs under `set -e`: there a failure before kubeadm stops the phase.
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ class JoinPhase(PhaseOf[JoinResult]):
             super().apply(ctx, plan)
         except AgentError as err:
             if failed:  # the join failed after pre-commands did: the condition names both
-                err.message += (f"; before it, {len(failed)} runcmd command(s) failed: "
+                err.message += (f"; before it, {_count(failed)} failed: "
                                 + "; ".join(failed.values()))
                 err.args = (err.message,)
             raise
@@ -150,7 +151,7 @@ class JoinPhase(PhaseOf[JoinResult]):
                 ctx.journal.save()
         if failed:
             raise CommandError(
-                f"{len(failed)} runcmd command(s) failed (the other steps ran"
+                f"{_count(failed)} failed (the other steps ran"
                 f"{', the node joined' if JOIN_KEY in ctx.journal.phases[self.name].steps else ''}"
                 "): " + "; ".join(failed.values()),
                 hint="fix preKubeadmCommands/postKubeadmCommands; every command's exit "
@@ -180,6 +181,7 @@ class JoinPhase(PhaseOf[JoinResult]):
                           join_configuration=source.facts.api_version,
                           attempts=len(record.attempts), node_registered=registered,
                           failed_commands=[f"{kind}[{i}] `{c.command}`"
+                                           if not kind.startswith("/") else c.command
                                            for (kind, i), c in sorted(last.items())
                                            if c.exit_status != 0])
 
@@ -213,6 +215,11 @@ def _sentinel_change(ctx: PhaseContext, write: Change, source: JoinSource,
 
     return replace(write, summary=f"{write.summary} once Node {name} is registered",
                    action=confirm_then_write)
+
+
+def _count(failed: dict[str, str]) -> str:
+    runcmd = all(key.startswith("runcmd:") for key in failed)
+    return f"{len(failed)} {'runcmd ' if runcmd else ''}command(s)"
 
 
 def _time_gate(ctx: PhaseContext) -> str | None:
@@ -276,10 +283,11 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
                     failed: dict[str, str], kind: str = "runcmd") -> Change:
     """Run one pre- or post-command (`kind` runcmd) or boot command (bootcmd); record
     its exit status and output tail in the journal; a failure goes in `failed` instead
-    of stopping the phase."""
+    of stopping the phase, unless the step stops the bootstrap (`Command.stops`)."""
     timeout = ctx.config.spec.join.timeout
-    key = f"{kind}:{index}:{digest(step.argv)[7:19]}"
+    key = f"{kind if step.label is None else 'script'}:{index}:{digest(step.argv)[7:19]}"
     shown = REDACT(step.shown)
+    named = f"{kind}[{index}] `{shown}`" if step.label is None else shown
 
     def run(host: Host) -> None:
         status: int | None
@@ -290,11 +298,19 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
         except AgentError as err:  # not found (a list entry), or its time-out
             status, tail = None, REDACT(err.message)
         ctx.journal.section(JoinRecord).commands.append(
-            CommandRun(index, shown, status, tail, kind if kind != "runcmd" else None))
+            CommandRun(index, shown, status, tail,
+                       step.label if step.label is not None
+                       else kind if kind != "runcmd" else None))
         ctx.journal.save()
         if status != 0:
             how = f"exited {status}" if status is not None else "did not run to its end"
-            failed[key] = f"{kind}[{index}] `{shown}` {how}: {tail or '(no output)'}"
+            what = f"{named} {how}: {tail or '(no output)'}"
+            if step.stops:
+                raise CommandError(f"{what}; kubeadm was not run (the script runs with "
+                                   "`set -e`, so a failing command ends it)",
+                                   hint="fix preKubeadmCommands; the command's exit "
+                                        "status and output tail are in the journal")
+            failed[key] = what
             ctx.log.warning("%s", failed[key])
 
     return Change(key, f"run {shown}", run,

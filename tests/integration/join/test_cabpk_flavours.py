@@ -200,3 +200,31 @@ def test_plan_says_which_flavour_it_runs(cluster: dict[str, Node]) -> None:
         f"join https://{endpoint} as Node worker-0: kubeadm.k8s.io/v1beta4 "
         "JoinConfiguration from Machine default/worker-0, Kubernetes v1.31.2"]
 
+
+
+def test_a_failing_command_before_kubeadm_in_ignition_stops_the_bootstrap(node: Node) -> None:
+    """CABPK's /etc/kubeadm.sh runs under `set -e`: kubeadm.service stops at the failing
+    preKubeadmCommand, and kubeadm never runs. So does the agent."""
+    from machine_agent_sandbox.testkit.bootstrap import CA_HASH
+
+    (node.root / "tmp").mkdir()
+    (node.root / "run").mkdir(exist_ok=True)
+    flavour = Flavour("join", join_configuration(node.endpoint, "worker-0", TOKEN, CA_HASH),
+                      pre=(counted(node, "pre"), "echo no mirror >&2; false",
+                           counted(node, "after-failure")), post=(counted(node, "post"),))
+    data = ignition(flavour, root=str(node.root))
+    loaded, machine_data = node.configure({}), facts("worker-0", data, "ignition", "v1.31.2")
+    result, machine = node.run(loaded, machine_data)
+    joined = machine.conditions["NodeJoined"]
+    assert not result.ok
+    assert (joined.status, joined.reason) == ("False", "CommandFailed")
+    assert joined.message.startswith(
+        "preKubeadmCommands of /etc/kubeadm.sh exited 1: no mirror; kubeadm was not run "
+        "(the script runs with `set -e`, so a failing command ends it)"), joined.message
+    assert "runcmd" not in joined.message
+    assert runs(node) == ["pre"]  # nothing after the failing command, kubeadm included
+    assert node.world.get("joins", []) == [] and node.clean()
+    assert not node.file("/run/cluster-api/bootstrap-success.complete").exists()
+    # the next run runs the script again (nothing of it counts as done)
+    again, _ = node.run(loaded, machine_data)
+    assert not again.ok and runs(node) == ["pre", "pre"]
