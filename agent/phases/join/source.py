@@ -27,6 +27,7 @@ from agent.phases.join.joinconfig import (
     render_join_configuration,
 )
 from agent.phases.join.managed import JoinTarget, kubeconfig_server
+from agent.phases.join.template import read_instance_data
 
 JOIN_CONFIG_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
 """Where CABPK puts the JoinConfiguration; the agent renders its own there too."""
@@ -76,7 +77,8 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
         if data_format == "ignition":
             cloud = parse_ignition(data)
         else:
-            cloud = parse_cloud_config(data, node_name=node_name)
+            cloud = parse_cloud_config(data, node_name=node_name,
+                                       instance=read_instance_data(host))
         notes = check_other_keys(cloud.other, config, data_format)
         join = cloud.join
         written = cloud.file(join.config_path)
