@@ -66,8 +66,11 @@ class JoinPhase(PhaseOf[JoinResult]):
         what = ("initialise the cluster at" if facts.command == "init" else
                 "join as a control plane" if facts.control_plane else "join")
         kind = "InitConfiguration" if facts.command == "init" else "JoinConfiguration"
-        plan.notes.append(f"{what} {source.target.expected_server or 'the cluster'} as Node "
-                          f"{source.target.node_name}: {facts.api_version} {kind} from "
+        name = (f"the Node the preKubeadmCommands name (they replace nodeRegistration.name "
+                f"{source.target.node_name})" if facts.name_replaced
+                else f"Node {source.target.node_name}")
+        plan.notes.append(f"{what} {source.target.expected_server or 'the cluster'} as "
+                          f"{name}: {facts.api_version} {kind} from "
                           f"{source.origin}, Kubernetes {source.version}")
         plan.notes.extend(source.notes)
         joined = node_state(ctx.host, source.target.servers,
@@ -111,9 +114,17 @@ class JoinPhase(PhaseOf[JoinResult]):
                 time_gate=_time_gate(ctx)))
             for warning in warnings:
                 ctx.log.warning("preflight (ignored): %s", warning)
+            # the config file as the preKubeadmCommands left it, as kubeadm reads it
+            named = source.facts.name_replaced
+            target = resolve(ctx.config, ctx.machine, host, after_commands=True).target \
+                if named else source.target
+            if named:
+                ctx.journal.section(JoinRecord).named = target.node_name
+                ctx.journal.save()
             ManagedJoin(ctx, host, spec.kubeadm_path,
-                        lambda machine: resolve(ctx.config, machine, host).target,
-                        ).run(source.target)
+                        lambda machine: resolve(ctx.config, machine, host,
+                                                after_commands=named).target,
+                        ).run(target)
 
         return Change(JOIN_KEY,
                       f"{step.shown} (managed: preflight, classified failures, reset and "
@@ -169,10 +180,10 @@ class JoinPhase(PhaseOf[JoinResult]):
         record = ctx.journal.section(JoinRecord)
         last = {(c.kind or "runcmd", c.index): c for c in record.commands}
         registered = (plan.registered if isinstance(plan, JoinPlan) and plan.registered
-                      else confirm_node(ctx.host, source.target.node_name,
+                      else confirm_node(ctx.host, _node_name(ctx, source),
                                         float(ctx.config.spec.join.registration_timeout),
                                         ctx.progress))
-        return JoinResult(node=source.target.node_name, api_server=server,
+        return JoinResult(node=_node_name(ctx, source), api_server=server,
                           local_api_server=source.target.local_server,
                           kubeadm=source.facts.command if source.facts.command != "join"
                           else None,
@@ -206,15 +217,30 @@ def _sentinel_change(ctx: PhaseContext, write: Change, source: JoinSource,
                      plan: JoinPlan) -> Change:
     """CABPK's sentinel says the node joined: written only once the kubelet registered
     its Node, which `kubeadm join` exiting 0 does not prove."""
-    name = source.target.node_name
     timeout = float(ctx.config.spec.join.registration_timeout)
 
     def confirm_then_write(host: Host) -> None:
-        plan.registered = confirm_node(host, name, timeout, ctx.progress)
+        plan.registered = confirm_node(host, _node_name(ctx, source), timeout, ctx.progress)
         write.action(host)
 
-    return replace(write, summary=f"{write.summary} once Node {name} is registered",
+    name = "the preKubeadmCommands' Node" if source.facts.name_replaced \
+        else f"Node {source.target.node_name}"
+    return replace(write, summary=f"{write.summary} once {name} is registered",
                    action=confirm_then_write)
+
+
+def _node_name(ctx: PhaseContext, source: JoinSource) -> str:
+    """The node's name: the bootstrap data's, or the one its preKubeadmCommands put in
+    the config file in place of a placeholder (journaled when kubeadm ran)."""
+    if not source.facts.name_replaced:
+        return source.target.node_name
+    named = ctx.journal.section(JoinRecord).named
+    if named is None:
+        raise PermanentError(
+            f"nodeRegistration.name {source.target.node_name!r} is replaced by the "
+            "preKubeadmCommands, and no kubeadm run journaled the name they set",
+            reason=Reason.KubeletNotHealthy, hint="run the agent again to join")
+    return named
 
 
 def _count(failed: dict[str, str]) -> str:

@@ -228,3 +228,36 @@ def test_a_failing_command_before_kubeadm_in_ignition_stops_the_bootstrap(node: 
     # the next run runs the script again (nothing of it counts as done)
     again, _ = node.run(loaded, machine_data)
     assert not again.ok and runs(node) == ["pre", "pre"]
+
+
+def test_a_node_name_the_pre_commands_put_in_place_of_a_placeholder_is_joined_with(
+        node: Node) -> None:
+    """Flatcar templates (Ignition has no jinja): nodeRegistration.name
+    `__REPLACE_NODE_NAME__`, and a preKubeadmCommand `sed`s the host's name into
+    /etc/kubeadm.yml before kubeadm reads it."""
+    from machine_agent_sandbox.testkit.bootstrap import CA_HASH
+
+    from agent.orchestrator import Orchestrator
+    from agent.phases.join import JoinPhase
+
+    (node.root / "tmp").mkdir()
+    (node.root / "run").mkdir(exist_ok=True)
+    config = join_configuration(node.endpoint, "__REPLACE_NODE_NAME__", TOKEN, CA_HASH)
+    sed = (f"bash -c \"sed -i 's/__REPLACE_NODE_NAME__/$(echo worker-0)/g' "
+           f"{node.root}/etc/kubeadm.yml\"")
+    data = ignition(Flavour("join", config, pre=(sed,)), root=str(node.root))
+    loaded, machine_data = node.configure({}), facts("other-name", data, "ignition",
+                                                     "v1.31.2")
+    (plan,) = Orchestrator(loaded, node.host, phases=[JoinPhase()],
+                           machine=machine_data).plan()
+    assert plan.notes[0].startswith(
+        f"join https://{node.endpoint} as the Node the preKubeadmCommands name (they "
+        "replace nodeRegistration.name __REPLACE_NODE_NAME__)")
+    result, machine = node.run(loaded, machine_data)
+    assert result.ok, result.outcomes
+    assert machine.conditions["NodeJoined"].message == (
+        f"Node worker-0 joined https://{node.endpoint} (Kubernetes v1.31.2); Node worker-0 "
+        "registered")
+    assert node.registered("worker-0") is not None
+    again, machine = node.run(loaded, machine_data)  # /etc/kubeadm.yml was moved to /tmp
+    assert again.ok and machine.conditions["NodeJoined"].message.startswith("Node worker-0 ")
