@@ -12,6 +12,8 @@ import json
 import urllib.parse
 from dataclasses import dataclass
 
+import yaml
+
 SENTINEL = "echo success > /run/cluster-api/bootstrap-success.complete"
 PLACEHOLDER = ("This placeholder file is used to create the /run/cluster-api sub directory "
                "in a way that is compatible with both Linux and Windows (mkdir -p "
@@ -39,39 +41,57 @@ def certificate_files() -> list[File]:
     return files
 
 
-def _args(version: str, args: dict[str, str]) -> str:
+def _args(version: str, args: dict[str, str]) -> object:
     if version == "v1beta4":
-        return "".join(f"  - name: {k}\n    value: {v}\n" for k, v in args.items())
-    return "".join(f"    {k}: {v}\n" for k, v in args.items())
+        return [{"name": k, "value": v} for k, v in args.items()]
+    return args
+
+
+def _marshal(*docs: dict[str, object]) -> str:
+    """kubeadm documents as CABPK marshals them (sigs.k8s.io/yaml: sorted keys, Go's
+    empty structs `{}` and nil slices `null` written)."""
+    return "".join("---\n" + yaml.safe_dump(d, sort_keys=True, width=10000) for d in docs)
 
 
 def init_configuration(endpoint: str, name: str, token: str, version: str = "v1beta4",
                        certificate_key: str | None = None) -> str:
     """ClusterConfiguration then InitConfiguration, as KCP renders them into
     /run/kubeadm/kubeadm.yaml."""
-    key = f"certificateKey: {certificate_key}\n" if certificate_key else ""
-    return (f"---\napiVersion: kubeadm.k8s.io/{version}\nclusterName: demo\n"
-            f"controlPlaneEndpoint: {endpoint}\nkind: ClusterConfiguration\n"
-            f"kubernetesVersion: v1.31.2\nnetworking:\n  podSubnet: 192.168.0.0/16\n"
-            f"  serviceSubnet: 10.96.0.0/12\n---\napiVersion: kubeadm.k8s.io/{version}\n"
-            f"bootstrapTokens:\n- token: {token}\n  ttl: 15m0s\n{key}kind: InitConfiguration\n"
-            "localAPIEndpoint:\n  advertiseAddress: 192.0.2.10\n  bindPort: 6443\n"
-            f"nodeRegistration:\n  kubeletExtraArgs:\n{_args(version, {'node-ip': '192.0.2.10'})}"
-            f"  name: {name}\n")
+    api = f"kubeadm.k8s.io/{version}"
+    init: dict[str, object] = {
+        "apiVersion": api, "bootstrapTokens": [{"token": token, "ttl": "15m0s"}],
+        "kind": "InitConfiguration",
+        "localAPIEndpoint": {"advertiseAddress": "192.0.2.10", "bindPort": 6443},
+        "nodeRegistration": {"kubeletExtraArgs": _args(version, {"node-ip": "192.0.2.10"}),
+                             "name": name, "taints": None}}
+    if certificate_key:
+        init["certificateKey"] = certificate_key
+    return _marshal({"apiServer": {}, "apiVersion": api, "clusterName": "demo",
+                     "controlPlaneEndpoint": endpoint, "controllerManager": {}, "dns": {},
+                     "etcd": {}, "kind": "ClusterConfiguration",
+                     "kubernetesVersion": "v1.31.2",
+                     "networking": {"podSubnet": "192.168.0.0/16",
+                                    "serviceSubnet": "10.96.0.0/12"},
+                     "scheduler": {}}, init)
 
 
 def join_configuration(endpoint: str, name: str, token: str, ca_hash: str,
                        version: str = "v1beta4", control_plane: bool = False,
                        certificate_key: str | None = None, address: str = "192.0.2.20") -> str:
-    cp = ""
+    join: dict[str, object] = {
+        "apiVersion": f"kubeadm.k8s.io/{version}",
+        "discovery": {"bootstrapToken": {"apiServerEndpoint": endpoint,
+                                         "caCertHashes": [ca_hash], "token": token}},
+        "kind": "JoinConfiguration",
+        "nodeRegistration": {"kubeletExtraArgs": _args(version, {"node-ip": address}),
+                             "name": name, "taints": None}}
     if control_plane:
-        key = f"  certificateKey: {certificate_key}\n" if certificate_key else ""
-        cp = (f"controlPlane:\n{key}  localAPIEndpoint:\n    advertiseAddress: {address}\n"
-              "    bindPort: 6443\n")
-    return (f"---\napiVersion: kubeadm.k8s.io/{version}\n{cp}discovery:\n  bootstrapToken:\n"
-            f"    apiServerEndpoint: {endpoint}\n    caCertHashes:\n    - {ca_hash}\n"
-            f"    token: {token}\nkind: JoinConfiguration\nnodeRegistration:\n"
-            f"  kubeletExtraArgs:\n{_args(version, {'node-ip': address})}  name: {name}\n")
+        cp: dict[str, object] = {"localAPIEndpoint": {"advertiseAddress": address,
+                                                      "bindPort": 6443}}
+        if certificate_key:
+            cp["certificateKey"] = certificate_key
+        join["controlPlane"] = cp
+    return _marshal(join)
 
 
 @dataclass(frozen=True)

@@ -124,3 +124,34 @@ def test_an_api_version_kubeadm_cannot_read_is_refused_escaped(api: str | None) 
         read_kubeadm_configuration(text, "join")
     assert str(info.value).startswith("JoinConfiguration apiVersion: ")
     assert "\n" not in str(info.value) and "v1beta4" in info.value.hint
+
+
+# What CABPK marshals (cluster-api bootstrap/kubeadm/pkg/types/utils_test.go): sorted keys,
+# Go's empty structs and nil slices written out.
+CABPK_MARSHALLED = {
+    "init-v1beta3": ("init", "apiVersion: kubeadm.k8s.io/v1beta3\nkind: InitConfiguration\n"
+                             "localAPIEndpoint: {}\nnodeRegistration:\n  ignorePreflightErrors:"
+                             "\n  - some-preflight-check\n  taints: null\n"),
+    "init-v1beta4": ("init", "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n"
+                             "localAPIEndpoint: {}\nnodeRegistration:\n  ignorePreflightErrors:"
+                             "\n  - some-preflight-check\n  taints: null\ntimeouts:\n"
+                             "  controlPlaneComponentHealthCheck: 50s\n"),
+    "join-v1beta3": ("join", "apiVersion: kubeadm.k8s.io/v1beta3\ndiscovery: {}\n"
+                             "kind: JoinConfiguration\nnodeRegistration:\n"
+                             "  ignorePreflightErrors:\n  - some-preflight-check\n"
+                             "  taints: null\n"),
+    "join-v1beta4": ("join", "apiVersion: kubeadm.k8s.io/v1beta4\ndiscovery: {}\n"
+                             "kind: JoinConfiguration\nnodeRegistration:\n"
+                             "  ignorePreflightErrors:\n  - some-preflight-check\n"
+                             "  taints: null\ntimeouts:\n  controlPlaneComponentHealthCheck: "
+                             "50s\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CABPK_MARSHALLED))
+def test_kubeadm_documents_as_cabpk_marshals_them_are_read(case: str) -> None:
+    command, text = CABPK_MARSHALLED[case]
+    facts = read_kubeadm_configuration(text, command)
+    assert facts.ignore_preflight_errors == ("some-preflight-check",)
+    assert facts.local_endpoint is None and facts.node_name is None
+    assert facts.api_version == f"kubeadm.k8s.io/{case.split('-')[1]}"
