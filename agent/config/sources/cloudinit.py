@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent.config.sources import Fragment, parse_fragment
+from agent.config.fragment import Fragment, parse_fragment
 from agent.errors import FieldError, Reason, TemporaryError
 from agent.host import Host
 
