@@ -20,14 +20,12 @@ import re
 import shlex
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent.config import checks
 from agent.config.fragment import yaml_structure_problem
 from agent.errors import PermanentError, Reason, shown
-
-if TYPE_CHECKING:
-    from agent.phases.join.template import InstanceData
+from agent.phases.join.template import InstanceData, render_cloud_config
 
 SENTINEL = "/run/cluster-api/bootstrap-success.complete"
 """CABPK's success sentinel (cluster-api: bootstrap/kubeadm/internal/cloudinit/cloudinit.go)."""
@@ -126,8 +124,6 @@ def parse_cloud_config(text: str, *, node_name: str | None,
     the node's cloud-init instance data (agent.phases.join.template), or without it with
     `node_name` as the node-name variables."""
     import yaml
-
-    from agent.phases.join.template import render_cloud_config  # it imports this module
 
     text = render_cloud_config(text, instance, node_name)
     lines = text.splitlines()

@@ -27,15 +27,20 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.config.cloudinit import REDACTED, SENSITIVE
-from agent.errors import ConfigError
+from agent.config.sources.cloudinit import REDACTED, SENSITIVE
+from agent.errors import ConfigError, PermanentError, Reason
 from agent.host import Host
-from agent.phases.join.cloudconfig import BootstrapDataError
 from agent.templating import TemplateProblem, UndefinedVariable, render_data_template
 
 HEADER = re.compile(r"^##\s*template:\s*(.*?)\s*$", re.IGNORECASE)
 """cloud-init's TYPE_MATCHER (cloudinit/templater.py), on the first line."""
 _ALIAS = re.compile(r"[-.]")  # jinja2.lexer.operator_re's part cloud-init relies on
+
+
+class TemplateError(PermanentError):
+    """The bootstrap data's template cannot be rendered as cloud-init would."""
+
+    reason = Reason.ConfigInvalid
 
 
 @dataclass(frozen=True)
@@ -56,11 +61,11 @@ def read_instance_data(host: Host) -> InstanceData | None:
     try:
         data = json.loads(text)
     except ValueError as err:
-        raise BootstrapDataError(f"{path} is not JSON ({err}), and the bootstrap data is a "
+        raise TemplateError(f"{path} is not JSON ({err}), and the bootstrap data is a "
                                  "jinja template rendered with it",
                                  hint="check `cloud-init status --long`") from None
     if not isinstance(data, dict):
-        raise BootstrapDataError(f"{path} is not a JSON object")
+        raise TemplateError(f"{path} is not a JSON object")
     decode = [p.replace("-", "_") for p in data.get("base64_encoded_keys") or []
               if isinstance(p, str)]
     return InstanceData(_convert(data, "", decode), path)
@@ -102,7 +107,7 @@ def render_cloud_config(text: str, instance: InstanceData | None,
         return text
     kind = header.group(1).lower()
     if kind != "jinja":
-        raise BootstrapDataError(f"the bootstrap data is a {kind!r} template; the agent "
+        raise TemplateError(f"the bootstrap data is a {kind!r} template; the agent "
                                  "renders jinja templates only",
                                  hint="use `## template: jinja`, as CABPK does")
     variables = (instance.variables if instance is not None
@@ -112,26 +117,26 @@ def render_cloud_config(text: str, instance: InstanceData | None,
     except UndefinedVariable as err:
         raise _unanswered(err.name, instance) from None
     except TemplateProblem as err:
-        raise BootstrapDataError(f"the bootstrap data's jinja template does not render: "
+        raise TemplateError(f"the bootstrap data's jinja template does not render: "
                                  f"{err} (line numbers count from after the header)",
                                  hint="fix the template; `{% raw %}` keeps `{{` literal"
                                  ) from None
     except ConfigError as err:
-        raise BootstrapDataError(f"the bootstrap data's jinja template puts a value with a "
+        raise TemplateError(f"the bootstrap data's jinja template puts a value with a "
                                  f"line separator in the data: {err.errors[0].message}",
                                  hint="check the instance data the template reads") from None
     return rendered if rendered.endswith("\n") or not newline else rendered + "\n"
 
 
-def _unanswered(name: str, instance: InstanceData | None) -> BootstrapDataError:
+def _unanswered(name: str, instance: InstanceData | None) -> TemplateError:
     if instance is not None:
-        return BootstrapDataError(
+        return TemplateError(
             f"the bootstrap data's jinja template uses {name!r}, which this node's "
             f"cloud-init instance data ({instance.origin}) does not hold",
             hint="use a variable `cloud-init query --all` shows on the node (instance_id, "
                  "v1.local_hostname, ds.meta_data.*), or write the value in the "
                  "KubeadmConfig")
-    return BootstrapDataError(
+    return TemplateError(
         f"the bootstrap data's jinja template uses {name!r}, and this node has no "
         f"cloud-init instance data ({REDACTED}) to answer it",
         hint="run cloud-init on the node, or write the value in the KubeadmConfig; without "
