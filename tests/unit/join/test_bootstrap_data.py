@@ -12,6 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
+from machine_agent_sandbox.testkit.bootstrap import (
+    Flavour,
+    cabpk_cloud_config,
+    cabpk_ignition,
+)
 
 from agent.config import AgentConfig, load_config
 from agent.config.sources import FileSource
@@ -20,7 +25,6 @@ from agent.host import Host
 from agent.phases.join.cloudconfig import Command, KubeadmJoin, parse_cloud_config
 from agent.phases.join.datakeys import check_other_keys
 from agent.phases.join.ignition import parse_ignition
-from tests.cabpk import Flavour, cloud_config, ignition
 
 JOIN = "kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml"
 CONFIG = "apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n"
@@ -36,7 +40,7 @@ def config(tmp_path: Path, spec: dict[str, Any]) -> AgentConfig:
 def test_ignition_as_cabpk_emits_it_becomes_files_scripts_and_the_managed_join() -> None:
     flavour = Flavour("join", CONFIG, pre=("cat <<EOF > /tmp/x", "overlay", "EOF"),
                       post=("echo done",))
-    parsed = parse_ignition(ignition(flavour))
+    parsed = parse_ignition(cabpk_ignition(flavour))
     assert [f.path for f in parsed.files] == ["/etc/kubeadm.sh", "/etc/kubeadm.yml"]
     assert parsed.file("/etc/kubeadm.yml") is not None
     assert parsed.files[1].content.decode() == CONFIG and parsed.files[1].mode == 0o600
@@ -52,7 +56,7 @@ def test_ignition_as_cabpk_emits_it_becomes_files_scripts_and_the_managed_join()
 
 
 def test_ignition_3_gzip_base64_contents_are_unpacked_and_verified() -> None:
-    doc = json.loads(ignition(Flavour("init", CONFIG.replace("Join", "Init")), "3.4.0",
+    doc = json.loads(cabpk_ignition(Flavour("init", CONFIG.replace("Join", "Init")), "3.4.0",
                               compress=True))
     parsed = parse_ignition(json.dumps(doc))
     assert parsed.join.command == "init"
@@ -77,7 +81,7 @@ def test_ignition_3_gzip_base64_contents_are_unpacked_and_verified() -> None:
 ])
 def test_ignition_the_agent_cannot_carry_out_is_refused_by_name(change: Any,
                                                                 message: str) -> None:
-    doc = json.loads(ignition(Flavour("join", CONFIG)))
+    doc = json.loads(cabpk_ignition(Flavour("join", CONFIG)))
     change(doc)
     with pytest.raises(AgentError, match=message):
         parse_ignition(json.dumps(doc))
@@ -140,7 +144,7 @@ CABPK_HEAD = ('{"ignition":{"config":{},"security":{"tls":{}},"timeouts":{},'
 
 
 def test_ignition_as_go_marshals_it_for_cabpk_is_accepted(tmp_path: Path) -> None:
-    text = ignition(Flavour("join", CONFIG, pre=("echo pre",)))
+    text = cabpk_ignition(Flavour("join", CONFIG, pre=("echo pre",)))
     assert text.startswith(CABPK_HEAD) and '"verification":{}' in text
     assert accepted(text, config(tmp_path, {})) == []
     assert parse_ignition(text).file("/etc/kubeadm.yml") is not None
@@ -172,7 +176,7 @@ def change_file(key: str, value: Any) -> Any:
 ])
 def test_a_set_ignition_field_the_agent_does_not_carry_out_is_refused_by_name(
         tmp_path: Path, change: Any, named: str) -> None:
-    doc = json.loads(ignition(Flavour("join", CONFIG)))
+    doc = json.loads(cabpk_ignition(Flavour("join", CONFIG)))
     change(doc)
     with pytest.raises(AgentError) as info:
         accepted(json.dumps(doc), config(tmp_path, {}))
@@ -195,7 +199,7 @@ def test_a_set_ignition_field_the_agent_does_not_carry_out_is_refused_by_name(
 ])
 def test_an_ignition_entry_the_agent_cannot_carry_out_is_refused_at_once(
         change: Any, message: str) -> None:
-    doc = json.loads(ignition(Flavour("join", CONFIG)))
+    doc = json.loads(cabpk_ignition(Flavour("join", CONFIG)))
     change(doc)
     with pytest.raises(AgentError, match=message):
         parse_ignition(json.dumps(doc))
@@ -204,9 +208,9 @@ def test_an_ignition_entry_the_agent_cannot_carry_out_is_refused_at_once(
 def both_formats(flavour: Flavour) -> dict[str, tuple[dict[str, Any], list[str]]]:
     """Each format's other keys and the paths of the files it writes."""
     out = {}
-    for kind, parsed in (("cloud-config", parse_cloud_config(cloud_config(flavour),
+    for kind, parsed in (("cloud-config", parse_cloud_config(cabpk_cloud_config(flavour),
                                                              node_name="n")),
-                         ("ignition", parse_ignition(ignition(flavour)))):
+                         ("ignition", parse_ignition(cabpk_ignition(flavour)))):
         out[kind] = (parsed.other, [f.path for f in parsed.files])
     return out
 
@@ -232,7 +236,7 @@ def test_ntp_means_the_same_in_ignition_and_cloud_config(tmp_path: Path) -> None
 
 
 def test_an_ntp_conf_beyond_cabpks_server_lines_is_refused_by_line() -> None:
-    doc = json.loads(ignition(Flavour("join", CONFIG, ntp=("ntp.example",))))
+    doc = json.loads(cabpk_ignition(Flavour("join", CONFIG, ntp=("ntp.example",))))
     entry = doc["storage"]["files"][-1]
     assert entry["path"] == "/etc/ntp.conf"
     entry["contents"]["source"] += "pool%20pool.example%20iburst%0A"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from machine_agent_sandbox.kubeadm_standin import Failed, load_join_configuration
+from machine_agent_sandbox.testkit.bootstrap import TOKEN, init_configuration, join_configuration
 
 from agent.config.join import (
     BootstrapTokenDiscovery,
@@ -79,16 +80,12 @@ def test_the_kubeadm_on_path_refuses_what_kubeadm_refuses(
         load_join_configuration(path)
 
 
-def kubeadm_config(command: str, local: dict[str, object],
-                   api: object = "kubeadm.k8s.io/v1beta4") -> str:
-    """A control plane's kubeadm config as bootstrap data carries it: an
-    InitConfiguration, or a JoinConfiguration with a controlPlane section."""
+def kubeadm_config(command: str, local: dict[str, object]) -> str:
+    """A control plane's kubeadm config as bootstrap data carries it (the test kit's):
+    an InitConfiguration, or a JoinConfiguration with a controlPlane section."""
     if command == "init":
-        return yaml.safe_dump({"apiVersion": api, "kind": "InitConfiguration",
-                               "localAPIEndpoint": local})
-    return yaml.safe_dump({"apiVersion": api, "kind": "JoinConfiguration", "discovery": {
-        "bootstrapToken": {"apiServerEndpoint": "192.0.2.10:6443", "token": "a.b"}},
-        "controlPlane": {"localAPIEndpoint": local}})
+        return init_configuration("192.0.2.10:6443", "cp-0", TOKEN, local=local)
+    return join_configuration("192.0.2.10:6443", "cp-1", control_plane=True, local=local)
 
 
 @pytest.mark.parametrize(("command", "local", "endpoint"), [
@@ -119,7 +116,8 @@ def test_a_hostile_local_endpoint_is_refused_by_its_field(
 
 @pytest.mark.parametrize("api", ["kubeadm.k8s.io/v1beta4\nkind: x", "v1", "", None])
 def test_an_api_version_kubeadm_cannot_read_is_refused_escaped(api: str | None) -> None:
-    text = kubeadm_config("join", {"advertiseAddress": "192.0.2.20"}, api=api)
+    doc = yaml.safe_load(kubeadm_config("join", {"advertiseAddress": "192.0.2.20"}))
+    text = yaml.safe_dump({**doc, "apiVersion": api})
     with pytest.raises(JoinConfigError) as info:
         read_kubeadm_configuration(text, "join")
     assert str(info.value).startswith("JoinConfiguration apiVersion: ")
