@@ -75,6 +75,9 @@ class Command:
     stops: bool = False
     """Whether its failure ends the bootstrap before kubeadm (Ignition's /etc/kubeadm.sh
     under `set -e`); cloud-init's runcmd goes on past a failure."""
+    env_files: tuple[str, ...] = ()
+    """systemd EnvironmentFile= paths whose variables it runs with (kubeadm.service's
+    drop-ins: agent.phases.join.dropins)."""
 
 
 @dataclass(frozen=True)

@@ -66,11 +66,19 @@ def check_other_keys(other: dict[str, Any], config: AgentConfig, kind: str) -> l
                              "holds every server it names)")
             else:
                 refused.append(f"{kind} {key}: {problem}")
+        elif key == "systemd.units.kubeadm.service.dropins":
+            notes.append(f"{kind} kubeadm.service drop-ins: {' '.join(value)}: the agent "
+                         "runs the script once the boot started these units")
         elif key in REFUSED:
             if _empty(value):
                 continue
             refused.append(f"{kind} {key}: the agent does not carry this out; "
                            f"{REFUSED[key]}")
+        elif key.startswith("systemd.units.") and isinstance(value, dict) \
+                and set(value) <= {"name", "enabled", "enable"}:
+            refused.append(f"{kind} {key}: the agent does not enable the image's units; "
+                           f"enable it in the image (`systemctl enable {value.get('name')}` "
+                           "when building it), and remove it from the bootstrap data")
         elif key.startswith("systemd.units."):
             refused.append(f"{kind} {key}: the agent does not install units from bootstrap "
                            "data; ship the unit in the image (NTP: spec.time; mounts: a "

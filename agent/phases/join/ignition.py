@@ -46,17 +46,21 @@ from agent.phases.join.cloudconfig import (
     WriteFile,
     shell_step,
 )
+from agent.phases.join.dropins import read_dropins
 
 KUBEADM_UNIT = "kubeadm.service"
 NTP_UNIT = "ntpd.service"
 NTP_CONF = "/etc/ntp.conf"
 SCRIPT = "/etc/kubeadm.sh"
+ORDERING = f"systemd.units.{KUBEADM_UNIT}.dropins"
+"""The `other` key of the drop-ins' ordering lines (a note in the plan: datakeys.py)."""
 MAX_FILE = 16 * 1024 * 1024
 """Decompressed file contents larger than this are refused (a gzip bomb)."""
 _SENTINEL_LINE = re.compile(r"^mkdir -p /run/cluster-api && echo success > "
                             r"/run/cluster-api/bootstrap-success\.complete$")
 _KUBEADM_LINE = re.compile(r"^\s*kubeadm\s+(?:join|init)\b")
-_EXEC_START = "ExecStart=/bin/bash /etc/kubeadm.sh"
+_EXEC_START = ("ExecStart=/etc/kubeadm.sh", "ExecStart=/bin/bash /etc/kubeadm.sh")
+"""How CABPK's kubeadm.service runs the script (Cluster API 1.14; before it)."""
 
 # The fields of Ignition's types (2.3 and 3.x), each: how the agent reads it. "read" ones
 # are read below; the others, when set, go to `other` under their dotted name, where
@@ -104,7 +108,8 @@ def parse_ignition(text: str) -> CloudConfig:
                                                              "storage.files"))]
     systemd = _mapping(doc.get("systemd"), "systemd")
     _set_fields(systemd, {"units"}, "systemd.", other, read=("units",))
-    units = _units(_list(systemd.get("units"), "systemd.units"), other)
+    env_files: list[str] = []
+    units = _units(_list(systemd.get("units"), "systemd.units"), other, env_files)
     if KUBEADM_UNIT not in units:
         raise BootstrapDataError(f"the ignition data does not enable {KUBEADM_UNIT}",
                                  hint="give CABPK's ignition output unchanged")
@@ -115,7 +120,8 @@ def parse_ignition(text: str) -> CloudConfig:
     if script is None:
         raise BootstrapDataError(f"the ignition data has no {SCRIPT}, which "
                                  f"{KUBEADM_UNIT} runs")
-    return CloudConfig(files, split_script(script.content.decode(errors="replace")), other)
+    return CloudConfig(files, split_script(script.content.decode(errors="replace"),
+                                           tuple(env_files)), other)
 
 
 def _set_fields(obj: dict[str, Any], known: set[str], prefix: str, other: dict[str, Any],
@@ -129,10 +135,13 @@ def _set_fields(obj: dict[str, Any], known: set[str], prefix: str, other: dict[s
             other[f"{prefix}{key}"] = value
 
 
-def _units(entries: list[Any], other: dict[str, Any]) -> set[str]:
+def _units(entries: list[Any], other: dict[str, Any], env_files: list[str]) -> set[str]:
     """The names of the units the agent stands for (kubeadm.service, ntpd.service as
-    CABPK writes them); every other unit goes to `other`."""
+    CABPK writes them); every other unit goes to `other`; the EnvironmentFile= paths of
+    kubeadm.service's drop-ins are added to `env_files`."""
     taken: set[str] = set()
+    ordering: list[str] = []
+    kubeadm = [False, False]  # has CABPK's contents, enabled
     for i, entry in enumerate(entries):
         unit = _mapping(entry, f"systemd.units[{i}]")
         name = str(unit.get("name", ""))
@@ -143,23 +152,32 @@ def _units(entries: list[Any], other: dict[str, Any]) -> set[str]:
                                          "Ignition unit", hint="remove it")
         enabled = bool(unit.get("enabled") or unit.get("enable"))
         if name == KUBEADM_UNIT:
-            contents = str(unit.get("contents") or "")
-            if not enabled or _EXEC_START not in contents.splitlines():
+            # additionalConfig's entry for the unit comes as one more entry of the list
+            # (Ignition's Append); Ignition writes the contents of the one that has them,
+            # every entry's drop-ins, and enables it when one says so.
+            contents = unit.get("contents")
+            if contents is not None and not set(_EXEC_START) & set(str(contents).splitlines()):
                 raise BootstrapDataError(
-                    f"ignition {where}: not CABPK's unit (enabled, {_EXEC_START!r})",
+                    f"ignition {where}: not CABPK's unit (it does not run {SCRIPT})",
                     hint="the agent runs kubeadm from /etc/kubeadm.sh in the unit's place; "
                          "give CABPK's kubeadm.service unchanged")
-            if not unset(unit.get("dropins")) or unit.get("mask"):
-                raise BootstrapDataError(
-                    f"ignition {where}: a drop-in or mask changes how kubeadm runs, and the "
-                    "agent runs it in the unit's place",
-                    hint="put the commands in preKubeadmCommands instead")
-            taken.add(name)
+            if unit.get("mask"):
+                raise BootstrapDataError(f"ignition {where}: masked, so kubeadm never runs",
+                                         hint="give CABPK's kubeadm.service unchanged")
+            dropins = read_dropins(_list(unit.get("dropins"), f"{where}.dropins"), where)
+            ordering.extend(dropins.ordering)
+            env_files.extend(dropins.environment_files)
+            kubeadm[0] = kubeadm[0] or contents is not None
+            kubeadm[1] = kubeadm[1] or enabled
         elif (name == NTP_UNIT and enabled and unset(unit.get("contents"))
               and unset(unit.get("dropins")) and not unit.get("mask")):
             taken.add(name)  # CABPK's ntp: enabled, nothing else (clc.go)
         else:
             other[f"systemd.units.{name}"] = unit
+    if all(kubeadm):
+        taken.add(KUBEADM_UNIT)
+    if ordering:
+        other[ORDERING] = ordering
     return taken
 
 
@@ -182,7 +200,7 @@ def _ntp_servers(files: list[WriteFile]) -> list[str]:
     return servers
 
 
-def split_script(text: str) -> list[Step]:
+def split_script(text: str, env_files: tuple[str, ...] = ()) -> list[Step]:
     """/etc/kubeadm.sh as steps: the commands before kubeadm as one script, the managed
     kubeadm step (with the sentinel line after it), the commands after it. Under CABPK's
     `set -e` a failing command before kubeadm ends the script, and kubeadm never runs:
@@ -207,19 +225,19 @@ def split_script(text: str) -> list[Step]:
         raise BootstrapDataError(f"{SCRIPT}: the kubeadm line is not understood")
     steps: list[Step] = []
     if "\n".join(before).strip():
-        steps.append(_script("\n".join(before), "preKubeadmCommands", errexit))
+        steps.append(_script("\n".join(before), "preKubeadmCommands", errexit, env_files))
     steps.append(KubeadmJoin(step.config_path, step.ignore_preflight_errors, sentinel,
                              step.shown, step.command))
     if "\n".join(after).strip():
-        steps.append(_script("\n".join(after), "postKubeadmCommands", errexit))
+        steps.append(_script("\n".join(after), "postKubeadmCommands", errexit, env_files))
     return steps
 
 
-def _script(body: str, what: str, errexit: bool) -> Command:
+def _script(body: str, what: str, errexit: bool, env_files: tuple[str, ...]) -> Command:
     # One script, as the unit runs it: heredocs and `set -e` keep their meaning.
     return Command(("bash", *(("-e",) if errexit else ()), "-c", body.strip() + "\n"),
                    f"{what} of {SCRIPT}", body.strip(), label=SCRIPT,
-                   stops=errexit and what == "preKubeadmCommands")
+                   stops=errexit and what == "preKubeadmCommands", env_files=env_files)
 
 
 def _mapping(value: Any, where: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from agent.logs import REDACT
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
 from agent.phases.join.doctor import checks
+from agent.phases.join.dropins import environment
 from agent.phases.join.managed import ManagedJoin, node_state, owner_ids
 from agent.phases.join.node import confirm_node
 from agent.phases.join.preflight import PreflightInputs, run_preflight
@@ -318,7 +319,8 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
         status: int | None
         try:
             result = host.run(list(step.argv), timeout=timeout, check=False,
-                              sandboxed=False, secret_args=True)
+                              sandboxed=False, secret_args=True,
+                              env=environment(host, step.env_files))
             status, tail = result.returncode, REDACT(result.tail(TAIL))
         except AgentError as err:  # not found (a list entry), or its time-out
             status, tail = None, REDACT(err.message)

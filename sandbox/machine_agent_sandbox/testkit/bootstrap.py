@@ -209,7 +209,7 @@ def cabpk_ignition(flavour: Flavour, version: str = "2.3.0", compress: bool = Fa
     unit = ("[Unit]\nDescription=kubeadm\n# Run only once. After successful run, this file "
             "is moved to /tmp/.\nConditionPathExists=/etc/kubeadm.yml\nAfter=network.target\n"
             "[Service]\n# To not restart the unit when it exits, as it is expected.\n"
-            "Type=oneshot\nExecStart=/bin/bash /etc/kubeadm.sh\n[Install]\n"
+            "Type=oneshot\nExecStart=/etc/kubeadm.sh\n[Install]\n"
             "WantedBy=multi-user.target\n")
     units = [{"contents": unit, "enabled": True, "name": "kubeadm.service"}]
     if flavour.ntp is not None:

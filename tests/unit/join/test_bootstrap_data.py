@@ -121,7 +121,8 @@ def test_every_key_the_agent_does_not_carry_out_is_refused_by_name_with_its_fix(
                  "cloud-config disk_setup: the agent does not carry this out; partition",
                  "cloud-config mounts:", "cloud-config fs_setup:",
                  "cloud-config package_update: not a key CABPK writes",
-                 "cloud-config systemd.units.ntpd.service: the agent does not install units"):
+                 "cloud-config systemd.units.ntpd.service: the agent does not enable the "
+                 "image's units; enable it in the image"):
         assert part in shown
     assert "passwd.users" not in shown  # empty: nothing asked for
 
@@ -191,9 +192,10 @@ def test_a_set_ignition_field_the_agent_does_not_carry_out_is_refused_by_name(
      r"storage.files\[0\].contents.httpHeaders: not carried out"),
     (lambda d: d["storage"]["files"][0].update(user={"name": "root", "home": "/"}),
      r"storage.files\[0\].user.home: not a field"),
-    (lambda d: d["systemd"]["units"][0].update(dropins=[{"name": "10-x.conf",
-                                                         "contents": "[Service]\n"}]),
-     r"systemd.units\[0\] \(kubeadm.service\): a drop-in or mask changes how kubeadm runs"),
+    (lambda d: d["systemd"]["units"][0].update(dropins=[{
+        "name": "10-x.conf", "contents": "[Service]\nExecStart=\nExecStart=/bin/true\n"}]),
+     r"systemd.units\[0\] \(kubeadm.service\).dropins\[0\] \(10-x.conf\) line 2: "
+     r"'ExecStart=' changes how kubeadm.service runs"),
     (lambda d: d["systemd"]["units"][0].update(contents="[Service]\nExecStart=/bin/true\n"),
      r"systemd.units\[0\] \(kubeadm.service\): not CABPK's unit"),
 ])
