@@ -9,6 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from machine_agent_sandbox.testkit.bootstrap import (
+    Flavour,
+    cabpk_cloud_config,
+    certificate_files,
+    init_configuration,
+    join_configuration,
+)
 from machine_agent_sandbox.testkit.node import ca_pin, joinable_cluster
 
 from agent.daemon.deletion import DeletePolicy
@@ -16,13 +23,6 @@ from agent.ipam.base import PluginEnv
 from agent.orchestrator import Orchestrator
 from agent.report import Conditions
 from agent.state import Journal
-from tests.cabpk import (
-    Flavour,
-    certificate_files,
-    cloud_config,
-    init_configuration,
-    join_configuration,
-)
 from tests.integration.join.conftest import Node, NoSleep
 from tests.integration.join.test_cabpk_flavours import facts
 
@@ -53,7 +53,7 @@ def bootstrap(cluster: dict[str, Node]) -> None:
     }
     for name, flavour in data.items():
         node = cluster[name]
-        result, _ = node.run(node.configure({}), facts(name, cloud_config(flavour),
+        result, _ = node.run(node.configure({}), facts(name, cabpk_cloud_config(flavour),
                                                        "cloud-config", "v1.31.2"))
         assert result.ok, result.outcomes
 

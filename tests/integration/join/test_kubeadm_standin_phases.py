@@ -7,10 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from machine_agent_sandbox.testkit.bootstrap import (
+    certificate_files,
+    init_configuration,
+    join_configuration,
+)
 from machine_agent_sandbox.testkit.node import ca_pin, joinable_cluster
 
 from agent.phases.join.classify import classify_output
-from tests.cabpk import certificate_files, init_configuration, join_configuration
 from tests.integration.join.conftest import Node, NoSleep
 
 TOKEN = "abcdef.0123456789abcdef"
