@@ -100,7 +100,7 @@ def _doctor(args: argparse.Namespace) -> int:
         return EXIT_NOT_RUN
     diagnosis = diagnose(Host(args.root, netns=args.netns),
                          [os.path.abspath(f) for f in args.config], args.phase)
-    if args.json:
+    if args.format == "json":
         print(json.dumps(diagnosis.document(), indent=2))
     else:
         print(render_text(diagnosis))

@@ -85,6 +85,7 @@ class Reason(enum.StrEnum):
     PreflightFailed = "PreflightFailed"
     NodeNameConflict = "NodeNameConflict"
     APIServerUnreachable = "APIServerUnreachable"
+    APIServerUntrusted = "APIServerUntrusted"
     KubeletNotHealthy = "KubeletNotHealthy"
     JoinTimeout = "JoinTimeout"
     ControlPlaneNotReady = "ControlPlaneNotReady"
@@ -112,14 +113,18 @@ REASONS: dict[Reason, ReasonInfo] = {
         "A phase installed as a plugin completed and was verified (its condition's "
         "message says what it did).", "Nothing to do.", healthy=True),
     Reason.InProgress: ReasonInfo(
-        "The phase is running now.", "Wait; `machine-agent status --wait` follows it.",
+        "The phase is running now (on NodeBootstrapped: the message names the phase "
+        "running and those done).", "Wait; `machine-agent status --wait` follows it.",
         healthy=True),
     Reason.Pending: ReasonInfo(
         "The phase has not started: an earlier phase has not completed.",
         "Look at the first phase that is not True.", healthy=True),
     Reason.Skipped: ReasonInfo(
-        "The phase was left out by --skip/--only or by the configuration.",
-        "Run it with `machine-agent run --only PHASE` when wanted.", healthy=True),
+        "The phase was left out by --skip/--only or by the configuration; on "
+        "KubeadmReset: the node was not reset because KubeadmControlPlane's kcp-cleanup "
+        "hook was on the Machine (KCP removes its etcd member with the kubelet working).",
+        "Run it with `machine-agent run --only PHASE` when wanted; on KubeadmReset "
+        "nothing: the infrastructure provider deletes the node.", healthy=True),
     Reason.UpToDate: ReasonInfo(
         "The phase completed earlier with the same inputs; nothing was applied.",
         "Nothing to do.", healthy=True),
@@ -227,6 +232,14 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.APIServerUnreachable: ReasonInfo(
         "The workload cluster's API server cannot be reached.",
         "Check controlPlaneEndpoint and the route to it."),
+    Reason.APIServerUntrusted: ReasonInfo(
+        "The workload cluster's API server answered with a certificate the node does not "
+        "accept: not signed by the CA its kubeconfig holds (kubelet.conf, admin.conf: the "
+        "pin is in the message; or the join's discovery file), not for the server's name, "
+        "or outside its validity.",
+        "Compare the pin with the cluster's CA (`<cluster>-ca` Secret; kubeadm's "
+        "caCertHashes form): after the cluster's CA changed, `kubeadm reset -f` and join "
+        "again; else fix the endpoint or the clock as the message says."),
     Reason.KubeletNotHealthy: ReasonInfo(
         "The kubelet did not become healthy after join, or did not register its Node "
         "on the workload cluster.",

@@ -17,6 +17,7 @@ from agent.errors import AgentError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
+from agent.logs import in_phase
 from agent.phases import registry
 from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, Results
 from agent.report import SUMMARY, Conditions, Reporter, read_status
@@ -87,6 +88,8 @@ class Orchestrator:
         self.host = host
         self.phases = phases if phases is not None else registry.load()
         self.reporters = reporters or []
+        self._summarize = True
+        """Whether the run sets the summary (run(summarize=...))."""
         self.journal = Journal.load(host)
         last = read_status(host)
         self.conditions = Conditions(host, [p.condition for p in self.phases],
@@ -130,6 +133,7 @@ class Orchestrator:
         publish the final report (the daemon's trial of a changed configuration holds
         both back until it knows whether the change stays)."""
         selected = select_phases(self.phases, only, skip)
+        self._summarize = summarize
         result = RunResult()
         blocked: PhaseOutcome | None = None
         for phase in selected:
@@ -153,6 +157,10 @@ class Orchestrator:
         return result
 
     def _run_phase(self, phase: Phase) -> PhaseOutcome:
+        with in_phase(phase.name):
+            return self._run_phase_now(phase)
+
+    def _run_phase_now(self, phase: Phase) -> PhaseOutcome:
         name = phase.name
         inputs = digest(phase.inputs(self.config))
         if self.journal.is_current(name, inputs):
@@ -168,6 +176,7 @@ class Orchestrator:
             log.warning("completed %s with the same inputs, but the node no longer shows "
                         "it; applying again", rec.finished_at, extra={"phase": name})
         self.conditions.set(phase.condition, "Unknown", Reason.InProgress, "running")
+        self._summary_running(phase)
         self._publish(final=False)
         self.journal.start(name, inputs)
         ctx = self._context(self.host, phase)
@@ -217,6 +226,19 @@ class Orchestrator:
         self.conditions.set(phase.condition, "False", reason, message)
         return PhaseOutcome(phase.name, "failed", reason=str(reason), message=message,
                             temporary=temporary)
+
+    def _summary_running(self, phase: Phase) -> None:
+        """The summary while a bootstrap runs: which phase runs and which are done (CAPI
+        shows it in the Machine's Ready message). A node that has bootstrapped keeps its
+        True summary (a phase applied again does not make the Machine not Ready), and a
+        run that holds its summary back (a trial of a changed configuration) too."""
+        if not self._summarize or self.conditions.get(SUMMARY).status == "True":
+            return
+        done = [p.condition for p in self.phases
+                if self.conditions.get(p.condition).status == "True"]
+        self.conditions.set(SUMMARY, "Unknown", Reason.InProgress,
+                            f"{phase.name} running ({phase.condition})"
+                            + (f"; done: {', '.join(done)}" if done else ""))
 
     def summarize(self) -> None:
         """Set the summary condition from the phases' conditions; publish as final."""

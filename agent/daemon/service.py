@@ -143,6 +143,7 @@ class Daemon:
             return EXIT_OK
         finally:
             self._busy = False
+            self.deleting.let_go()
             if self.watches is not None:
                 self.watches.stop()
             self._close_reporters()
@@ -236,6 +237,7 @@ class Daemon:
                      machine.facts.namespace, machine.facts.name, machine.deletion_timestamp)
             publisher(orchestrator)(True)
         else:
+            self.deleting.hold_while_running()  # a Machine deleted meanwhile is held
             # After a change, AgentConfigApplied goes out with the final report.
             result = orchestrator.run(summarize=changed is None)
             if changed is not None:
@@ -298,13 +300,7 @@ class Daemon:
         if session is None or session.machine is None or session.client is None:
             return
         lifecycle = session.loaded.config.spec.lifecycle
-        # The hook is on while the daemon follows the Machine (it takes the hook off). A
-        # Machine already being deleted keeps it as it is: put on now, it could stop
-        # CAPI past that point; taken off, CAPI would go on without the delete policy.
-        if not session.machine.deletion_timestamp:
-            held = lifecycle.watch and bool(lifecycle.on_delete.steps)
-            if self.deleting.hold(held) and held:
-                self.deleting.check_credential()
+        self.deleting.hold_while_running()
         if not lifecycle.watch:
             return
         self.watches = Watches(session.client, session.machine, self.events.put)

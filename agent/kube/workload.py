@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
-from agent.tls import Trust, default_bundle, explain
+from agent.tls import Trust, ca_pins, default_bundle, explain
 
 if TYPE_CHECKING:
     from agent.kube.transport import Response
@@ -76,8 +76,8 @@ class KubeconfigCluster:
         self.session = Session()
         # Without a CA in the kubeconfig: the bundle the environment names, else the
         # operating system's trust store (agent.tls.default_bundle), never certifi's.
-        self.verify: str = self._file(host, cluster, "certificate-authority", "ca.crt") \
-            or default_bundle(host.root, environment=True)
+        self.own_ca = self._file(host, cluster, "certificate-authority", "ca.crt")
+        self.verify: str = self.own_ca or default_bundle(host.root, environment=True)
         cert = self._file(host, user, "client-certificate", "client.crt")
         key = self._file(host, user, "client-key", "client.key")
         self.cert = (cert, key) if cert and key else None
@@ -172,16 +172,29 @@ class KubeconfigCluster:
             problem, fix = explain(err, self._trust())
             raise TemporaryError(f"TLS verification of the workload API server "
                                  f"{self.server} failed: {problem}",
-                                 reason=Reason.APIServerUnreachable, hint=fix) from err
+                                 reason=Reason.APIServerUntrusted, hint=fix) from err
 
     def _trust(self) -> Trust:
         """How the workload API server is verified, in the kubeconfig's terms."""
         from urllib.parse import urlsplit
 
+        pins = []
+        if self.own_ca:
+            try:
+                with open(self.own_ca, "rb") as bundle:
+                    pins = ca_pins(bundle.read())
+            except OSError:
+                pass
+        held = (f"the CA it holds has the pin {', '.join(pins)}" if pins else
+                "it holds no CA that parses" if self.own_ca else
+                "it names no CA: the system's trust store is used")
         return Trust(
             trusted=self.verify,
             ca_fix=f"{self.kubeconfig} must hold the workload cluster's CA "
-                   "(certificate-authority-data, as kubeadm writes it)",
+                   f"(certificate-authority-data, as kubeadm writes it); {held}, compare "
+                   "it with the cluster's CA (its `<cluster>-ca` Secret, or the join's "
+                   "discovery caCertHashes); after the cluster's CA changed, `kubeadm "
+                   "reset -f` and join again",
             name=urlsplit(self.server).hostname or "",
             name_setting=f"the server in {self.kubeconfig}")
 

@@ -16,6 +16,7 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 """The kernel's id of this boot: the status file names the boot it was written in, since
 it outlives a reboot (`status --wait` must wait for this boot's outcome)."""
 
+
 class LocalStatus:
     """The status file `machine-agent status`, `status --wait` and `analyze` read: the
     conditions, and the run's timeline (each condition change with its time, to the

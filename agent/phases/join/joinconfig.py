@@ -141,6 +141,8 @@ class JoinFacts:
     instead of the controlPlaneEndpoint (kubeadm's ControlPlaneKubeletLocalMode)."""
     secrets: tuple[str, ...] = ()
     """Other secrets in the file (bootstrap tokens init creates, tlsBootstrapToken)."""
+    name_replaced: bool = False
+    """nodeRegistration.name is a placeholder the preKubeadmCommands replace."""
 
 
 def read_join_configuration(text: str) -> JoinFacts:
@@ -148,10 +150,15 @@ def read_join_configuration(text: str) -> JoinFacts:
     return read_kubeadm_configuration(text, "join")
 
 
-def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
+def read_kubeadm_configuration(text: str, command: str,
+                               replaced_by: tuple[str, ...] = ()) -> JoinFacts:
     """What `kubeadm join` (a JoinConfiguration) or `kubeadm init` (an InitConfiguration
     and at most one ClusterConfiguration, as CABPK writes /run/kubeadm/kubeadm.yaml)
-    will do, from its config file."""
+    will do, from its config file. `replaced_by`: the commands that run before kubeadm
+    (preKubeadmCommands); a nodeRegistration.name that is no node name but which one of
+    them names is a placeholder they replace (Flatcar's `__REPLACE_NODE_NAME__` and
+    `sed`), left unchecked here (`JoinFacts.name_replaced`): the file is read again once
+    they ran."""
     import yaml
 
     try:
@@ -216,6 +223,8 @@ def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
              checks.host_port),
             ("nodeRegistration.name", facts.node_name, checks.k8s_name)):
         if value is not None and (problem := check(value)):
+            if what == "nodeRegistration.name" and any(value in c for c in replaced_by):
+                return replace(facts, name_replaced=True)
             raise JoinConfigError(f"{kind} {what}: {problem}")
     return facts
 

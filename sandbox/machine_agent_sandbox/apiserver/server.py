@@ -8,16 +8,18 @@ import datetime
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import decoding, discovery, reviews, routes, sandboxapi, tables, watch
+from . import decoding, discovery, protobuf, reviews, routes, sandboxapi, tables, watch
 from . import status as st
 from .auth import ANONYMOUS_USER, User
 from .calls import Call, Reply
+from .clientcerts import user_of
 from .context import Context
 from .faults import Fault
 from .rbac import Attributes, denial
@@ -115,6 +117,12 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             raise st.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
 
+    def _options_body(self, raw: bytes) -> Any:
+        """DeleteOptions: JSON, or protobuf as controller-runtime sends them."""
+        if self.headers.get("Content-Type", "").startswith(protobuf.MEDIA_TYPE):
+            return protobuf.delete_options(raw)
+        return self._json_body(raw)
+
     def _reply(self, code: int, body: Obj, headers: dict[str, str] | None = None,
                warnings: list[str] | None = None,
                content_type: str = "application/json") -> None:
@@ -137,6 +145,13 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
 
     def _user(self) -> User:
+        # kube-apiserver's authenticators in order: a verified client certificate first
+        # (x509), then a bearer token.
+        peer = self.connection.getpeercert() if isinstance(self.connection,
+                                                           ssl.SSLSocket) else None
+        by_certificate = user_of(peer)
+        if by_certificate is not None:
+            return by_certificate
         header = self.headers.get("Authorization", "")
         if not header:
             return ANONYMOUS_USER
@@ -327,10 +342,10 @@ class Handler(BaseHTTPRequestHandler):
         elif t.verb == "patch":
             reply = objects.patch(call, raw, self.headers.get("Content-Type", ""))
         elif t.verb == "delete":
-            options = self._json_body(raw)
+            options = self._options_body(raw)
             reply = objects.delete(call, options if isinstance(options, dict) else None)
         elif t.verb == "deletecollection":
-            options = self._json_body(raw)
+            options = self._options_body(raw)
             reply = objects.delete_collection(call, options if isinstance(options, dict)
                                               else None)
         else:
