@@ -211,8 +211,26 @@ class InterfaceSpec:
         "Accept IPv6 router advertisements on this link. Default: only when IPv6 is left "
         "to DHCP. Live, accept_ra is set to 0, or to 2 (accepted although a node "
         "forwards).", default=None, key="acceptRA")
+    link_local: list[Literal["ipv4", "ipv6"]] | None = setting(
+        "Families given a link-local address (netplan link-local, networkd "
+        "LinkLocalAddressing=): [ipv6], or [] for none (live: addr_gen_mode none). "
+        "Default: networkd's, IPv6 except on a bridge port or bond member. IPv4 link-local "
+        "(169.254/16) is refused: it needs networkd's IPv4LL client, which the live apply "
+        "does not run.", default=None, key="linkLocal")
+    ipv6_privacy: bool = setting(
+        "IPv6 privacy addresses from router advertisements (RFC 8981; netplan ipv6-privacy, "
+        "networkd IPv6PrivacyExtensions=yes, live use_tempaddr 2).", default=False,
+        key="ipv6Privacy")
+    optional: bool = setting(
+        "Boot does not wait for this link (netplan optional, networkd "
+        "RequiredForOnline=no); the live apply checks only gateways and the management "
+        "endpoint either way.", default=False)
 
     def validate(self) -> Iterator[Problem]:
+        if self.link_local is not None and "ipv4" in self.link_local:
+            yield ("linkLocal", "ipv4 is refused: an IPv4 link-local address (169.254/16) "
+                   "needs networkd's IPv4LL client, which the live apply does not run",
+                   "give [ipv6] or []")
         if self.rename and self.match is None:
             yield ("rename", "renames the link `match` finds; this entry has no match",
                    "add match, or drop rename")

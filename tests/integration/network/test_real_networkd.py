@@ -316,3 +316,22 @@ def test_bridge_ports_and_an_empty_bridge_get_the_link_local_addresses_networkd_
     assert got["networkd_said"] == got["netplan_said"] == []
     same(without_kernel_choices(got["live"]), without_kernel_choices(got["networkd"]))
     same(without_kernel_choices(got["live"]), without_kernel_choices(got["netplan"]))
+
+
+def test_link_local_off_optional_and_privacy_mean_the_same_on_every_path(
+        tmp_path: Path) -> None:
+    # link-local: [] is addrgenmode none live, LinkLocalAddressing=no in the files;
+    # optional and ipv6-privacy change no kernel state here (no wait-online, no RA) and
+    # networkd must take the files without a word
+    doc = {"interfaces": [
+        {"name": "eth0", "linkLocal": [], "optional": True, "ipv6Privacy": True,
+         "addresses": [{"static": "192.0.2.10/24"}, {"static": "2001:db8::10/64"}]},
+        {"name": "eth1", "linkLocal": ["ipv6"],
+         "addresses": [{"static": "198.51.100.10/24"}]}]}
+    got = differential(doc, tmp_path)
+    for path in ("live", "networkd", "netplan"):
+        assert not got[path]["links"]["eth0"]["ipv6_link_local"], path
+    assert got["networkd"]["links"]["eth1"]["ipv6_link_local"]
+    assert got["networkd_said"] == got["netplan_said"] == []
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["networkd"]))
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["netplan"]))
