@@ -139,6 +139,15 @@ class BondSpec:
                                   "encap3+4", "vlan+srcmac"] | None = setting(
         "How a member is chosen for a packet (balance-xor, 802.3ad, balance-tlb); "
         "kernel default layer2.", default=None, key="transmitHashPolicy")
+    up_delay: int | None = setting(
+        "Milliseconds a member's link must be up before it is used (a multiple of miimon); "
+        "kernel default 0.", default=None, key="upDelay")
+    down_delay: int | None = setting(
+        "Milliseconds a member's link must be down before it is dropped (a multiple of "
+        "miimon); kernel default 0.", default=None, key="downDelay")
+    min_links: int | None = setting(
+        "Members that must be up for the bond to have carrier; kernel default 0.",
+        default=None, key="minLinks")
 
     def validate(self) -> Iterator[Problem]:
         # the kernel refuses these options in other modes (bond_options.c unsuppmodes)
@@ -151,6 +160,14 @@ class BondSpec:
                    "use mode 802.3ad, or drop lacpRate")
         if self.miimon < 0:
             yield ("miimon", f"{self.miimon} is negative", None)
+        for key, value in (("upDelay", self.up_delay), ("downDelay", self.down_delay)):
+            # the kernel rounds a delay down to a multiple of miimon, and ignores it without
+            if value is not None and (value < 0 or (value and not self.miimon)
+                                      or (self.miimon and value % self.miimon)):
+                yield (key, f"{value} is not a multiple of miimon ({self.miimon} ms)",
+                       "give a multiple of miimon, with miimon above 0")
+        if self.min_links is not None and not 0 <= self.min_links < 2**32:
+            yield ("minLinks", f"{self.min_links} is not a count (0-4294967295)", None)
 
 
 @dataclass(frozen=True)
@@ -161,12 +178,27 @@ class BridgeSpec:
     forward_delay: int | None = setting(
         "Seconds a port spends listening and learning before forwarding (with STP: "
         "2-30); kernel default 15.", default=None, key="forwardDelay")
+    hello_time: int | None = setting(
+        "Seconds between hello packets with STP (1-10); kernel default 2.", default=None,
+        key="helloTime")
+    max_age: int | None = setting(
+        "Seconds a received hello is valid with STP (6-40); kernel default 20.",
+        default=None, key="maxAge")
+    priority: int | None = setting(
+        "Bridge priority for the STP root election (0-65535, lower wins); kernel default "
+        "32768.", default=None)
 
     def validate(self) -> Iterator[Problem]:
         low = 2 if self.stp else 0  # br_set_forward_delay: ERANGE outside 2-30s with STP
         if self.forward_delay is not None and not low <= self.forward_delay <= 30:
             yield ("forwardDelay", f"{self.forward_delay} is outside {low}-30 seconds",
                    None)
+        # the kernel's ranges (br_set_hello_time, br_set_max_age): ERANGE outside them
+        for key, value, least, most in (("helloTime", self.hello_time, 1, 10),
+                                        ("maxAge", self.max_age, 6, 40),
+                                        ("priority", self.priority, 0, 65535)):
+            if value is not None and not least <= value <= most:
+                yield (key, f"{value} is outside {least}-{most}", None)
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,10 @@ KEYS = {"ethernet": COMMON | {"match", "set-name"},
         "vlan": COMMON | {"id", "link"}}
 BOND_PARAMETERS = {"mode": "mode", "lacp-rate": "lacpRate",
                    "transmit-hash-policy": "transmitHashPolicy",
-                   "mii-monitor-interval": "miimon", "primary": "primary"}
-BRIDGE_PARAMETERS = {"stp": "stp", "forward-delay": "forwardDelay"}
+                   "mii-monitor-interval": "miimon", "primary": "primary",
+                   "up-delay": "upDelay", "down-delay": "downDelay", "min-links": "minLinks"}
+BRIDGE_PARAMETERS = {"stp": "stp", "forward-delay": "forwardDelay", "priority": "priority",
+                     "hello-time": "helloTime", "max-age": "maxAge"}
 ROUTE_KEYS = {"to": "to", "via": "via", "metric": "metric", "table": "table",
               "on-link": "onLink"}
 MATCH_KEYS = {"name": "name", "macaddress": "macAddress", "driver": "driver"}
@@ -239,9 +241,9 @@ def _aggregate(out: Translation, iface: dict[str, Any], kind: str, entry: dict[s
             out.refuse(path, "is not supported by machine-agent",
                        f"supported: {', '.join(known)}")
             continue
-        if key == "mii-monitor-interval":
+        if key in ("mii-monitor-interval", "up-delay", "down-delay"):
             value = _number(out, path, value, _MS, "milliseconds (100 or 100ms)")
-        elif key == "forward-delay":
+        elif key in ("forward-delay", "hello-time", "max-age"):
             value = _number(out, path, value, _SECONDS, "seconds (15 or 15s)")
         elif key == "primary":
             value = names.get(str(value), value)

@@ -16,7 +16,9 @@ IFLA_INFO_KIND, IFLA_INFO_DATA = 1, 2
 IFLA_BOND_MODE, IFLA_BOND_MIIMON, IFLA_BOND_PRIMARY = 1, 3, 11
 IFLA_BOND_XMIT_HASH_POLICY, IFLA_BOND_AD_LACP_RATE = 14, 21
 IFLA_VLAN_ID, IFLA_VLAN_PROTOCOL = 1, 5
-IFLA_BR_FORWARD_DELAY, IFLA_BR_STP_STATE = 1, 5
+IFLA_BR_FORWARD_DELAY, IFLA_BR_HELLO_TIME, IFLA_BR_MAX_AGE = 1, 2, 3
+IFLA_BR_STP_STATE, IFLA_BR_PRIORITY = 5, 6
+IFLA_BOND_UPDELAY, IFLA_BOND_DOWNDELAY, IFLA_BOND_MIN_LINKS = 4, 5, 18
 IFLA_MACVLAN_MODE = 1
 
 BOND_MODES = {"balance-rr": 0, "active-backup": 1, "balance-xor": 2, "broadcast": 3,
@@ -50,7 +52,9 @@ def u32(kind: int, value: int) -> bytes:
 
 
 def bond_data(mode: str, *, miimon: int | None = None, primary: int | None = None,
-              lacp_rate: str | None = None, xmit_hash_policy: str | None = None) -> bytes:
+              lacp_rate: str | None = None, xmit_hash_policy: str | None = None,
+              up_delay: int | None = None, down_delay: int | None = None,
+              min_links: int | None = None) -> bytes:
     """IFLA_INFO_DATA of a bond; `primary` is the index of the preferred member (the
     kernel records it by name and applies it once the member is enslaved)."""
     data = u8(IFLA_BOND_MODE, BOND_MODES[mode])
@@ -62,6 +66,10 @@ def bond_data(mode: str, *, miimon: int | None = None, primary: int | None = Non
         data += u8(IFLA_BOND_AD_LACP_RATE, LACP_RATES[lacp_rate])
     if xmit_hash_policy is not None:
         data += u8(IFLA_BOND_XMIT_HASH_POLICY, XMIT_HASH_POLICIES[xmit_hash_policy])
+    for kind, value in ((IFLA_BOND_UPDELAY, up_delay), (IFLA_BOND_DOWNDELAY, down_delay),
+                        (IFLA_BOND_MIN_LINKS, min_links)):
+        if value is not None:  # delays in milliseconds
+            data += u32(kind, value)
     return data
 
 
@@ -72,13 +80,21 @@ def vlan_data(vlan_id: int, protocol: str | None = None) -> bytes:
     return data
 
 
-def bridge_data(*, forward_delay: float | None = None, stp: bool | None = None) -> bytes:
-    """`forward_delay` in seconds (as netplan and networkd write it)."""
+def bridge_data(*, forward_delay: float | None = None, stp: bool | None = None,
+                hello_time: float | None = None, max_age: float | None = None,
+                priority: int | None = None) -> bytes:
+    """Times in seconds (as netplan and networkd write them)."""
     data = b""
     if forward_delay is not None:
         data += u32(IFLA_BR_FORWARD_DELAY, round(forward_delay * USER_HZ))
     if stp is not None:
         data += u32(IFLA_BR_STP_STATE, 1 if stp else 0)
+    if hello_time is not None:
+        data += u32(IFLA_BR_HELLO_TIME, round(hello_time * USER_HZ))
+    if max_age is not None:
+        data += u32(IFLA_BR_MAX_AGE, round(max_age * USER_HZ))
+    if priority is not None:
+        data += u16(IFLA_BR_PRIORITY, priority)
     return data
 
 

@@ -236,12 +236,17 @@ def _create(name: str, plan: NetworkPlan, names: dict[str, str]) -> NetOp:
         params.append(("macvlan_mode", link.macvlan_mode))
     elif link.kind == "bridge":
         params += [("forward_delay", link.forward_delay), ("stp", link.stp)]
+        if link.bridge is not None:
+            params += [("hello_time", link.bridge.hello_time), ("max_age", link.bridge.max_age),
+                       ("priority", link.bridge.priority)]
     elif link.kind == "bond" and link.bond is not None:
         bond = link.bond
         params += [("bond_mode", bond.mode), ("miimon", bond.miimon),
                    ("primary", names[bond.primary] if bond.primary else None),
                    ("lacp_rate", bond.lacp_rate),
-                   ("xmit_hash_policy", bond.transmit_hash_policy)]
+                   ("xmit_hash_policy", bond.transmit_hash_policy),
+                   ("up_delay", bond.up_delay), ("down_delay", bond.down_delay),
+                   ("min_links", bond.min_links)]
     return NetOp("link-add", name, tuple(params), f"create {link.kind} {name}")
 
 
@@ -393,11 +398,15 @@ class Executor:
             data = bond_data(p["bond_mode"], miimon=p.get("miimon"),
                              primary=self.index_of(primary) if primary else None,
                              lacp_rate=p.get("lacp_rate"),
-                             xmit_hash_policy=p.get("xmit_hash_policy"))
+                             xmit_hash_policy=p.get("xmit_hash_policy"),
+                             up_delay=p.get("up_delay"), down_delay=p.get("down_delay"),
+                             min_links=p.get("min_links"))
         elif kind == "vlan":
             data = vlan_data(p["vlan_id"], p.get("vlan_protocol"))
         elif kind == "bridge":
-            data = bridge_data(forward_delay=p.get("forward_delay"), stp=p.get("stp"))
+            data = bridge_data(forward_delay=p.get("forward_delay"), stp=p.get("stp"),
+                               hello_time=p.get("hello_time"), max_age=p.get("max_age"),
+                               priority=p.get("priority"))
         elif kind == "macvlan":
             data = macvlan_data(p["macvlan_mode"])
         address = (networkd_address(machine_id(self.host), op.link) if kind == "bridge"

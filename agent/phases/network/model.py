@@ -7,7 +7,14 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.config.interfaces import BondSpec, InterfaceSpec, InterfaceType, IPAMRef, IPInterface
+from agent.config.interfaces import (
+    BondSpec,
+    BridgeSpec,
+    InterfaceSpec,
+    InterfaceType,
+    IPAMRef,
+    IPInterface,
+)
 from agent.config.network import NetworkSpec
 from agent.ipam.base import Allocation
 
@@ -70,6 +77,7 @@ class LinkPlan:
     bond: BondSpec | None = None
     stp: bool = False
     forward_delay: int | None = None
+    bridge: BridgeSpec | None = None
     macvlan_mode: str | None = None
     master: str | None = None
     """The bond or bridge this link is enslaved to."""
@@ -206,6 +214,7 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
         vlan_protocol=iface.vlan.protocol if iface.vlan else None, bond=iface.bond,
         stp=iface.bridge.stp if iface.bridge else False,
         forward_delay=iface.bridge.forward_delay if iface.bridge else None,
+        bridge=iface.bridge,
         macvlan_mode=iface.macvlan.mode if iface.macvlan else None,
         master=master, addresses=tuple(addresses),
         dhcp4=any(a.dhcp == "ipv4" for a in iface.addresses),

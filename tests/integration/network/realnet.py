@@ -334,7 +334,8 @@ def state_of(shown: dict[str, str], nics: list[str]) -> dict[str, Any]:
         if name in nics or kind == "bridge":  # networkd's generated MAC, on every path
             entry["mac"] = link["address"]
         if kind == "bridge":
-            entry["stp_state"] = data.get("stp_state")
+            entry.update({k: data.get(k) for k in ("stp_state", "priority", "hello_time",
+                                                   "max_age", "forward_delay")})
         if kind in ("macvlan", "vlan", "bond"):
             entry["mode"] = data.get("mode", data.get("id"))
             entry["parent"] = link.get("link")

@@ -104,6 +104,22 @@ CASES: dict[str, tuple[dict[str, Any], str, list[str]]] = {
                          "bridge": {"members": ["n0"], "stp": True, "forwardDelay": 4}}]},
         "br0", ["br0", "address", ZERO_ID_BR0, "type", "bridge", "forward_delay", "400",
                 "stp_state", "1"]),
+    "bond with delays and min-links": (
+        {"interfaces": [
+            {"name": "n0"},
+            {"name": "bond0", "type": "bond",
+             "bond": {"members": ["n0"], "mode": "802.3ad", "miimon": 100, "upDelay": 200,
+                      "downDelay": 100, "minLinks": 1}}]},
+        "bond0",
+        ["bond0", "type", "bond", "mode", "802.3ad", "miimon", "100", "updelay", "200",
+         "downdelay", "100", "min_links", "1"]),
+    "bridge with STP times and priority": (
+        {"interfaces": [{"name": "n0"},
+                        {"name": "br0", "type": "bridge",
+                         "bridge": {"members": ["n0"], "stp": True, "helloTime": 3,
+                                    "maxAge": 12, "priority": 4096}}]},
+        "br0", ["br0", "address", ZERO_ID_BR0, "type", "bridge", "stp_state", "1",
+                "hello_time", "300", "max_age", "1200", "priority", "4096"]),
     "macvlan": (
         {"interfaces": [{"name": "n0"},
                         {"name": "mv0", "type": "macvlan",

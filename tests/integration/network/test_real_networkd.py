@@ -335,3 +335,19 @@ def test_link_local_off_optional_and_privacy_mean_the_same_on_every_path(
     assert got["networkd_said"] == got["netplan_said"] == []
     same(without_kernel_choices(got["live"]), without_kernel_choices(got["networkd"]))
     same(without_kernel_choices(got["live"]), without_kernel_choices(got["netplan"]))
+
+
+def test_bridge_stp_times_and_priority_mean_the_same_on_every_path(tmp_path: Path) -> None:
+    doc = {"interfaces": [
+        {"name": "eth0"},
+        {"name": "br0", "type": "bridge",
+         "bridge": {"members": ["eth0"], "stp": True, "forwardDelay": 4, "helloTime": 1,
+                    "maxAge": 6, "priority": 4096},
+         "addresses": [{"static": "192.0.2.10/24"}]}]}
+    got = differential(doc, tmp_path)
+    for path in ("live", "networkd", "netplan"):
+        br0 = got[path]["links"]["br0"]
+        assert (br0["hello_time"], br0["max_age"], br0["priority"]) == (100, 600, 4096), path
+    assert got["networkd_said"] == got["netplan_said"] == []
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["networkd"]))
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["netplan"]))

@@ -114,8 +114,10 @@ _NETWORKD_KEYS = {
     "DHCPv4": {"UseMTU"},
     "Route": {"Destination", "Gateway", "Metric", "Table", "GatewayOnLink"},
     "NetDev": {"Name", "Kind", "MTUBytes"}, "VLAN": {"Id", "Protocol"},
-    "Bond": {"Mode", "MIIMonitorSec", "LACPTransmitRate", "TransmitHashPolicy"},
-    "Bridge": {"STP", "ForwardDelaySec"}, "MACVLAN": {"Mode"},
+    "Bond": {"Mode", "MIIMonitorSec", "LACPTransmitRate", "TransmitHashPolicy", "UpDelaySec",
+             "DownDelaySec", "MinLinks"},
+    "Bridge": {"STP", "ForwardDelaySec", "HelloTimeSec", "MaxAgeSec", "Priority"},
+    "MACVLAN": {"Mode"},
 }
 
 

@@ -71,3 +71,40 @@ def test_v2_keys_translate_to_their_native_fields() -> None:
     (iface,) = done.interfaces
     assert (iface["optional"], iface["linkLocal"], iface["ipv6Privacy"]) == (
         True, ["ipv6"], False)
+
+
+BOND_AND_BRIDGE = {"version": 2, "ethernets": {"eth0": {}, "eth1": {}},
+                   "bonds": {"bond0": {"interfaces": ["eth0"], "parameters": {
+                       "mode": "active-backup", "mii-monitor-interval": 100,
+                       "up-delay": "200ms", "down-delay": 100, "min-links": 1}}},
+                   "bridges": {"br0": {"interfaces": ["eth1"], "parameters": {
+                       "stp": "yes", "priority": 4096, "hello-time": "3s", "max-age": 12}}}}
+
+
+def test_bond_delays_and_bridge_stp_times_are_written_by_both_renderers() -> None:
+    plan = build_plan(network_spec({"networkConfig": BOND_AND_BRIDGE}))
+    files = render_networkd(plan)
+    bond = files[f"{ND}bond0.netdev"]
+    assert "UpDelaySec=200ms\n" in bond and "DownDelaySec=100ms\n" in bond
+    assert "MinLinks=1\n" in bond
+    bridge = files[f"{ND}br0.netdev"]
+    assert "STP=yes\n" in bridge and "HelloTimeSec=3\n" in bridge
+    assert "MaxAgeSec=12\n" in bridge and "Priority=4096\n" in bridge
+    doc = yaml.safe_load(render_netplan(plan)[NETPLAN_FILE])["network"]
+    assert doc["bonds"]["bond0"]["parameters"].items() >= {
+        "up-delay": 200, "down-delay": 100, "min-links": 1}.items()
+    assert doc["bridges"]["br0"]["parameters"] == {
+        "stp": True, "priority": 4096, "hello-time": 3, "max-age": 12}
+
+
+def test_values_the_kernel_refuses_are_refused_by_their_v2_path() -> None:
+    doc = {"version": 2, "ethernets": {"eth0": {}, "eth1": {}},
+           "bonds": {"bond0": {"interfaces": ["eth0"], "parameters": {
+               "mii-monitor-interval": 100, "up-delay": 150}}},
+           "bridges": {"br0": {"interfaces": ["eth1"], "parameters": {"hello-time": 11}}}}
+    errors = network_errors({"networkConfig": doc})
+    assert len(errors) == 2, errors
+    assert any(e.startswith("spec.network.networkConfig.bonds.bond0.parameters.up-delay: "
+                            "150 is not a multiple of miimon") for e in errors), errors
+    assert any(e.startswith("spec.network.networkConfig.bridges.br0.parameters.hello-time: "
+                            "11 is outside 1-10") for e in errors), errors
