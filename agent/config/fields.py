@@ -239,15 +239,39 @@ class Decoder:
         return _MISSING if bad else value
 
 
+_PATH_IN_TEXT = re.compile(r"\b[A-Za-z]+\[\d+\](?:\.[A-Za-z0-9]+|\[\d+\])*")
+"""A path such as interfaces[0].addresses[1].static, inside a message or hint."""
+_LAST_KEY = re.compile(r"([A-Za-z0-9-]+)(?:\[\d+\])*$")
+
+
+def _spelling(key: str) -> str:
+    return key.replace("-", "").lower()
+
+
 def _renamed(error: FieldError, path: str, renamed: Callable[[str], str | None]
              ) -> FieldError:
+    """`error` in the original document's words: its path, the paths its message and hint
+    name, and its own key where the original spells it otherwise (lacpRate, lacp-rate)."""
     prefix = path + "." if path else ""
     if not error.path.startswith(prefix):
         return error
-    original = renamed(error.path[len(prefix):])
+    native = error.path[len(prefix):]
+    original = renamed(native)
     if original is None:
         return error
-    return dataclasses.replace(error, path=prefix + original)
+    old, new = _LAST_KEY.search(native), _LAST_KEY.search(original)
+
+    def words(text: str | None) -> str | None:
+        if text is None:
+            return None
+        text = _PATH_IN_TEXT.sub(lambda m: renamed(m.group(0)) or m.group(0), text)
+        if old and new and old.group(1) != new.group(1) and _spelling(old.group(1)) == \
+                _spelling(new.group(1)):  # one key spelt two ways, not another key
+            text = re.sub(rf"\b{re.escape(old.group(1))}\b", new.group(1), text)
+        return text
+    return dataclasses.replace(error, path=prefix + original,
+                               message=words(error.message) or error.message,
+                               hint=words(error.hint))
 
 
 @functools.cache

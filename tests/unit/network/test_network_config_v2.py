@@ -280,3 +280,18 @@ def test_with_the_datasources_document_cloud_init_networking_is_never_disabled(
     # cloud-init hands the document out only while its network configuration is on
     assert not any(CLOUD_INIT_DROPIN in key for key in written(
         {"networkConfig": doc, "networkConfigFrom": "cloud-init"}))
+
+
+def test_errors_speak_the_v2_documents_words_not_the_native_models() -> None:
+    doc = {"version": 2, "ethernets": {
+        "eth0": {"addresses": ["192.0.2.10/24"]}, "eth1": {"addresses": ["192.0.2.11/24"]},
+        "eth2": {}},
+        "bonds": {"bond0": {"interfaces": ["eth2"], "parameters": {
+            "mode": "active-backup", "lacp-rate": "fast"}}}}
+    errors = network_errors({"networkConfig": doc})
+    assert len(errors) == 2, errors
+    overlap = next(e for e in errors if "overlaps" in e)
+    assert "of eth0 (networkConfig.ethernets.eth0.addresses[0])" in overlap
+    lacp = next(e for e in errors if "lacp" in e)
+    assert lacp.endswith("(use mode 802.3ad, or drop lacp-rate)")
+    assert not any("interfaces[" in e or "lacpRate" in e for e in errors), errors
