@@ -227,15 +227,16 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
                     "journal records IPAM addresses the node holds (run release-addresses "
                     "first) unless --force.")
     clean.add_argument("--logs", action="store_true",
-                       help="also remove the journal's files (/var/log/journal under "
-                            "--root; on a running system: journalctl --rotate and "
-                            "--vacuum-time=1s)")
+                       help="also remove the agent's own logs, as cloud-init clean "
+                            "--logs does; the system journal, which holds them beside "
+                            "every other service's, stays")
     clean.add_argument("--machine-id", action="store_true",
                        help="also empty /etc/machine-id, so each machine made from the "
                             "image gets its own at first boot")
     clean.add_argument("--force", action="store_true",
                        help="clean even though IPAM addresses are still recorded (they "
                             "stay claimed in the backend)")
+    with_lock(clean)
 
     sub.add_parser("version", help="print the version",
                    description="Print the agent's version (as --version does).")
@@ -340,10 +341,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _daemon(host, args.config, _duration(args.cloud_init_wait))
     if args.command == "config":
         return _config(host, args)
-    if args.command == "clean":
+    from agent.state import node_lock
+
+    def waiting(message: str) -> None:
+        print(f"machine-agent: {message}", file=sys.stderr, flush=True)
+
+    if args.command == "clean":  # never while a run or the daemon changes the node
         from agent.console.clean import clean
 
-        report = clean(host, logs=args.logs, machine_id=args.machine_id, force=args.force)
+        with node_lock(host, "clean", wait=not args.no_wait, on_wait=waiting):
+            report = clean(host, logs=args.logs, machine_id=args.machine_id,
+                           force=args.force)
         print("\n".join(report.lines()))
         return 0
     from agent.session import open_session
@@ -353,11 +361,6 @@ def _dispatch(args: argparse.Namespace) -> int:
                                wait_for_bootstrap=False,
                                cloud_init_wait=_duration(args.cloud_init_wait))
         return _plan(session.orchestrator(host, reporting=False), args)
-    from agent.state import node_lock
-
-    def waiting(message: str) -> None:
-        print(f"machine-agent: {message}", file=sys.stderr, flush=True)
-
     # Opening the session already writes (credentials, the bootstrap data's files).
     with node_lock(host, args.command, wait=not args.no_wait, on_wait=waiting):
         session = open_session(host, [os.path.abspath(f) for f in args.config],

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from agent import __version__
+from agent.kube.bearer import read_token_file
 from agent.kube.errors import Unreachable, error_from_status
 from agent.kube.kubeconfig import Credentials
 from agent.logs import REDACT
@@ -191,7 +192,7 @@ class Client:
 
     def _send(self, method: str, path: str, params: Mapping[str, str] | None,
               body: Object | None, content_type: str, *, stream: bool,
-              timeout: float) -> Answer:
+              timeout: float, reread_token: bool = True) -> Answer:
         from agent.kube.transport import tls_failure
 
         headers = dict(self.headers)
@@ -217,12 +218,12 @@ class Client:
                               f"{problem}", hint=hint) from err
         self.unanswered_since = None
         log.debug("%s -> %d", what, response.status_code)
-        if response.status_code == 401 and self._token_rotated():
+        if response.status_code == 401 and reread_token and self._token_rotated():
             response.close()
             log.info("%s: the credential was refused (401); %s holds a new token, sending "
                      "again with it", what, self.creds.token_file)
             return self._send(method, path, params, body, content_type, stream=stream,
-                              timeout=timeout)
+                              timeout=timeout, reread_token=False)  # once a request
         if response.status_code < 400:
             return response
         try:
@@ -241,15 +242,14 @@ class Client:
         if not self.creds.token_file:
             return False
         try:
-            with open(self.creds.token_file, encoding="utf-8") as handle:
-                token = handle.read().strip()
-        except (OSError, UnicodeDecodeError) as err:
+            token = read_token_file(self.creds.token_file)
+        except (OSError, ValueError) as err:
             log.warning("cannot read the token file %s again: %s", self.creds.token_file,
                         err)
             return False
-        if not token or self.headers.get("Authorization") == f"Bearer {token}":
-            return False
         REDACT.add(token)
+        if self.headers.get("Authorization") == f"Bearer {token}":
+            return False
         self.headers["Authorization"] = f"Bearer {token}"
         return True
 
