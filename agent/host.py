@@ -285,6 +285,11 @@ class Host:
         self.effects.record(f"remove {system_path}")
         return True
 
+    def is_real_dir(self, system_path: str) -> bool:
+        """A directory itself, not a link to one."""
+        target = self.path(system_path, follow_last=False)
+        return not target.is_symlink() and target.is_dir()
+
     def is_executable(self, system_path: str) -> bool:
         """A regular file the agent may execute (what a runtime needs of a CNI plugin)."""
         target = self.path(system_path)

@@ -44,6 +44,7 @@ from agent.config.fields import Decoder, Problem, join_path
 from agent.config.model import API_VERSION, KIND, AgentConfig
 from agent.errors import ConfigError, FieldError, shown
 from agent.host import Host
+from agent.hostpath import UnreadableFileError
 
 log = logging.getLogger(__name__)
 
@@ -85,20 +86,11 @@ class FileSource:
         if self.outside_root:
             host = Host("/", read_only=True)
         try:
-            size = host.path(self.path).stat().st_size
-            if size > MAX_BYTES:
-                errors.append(FieldError("(file)", f"is {size} bytes, over the limit of "
-                                         f"{MAX_BYTES}", "give a configuration under 1 MiB",
-                                         origin=self.path))
-                return []
-        except FileNotFoundError:
-            pass
-        except OSError as err:
-            errors.append(FieldError("(file)", f"cannot read: {err.strerror}",
-                                     origin=self.path))
+            text = host.read_text(self.path, limit=MAX_BYTES)
+        except UnreadableFileError as err:
+            errors.append(FieldError("(file)", f"cannot read: {err}", "give a configuration "
+                                     "under 1 MiB, as a regular file", origin=self.path))
             return []
-        try:
-            text = host.read_text(self.path)
         except (OSError, UnicodeDecodeError) as err:
             errors.append(FieldError("(file)", f"cannot read: {err}", origin=self.path))
             return []
