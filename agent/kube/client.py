@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from agent import __version__
+from agent.errors import shown
 from agent.kube.bearer import read_token_file
+from agent.kube.bounded import loads
 from agent.kube.errors import Unreachable, error_from_status
 from agent.kube.kubeconfig import Credentials
 from agent.logs import REDACT
@@ -150,7 +152,7 @@ class Client:
             response = self._send(method, path, params, body, content_type, stream=False,
                                   timeout=self.timeout)
             try:
-                answer = response.json()
+                answer = loads(response.content)
             except ValueError as err:
                 raise Unreachable(f"{method} {path}: the answer is not JSON "
                                   f"({response.headers.get('Content-Type')})") from err
@@ -184,7 +186,7 @@ class Client:
         try:
             for line in response.iter_lines():
                 if line:
-                    yield dict(json.loads(line))
+                    yield dict(loads(line))
         except (OSError, ValueError) as err:  # requests' errors are OSErrors too
             log.info("watch %s broke off (%s); reconnecting", path, type(err).__name__)
         finally:
@@ -224,10 +226,18 @@ class Client:
                      "again with it", what, self.creds.token_file)
             return self._send(method, path, params, body, content_type, stream=stream,
                               timeout=timeout, reread_token=False)  # once a request
+        if 300 <= response.status_code < 400:  # never followed: the agent's server is set
+            location = response.headers.get("Location")
+            response.close()
+            raise Unreachable(
+                f"{what}: {self.creds.server} answered {response.status_code}, a redirect "
+                f"to {shown(location or '(no Location)', 200)}, which the agent does not "
+                "follow", hint="give the API server's own address (spec.management's "
+                "server, or the kubeconfig's), not a proxy or load balancer that redirects")
         if response.status_code < 400:
             return response
         try:
-            status = response.json() if not stream else json.loads(response.content)
+            status = loads(response.content)
         except ValueError:
             status = {"message": response.text[:300]}
         finally:
