@@ -19,7 +19,7 @@ from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.phases import registry
 from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, Results
-from agent.report import SUMMARY, Conditions, Reporter, read_status
+from agent.report import SUMMARY, Conditions, Reporter, last_outcome
 from agent.retry import Backoff, retry
 from agent.state import Journal, digest
 
@@ -88,7 +88,7 @@ class Orchestrator:
         self.phases = phases if phases is not None else registry.load()
         self.reporters = reporters or []
         self.journal = Journal.load(host)
-        last = read_status(host)
+        last = last_outcome(host)
         self.conditions = Conditions(host, [p.condition for p in self.phases],
                                      last[0] if last else None)
         self.results = Results({

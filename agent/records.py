@@ -6,11 +6,22 @@ version is read as it was meant (a node upgraded in place)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def loads(text: str | bytes) -> Any:
+    """JSON the agent reads back (its journal, status file, a server's answer): anything
+    else is a ValueError, JSON nested deeper than the decoder recurses included (a
+    RecursionError would be a traceback)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
 
 
 def key_of(f: dataclasses.Field[Any]) -> str:

@@ -152,7 +152,7 @@ class Journal:
         if text is None:
             return journal
         try:
-            doc = json.loads(text)
+            doc = records.loads(text)
             journal.phases = {name: PhaseRecord(**rec) for name, rec in doc["phases"].items()}
             # "extra": the sections' name in the file since format 1, kept so that a node
             # upgraded in place (or downgraded) reads what the other version wrote

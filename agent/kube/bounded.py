@@ -5,8 +5,9 @@ an error that says so, not in a hang, a MemoryError or a RecursionError tracebac
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from agent.records import loads
+
+__all__ = ["MAX_ANSWER", "MAX_LINE", "loads"]
 
 MAX_ANSWER = 64 << 20
 """Bytes of one answer's body: a list of every Machine of a large fleet is a few MiB."""
@@ -14,11 +15,3 @@ MAX_ANSWER = 64 << 20
 MAX_LINE = 16 << 20
 """Bytes of one watch event (an object is at most etcd's 1.5 MiB request limit, as JSON)."""
 
-
-def loads(data: bytes | str) -> Any:
-    """JSON from a server; ValueError for anything else, including JSON nested deeper than
-    the decoder recurses."""
-    try:
-        return json.loads(data)
-    except RecursionError:
-        raise ValueError("the JSON is nested too deeply") from None
