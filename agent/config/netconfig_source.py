@@ -45,12 +45,9 @@ def read_network_config(host: Host, document: dict[str, Any], origins: Origins,
             return  # the decoder reports the path itself
         origin = f"network-config v2 file {source}"
         try:
-            raw = host.read_bytes(source)
+            raw = host.read_bytes(source, limit=MAX_SIZE)
         except (OSError, PermanentError) as err:
             errors.append(FieldError(FROM, f"cannot read {source}: {err}"))
-            return
-        if len(raw) > MAX_SIZE:
-            errors.append(FieldError(FROM, f"{source} is larger than {MAX_SIZE} bytes"))
             return
         try:
             doc = yaml.safe_load(raw.decode())

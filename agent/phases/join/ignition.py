@@ -24,14 +24,15 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 import re
 import urllib.parse
 import zlib
 from typing import Any
 
+from agent import records
 from agent.config import checks
 from agent.phases.join.cloudconfig import (
+    MAX_FILES_BYTES,
     BootstrapDataError,
     CloudConfig,
     Command,
@@ -53,7 +54,7 @@ _KUBEADM_LINE = re.compile(r"^\s*kubeadm\s+(?:join|init)\b")
 
 def parse_ignition(text: str) -> CloudConfig:
     try:
-        doc = json.loads(text)
+        doc = records.loads(text)  # deep nesting: a ValueError, not a RecursionError
     except ValueError as err:
         raise BootstrapDataError(f"the ignition bootstrap data is not JSON: {err}") from err
     if not isinstance(doc, dict):
@@ -77,8 +78,13 @@ def parse_ignition(text: str) -> CloudConfig:
     for key, value in storage.items():
         if key != "files":
             other[f"storage.{key}"] = value
-    files = [_file(entry, i) for i, entry in enumerate(_list(storage.get("files"),
-                                                             "storage.files"))]
+    files, total = [], 0
+    for i, entry in enumerate(_list(storage.get("files"), "storage.files")):
+        files.append(_file(entry, i))
+        total += len(files[-1].content)
+        if total > MAX_FILES_BYTES:  # as cloud-config's write_files; stops unpacking here
+            raise BootstrapDataError(f"the ignition storage.files unpack to more than "
+                                     f"{MAX_FILES_BYTES} bytes together")
     runs_kubeadm = False
     systemd = _mapping(doc.get("systemd"), "systemd")
     for key, value in systemd.items():
@@ -241,4 +247,7 @@ def _gunzip(raw: bytes, where: str) -> bytes:
                                  f"{err}") from err
     if len(out) > MAX_FILE:
         raise BootstrapDataError(f"ignition {where}: unpacks to more than {MAX_FILE} bytes")
+    if not unpacker.eof:
+        raise BootstrapDataError(f"ignition {where}: gzip contents do not unpack: the "
+                                 "gzip stream is truncated")
     return out

@@ -13,6 +13,7 @@ from typing import Any
 
 from agent.config import checks
 from agent.config.join import DEFAULT_CRI_SOCKET, ControlPlaneJoin, JoinSpec, Taint
+from agent.config.sources import yaml_structure_problem
 from agent.errors import PermanentError, Reason, shown
 from agent.logs import REDACTED
 from agent.templating import render
@@ -154,7 +155,10 @@ def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
     will do, from its config file."""
     import yaml
 
-    try:
+    try:  # aliases and deep nesting refused before a value is built (a bomb)
+        refused = yaml_structure_problem(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        if refused is not None:
+            raise JoinConfigError(f"the kubeadm config file {refused[0]}", hint=refused[1])
         docs = [d for d in yaml.safe_load_all(text) if d]
     except yaml.YAMLError as err:
         raise JoinConfigError(f"the kubeadm config file is not valid YAML: {err}") from err
