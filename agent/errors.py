@@ -29,6 +29,11 @@ def shown(value: object, limit: int = SHOWN) -> str:
 class ReasonInfo:
     meaning: str
     fix: str
+    healthy: bool = False
+    """The reason says nothing is wrong (a success, progress, a step done). A True
+    condition with any other reason completed with a problem the node lives with:
+    `status` says degraded. A phase's success reason must be healthy (the registry
+    refuses a plugin phase whose is not)."""
 
 
 class Reason(enum.StrEnum):
@@ -102,21 +107,22 @@ class Reason(enum.StrEnum):
 
 REASONS: dict[Reason, ReasonInfo] = {
     Reason.Bootstrapped: ReasonInfo(
-        "Every phase completed and was verified.", "Nothing to do."),
+        "Every phase completed and was verified.", "Nothing to do.", healthy=True),
     Reason.Completed: ReasonInfo(
         "A phase installed as a plugin completed and was verified (its condition's "
-        "message says what it did).", "Nothing to do."),
+        "message says what it did).", "Nothing to do.", healthy=True),
     Reason.InProgress: ReasonInfo(
-        "The phase is running now.", "Wait; `machine-agent status --wait` follows it."),
+        "The phase is running now.", "Wait; `machine-agent status --wait` follows it.",
+        healthy=True),
     Reason.Pending: ReasonInfo(
         "The phase has not started: an earlier phase has not completed.",
-        "Look at the first phase that is not True."),
+        "Look at the first phase that is not True.", healthy=True),
     Reason.Skipped: ReasonInfo(
         "The phase was left out by --skip/--only or by the configuration.",
-        "Run it with `machine-agent run --only PHASE` when wanted."),
+        "Run it with `machine-agent run --only PHASE` when wanted.", healthy=True),
     Reason.UpToDate: ReasonInfo(
         "The phase completed earlier with the same inputs; nothing was applied.",
-        "Nothing to do."),
+        "Nothing to do.", healthy=True),
     Reason.ConfigInvalid: ReasonInfo(
         "The AgentConfig has errors; each is listed with its path.",
         "Fix the named fields; check with `machine-agent config validate FILE`."),
@@ -160,7 +166,8 @@ REASONS: dict[Reason, ReasonInfo] = {
         "Check the bootstrap provider (CABPK: the Machine's KubeadmConfig and the "
         "controller's logs); the daemon tries again later, `machine-agent run` exits."),
     Reason.NetworkConfigured: ReasonInfo(
-        "Interfaces, addresses, routes and DNS are applied and verified.", "Nothing to do."),
+        "Interfaces, addresses, routes and DNS are applied and verified.", "Nothing to do.",
+        healthy=True),
     Reason.AddressConflict: ReasonInfo(
         "Another host on the segment already answers for the address.",
         "Free the address or fix the IPAM record; the agent did not keep it."),
@@ -193,13 +200,15 @@ REASONS: dict[Reason, ReasonInfo] = {
         "The IPAM backend answered with an unusable address.",
         "Fix the pool's prefix or gateway in the backend named in the message."),
     Reason.TimeSynchronized: ReasonInfo(
-        "The clock is synchronised within the allowed offset.", "Nothing to do."),
+        "The clock is synchronised within the allowed offset.", "Nothing to do.", healthy=True),
     Reason.TimeSynchronizing: ReasonInfo(
-        "Waiting for the clock to synchronise; the message shows the offset.", "Wait."),
+        "Waiting for the clock to synchronise; the message shows the offset.", "Wait.",
+        healthy=True),
     Reason.TimeNotSynchronized: ReasonInfo(
         "The clock did not synchronise in time; join is held back.",
         "Check that the NTP servers named in the message are reachable."),
-    Reason.Joined: ReasonInfo("The node joined the workload cluster.", "Nothing to do."),
+    Reason.Joined: ReasonInfo("The node joined the workload cluster.", "Nothing to do.",
+        healthy=True),
     Reason.TokenExpired: ReasonInfo(
         "The bootstrap token is expired or unknown to the cluster.",
         "Let the bootstrap provider rotate the token; the agent re-reads the Secret."),
@@ -236,7 +245,7 @@ REASONS: dict[Reason, ReasonInfo] = {
         "--upload-certs`) and give the new key."),
     Reason.CNIInstalled: ReasonInfo(
         "CNI plugins and configuration installed and proved with ADD/CHECK/DEL.",
-        "Nothing to do."),
+        "Nothing to do.", healthy=True),
     Reason.CNIBroken: ReasonInfo(
         "The CNI check failed; the plugin's own error is in the message.",
         "Fix what the message names: spec.cni.conflist (template values or inline "
@@ -246,21 +255,22 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.KubeletReady: ReasonInfo(
         "The Node is Ready on the workload cluster, as its kubelet reports it (condition "
         "WorkloadNodeReady, set once the Node's Ready condition is True).",
-        "Nothing to do."),
+        "Nothing to do.", healthy=True),
     Reason.NodeReset: ReasonInfo(
         "The Machine is being deleted and `kubeadm reset -f` undid the join.",
         "Nothing to do; once every step ran the agent takes its pre-terminate hook off "
-        "and CAPI deletes the Machine."),
+        "and CAPI deletes the Machine.", healthy=True),
     Reason.AddressesReleased: ReasonInfo(
         "The Machine is being deleted and the IPAM addresses this node claimed were "
-        "given back.", "Nothing to do."),
+        "given back.", "Nothing to do.", healthy=True),
     Reason.CNIConfigRemoved: ReasonInfo(
         "The Machine is being deleted and the CNI configuration list the agent wrote "
-        "was removed.", "Nothing to do."),
+        "was removed.", "Nothing to do.", healthy=True),
     Reason.Reconfigured: ReasonInfo(
         "A changed AgentConfig (the Machine's ConfigMap or Secret) was planned and applied "
         "to the phases in spec.lifecycle.reconfigure; on a node that had not bootstrapped "
-        "yet, the whole bootstrap ran again with it and completed.", "Nothing to do."),
+        "yet, the whole bootstrap ran again with it and completed.", "Nothing to do.",
+        healthy=True),
     Reason.CredentialExpiring: ReasonInfo(
         "The node's management credential expires within 10 minutes and the token file "
         "holds no rotated one: the agent took its pre-terminate hook off while it still "
@@ -272,7 +282,7 @@ REASONS: dict[Reason, ReasonInfo] = {
         "up on deletion."),
     Reason.CleanedUp: ReasonInfo(
         "Every step of spec.lifecycle.onDelete ran; the node no longer acts as this "
-        "Machine.", "Nothing to do; reimage or reuse the host."),
+        "Machine.", "Nothing to do; reimage or reuse the host.", healthy=True),
 }
 
 

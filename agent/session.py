@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from agent.config import LoadedConfig, default_sources, load_config
-from agent.config.sources import Source
+from agent.config.sources.chain import Source
 from agent.errors import ConfigError
 from agent.host import Host
 from agent.ipam.settings import plugin_problems

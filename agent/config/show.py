@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from agent.config.fields import encode, join_path
-from agent.config.sources import LoadedConfig
+from agent.config.loaded import LoadedConfig
 
 
 def render_show(loaded: LoadedConfig, *, origin: bool = False) -> str:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 
-from agent.config.sources import FileSource, LoadedConfig, Source, load_config
+from agent.config.loaded import LoadedConfig
+from agent.config.sources.chain import Source, load_config
+from agent.config.sources.files import FileSource
 from agent.errors import ConfigError, FieldError
 from agent.host import Host
 

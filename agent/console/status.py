@@ -36,15 +36,9 @@ EXIT_CODES: dict[Outcome, int] = {
     "disabled": EXIT_DISABLED, "timeout": EXIT_TIMEOUT,
 }
 
-HEALTHY = frozenset({
-    Reason.Bootstrapped, Reason.InProgress, Reason.Pending, Reason.Skipped,
-    Reason.UpToDate, Reason.NetworkConfigured, Reason.TimeSynchronized,
-    Reason.TimeSynchronizing, Reason.Joined, Reason.CNIInstalled, Reason.KubeletReady,
-    Reason.NodeReset, Reason.AddressesReleased, Reason.CNIConfigRemoved, Reason.CleanedUp,
-    Reason.Reconfigured,
-})
-"""Reasons that say nothing is wrong. A True condition with any other reason completed
-with a problem the node lives with: the outcome is `degraded`."""
+HEALTHY = frozenset(r for r in Reason if r.info.healthy)
+"""Reasons that say nothing is wrong (agent/errors.py). A True condition with any other
+reason completed with a problem the node lives with: the outcome is `degraded`."""
 
 
 @dataclass

@@ -38,33 +38,27 @@ blocked in the kernel returns at once.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import logging
 import queue
 import signal
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from agent.daemon.deletion import (
-    EXPIRY_MARGIN,
-    HOOK,
-    DeletePolicy,
-    cleaned_up,
-    hold,
-    hook_release_due,
-    hooked,
-    waiting_for_hook,
+from agent.daemon.delete_lifecycle import (
+    CredentialCheck,
+    DeleteAgain,
+    DeleteLifecycle,
+    publisher,
+    put_after,
 )
-from agent.daemon.deletion import SUMMARY as DELETION_SUMMARY
+from agent.daemon.deletion import cleaned_up
 from agent.daemon.reconfigure import CONDITION, applied, bootstrapped, reconfigure, source_name
 from agent.daemon.watching import CONFIG, MACHINE, Watches
 from agent.errors import AgentError, ConfigError, Reason
 from agent.host import Host
-from agent.ipam.base import PluginEnv
 from agent.kube.follow import Recovered, Update
 from agent.kube.machine import (
     ConfigRef,
@@ -103,17 +97,6 @@ class StartAgain:
     phase failed for a reason that may pass."""
 
 
-@dataclass(frozen=True)
-class DeleteAgain:
-    """Time to run the delete policy again: a step failed for a reason that may pass."""
-
-
-@dataclass(frozen=True)
-class CredentialCheck:
-    """Time to look whether the credential expires soon without a rotation
-    (agent.daemon.deletion.hook_release_due)."""
-
-
 Event = Stop | StartAgain | DeleteAgain | CredentialCheck | Update | Recovered
 
 
@@ -143,13 +126,9 @@ class Daemon:
         self.orchestrator: Orchestrator | None = None
         self.watches: Watches | None = None
         self._start_failures = 0
-        self._delete_failures = 0
-        self._delete_state = ""
-        """Where the delete policy is: "expiring" (the hook taken off before the
-        credential expires), "unhooked" (deleted without the hook: not run),
-        "drain" (CAPI drains), "running", "retry" (its DeleteAgain is due), "person"
-        (a permanent failure: a restart runs it again), "release" (done; taking the
-        hook off is due again), "done"."""
+        self.deleting = DeleteLifecycle(host, self.events.put,
+                                        lambda: (self.session, self.orchestrator))
+        """The pre-terminate hook and the delete policy."""
         self._changed: str | None = None
         """The configuration change a bootstrap tried again later is for."""
 
@@ -234,7 +213,7 @@ class Daemon:
                 orchestrator.conditions.set(SUMMARY, "False", Reason.ConfigInvalid, str(err))
             # else: a joined node keeps working as it is, and its readiness gate stays
             # (as when a change is refused while running).
-            _publisher(orchestrator)(True)
+            publisher(orchestrator)(True)
             self._start_watching()
             return EXIT_OK
         except ConfigError as err:
@@ -256,11 +235,11 @@ class Daemon:
         if machine is not None and cleaned_up(orchestrator.journal, machine.facts.uid):
             log.info("Machine %s/%s was deleted and this node cleaned up: no bootstrap",
                      machine.facts.namespace, machine.facts.name)
-            _publisher(orchestrator)(True)  # READY=1 with the outcome known so far
+            publisher(orchestrator)(True)  # READY=1 with the outcome known so far
         elif machine is not None and machine.deletion_timestamp:
             log.info("Machine %s/%s is being deleted (since %s): no bootstrap",
                      machine.facts.namespace, machine.facts.name, machine.deletion_timestamp)
-            _publisher(orchestrator)(True)
+            publisher(orchestrator)(True)
         else:
             # After a change, AgentConfigApplied goes out with the final report.
             result = orchestrator.run(summarize=changed is None)
@@ -304,18 +283,9 @@ class Daemon:
 
     def _start_again_later(self) -> None:
         self._start_failures += 1
-        pause = self._put_later(StartAgain(), START_BACKOFF, self._start_failures)
+        pause = START_BACKOFF.delay(min(self._start_failures, 10))
+        put_after(self.events.put, pause, StartAgain())
         log.info("trying the bootstrap again in %.0fs", pause)
-
-    def _put_later(self, event: StartAgain | DeleteAgain, backoff: Backoff,
-                   failures: int) -> float:
-        """Put `event` on the queue after the backoff's pause for that many failures (a
-        daemon timer: a stop does not wait for it); returns the pause."""
-        pause = backoff.delay(min(failures, 10))
-        timer = threading.Timer(pause, self.events.put, (event,))
-        timer.daemon = True
-        timer.start()
-        return pause
 
     def _report_summary(self, reason: Reason, message: str) -> None:
         """Say why the bootstrap could not start, where `status` and systemd look."""
@@ -338,8 +308,8 @@ class Daemon:
         # CAPI past that point; taken off, CAPI would go on without the delete policy.
         if not session.machine.deletion_timestamp:
             held = lifecycle.watch and bool(lifecycle.on_delete.steps)
-            if self._hold_deletion(held) and held:
-                self._check_credential()
+            if self.deleting.hold(held) and held:
+                self.deleting.check_credential()
         if not lifecycle.watch:
             return
         self.watches = Watches(session.client, session.machine, self.events.put)
@@ -362,13 +332,9 @@ class Daemon:
         if isinstance(event, StartAgain):
             return self._bootstrap()
         if isinstance(event, DeleteAgain):
-            if self._delete_state == "retry":
-                self._run_delete_policy()
-            elif self._delete_state == "release":
-                self._release_hook()
-            return EXIT_OK
-        if isinstance(event, CredentialCheck):
-            self._check_credential()
+            self.deleting.again()
+        elif isinstance(event, CredentialCheck):
+            self.deleting.check_credential()
         elif isinstance(event, Recovered):
             self._flush_reports()
         elif isinstance(event, Update) and event.source == MACHINE:
@@ -391,7 +357,7 @@ class Daemon:
         if obj is None:
             log.info("Machine %s/%s is gone", session.machine.facts.namespace,
                      session.machine.facts.name)
-            self._delete_state = ""  # a pending DeleteAgain does nothing
+            self.deleting.gone()
             return
         try:
             meta = machine_shape(obj)
@@ -401,7 +367,9 @@ class Daemon:
         if meta.uid != session.machine.facts.uid:
             return  # a new Machine of the same name is not this node's
         if meta.deletion_timestamp:
-            self._on_delete(obj)
+            if self.watches is not None:
+                self.watches.follow_config(None)  # no reconfiguration of a node going away
+            self.deleting.on_delete(obj)
             return
         ref = config_ref(session.machine.facts.namespace, session.machine.facts.name,
                          meta.annotations)
@@ -414,135 +382,6 @@ class Daemon:
         ref = self.watches.config_ref if self.watches else None
         if ref is not None:
             self._reconfigure(ref.source(obj))
-
-    def _on_delete(self, obj: dict[str, Any]) -> None:
-        session, orchestrator = self.session, self.orchestrator
-        assert session is not None and session.machine is not None
-        assert orchestrator is not None
-        facts = session.machine.facts
-        if self.watches is not None:
-            self.watches.follow_config(None)  # no reconfiguration of a node going away
-        if cleaned_up(orchestrator.journal, facts.uid):
-            if hooked(obj) and self._delete_state != "release":
-                self._release_hook()  # cleaned up, but stopped before the hook was off
-            return
-        if not hooked(obj):
-            if self._delete_state != "unhooked":
-                log.warning("Machine %s/%s is being deleted without the agent's "
-                            "pre-terminate hook (%s): CAPI does not wait for the delete "
-                            "policy; the node is left as it is", facts.namespace,
-                            facts.name, HOOK)
-                self._delete_state = "unhooked"
-            return
-        if not waiting_for_hook(obj):
-            if self._delete_state != "drain":
-                log.info("Machine %s/%s is being deleted: spec.lifecycle.onDelete runs "
-                         "once CAPI has drained the Node and waits on pre-terminate hooks",
-                         facts.namespace, facts.name)
-                self._delete_state = "drain"
-            return
-        if self._delete_state in ("retry", "person"):
-            return  # DeleteAgain runs it again; or a person decides
-        self._run_delete_policy()
-
-    def _run_delete_policy(self) -> None:
-        with node_lock(self.host, "daemon (delete policy)"):
-            self._run_delete_policy_locked()
-
-    def _run_delete_policy_locked(self) -> None:
-        session, orchestrator = self.session, self.orchestrator
-        assert session is not None and session.machine is not None
-        assert orchestrator is not None
-        facts = session.machine.facts
-        log.info("Machine %s/%s is being deleted and CAPI waits on pre-terminate hooks: "
-                 "running spec.lifecycle.onDelete", facts.namespace, facts.name)
-        self._delete_state = "running"
-        error = DeletePolicy(self.host, session.loaded.config, orchestrator.journal,
-                             orchestrator.conditions, _publisher(orchestrator), facts.uid,
-                             PluginEnv(self.host, facts, session.client),
-                             orchestrator.results).run()
-        if error is None:
-            self._release_hook()
-        elif error.temporary:
-            self._delete_state = "retry"
-            pause = self._delete_again_later()
-            log.info("running spec.lifecycle.onDelete again in %.0fs; the pre-terminate "
-                     "hook holds the Machine meanwhile", pause)
-        else:
-            self._delete_state = "person"
-            log.error("spec.lifecycle.onDelete stopped; the pre-terminate hook holds "
-                      "Machine %s/%s: restart the service to try again, or remove its "
-                      "annotation %s to let CAPI delete it without the cleanup",
-                      facts.namespace, facts.name, HOOK)
-
-    def _release_hook(self) -> None:
-        """The node is cleaned up: CAPI may go on. Tried again until the hook is off (a
-        watch that resumes after an outage brings no update of an unchanged Machine)."""
-        if self._hold_deletion(False):
-            self._delete_state = "done"
-            return
-        self._delete_state = "release"
-        pause = self._delete_again_later()
-        log.info("taking the pre-terminate hook off again in %.0fs", pause)
-
-    def _check_credential(self) -> None:
-        """Take the hook off before the credential expires unless it was rotated; put it
-        back once a rotated one appears (agent.daemon.deletion, "A credential that
-        expires"). A timer, set for when it is due, brings the next check."""
-        session, orchestrator = self.session, self.orchestrator
-        if session is None or session.client is None or orchestrator is None:
-            return
-        if self._delete_state in ("running", "retry", "person", "release", "done"):
-            return  # the delete policy owns the hook now
-        due = hook_release_due(session.client.creds)
-        if due is None:
-            return
-        now = self.host.clock.now()
-        if due > now:
-            if self._delete_state == "expiring" and self._hold_deletion(True):
-                self._delete_state = ""
-                log.info("the credential was rotated: the pre-terminate hook is on again")
-            self._credential_check_in((due - now).total_seconds())
-            return
-        # look again later: a rotated token puts the hook back on
-        self._credential_check_in(CREDENTIAL_RECHECK)
-        if self._delete_state == "expiring" or not self._hold_deletion(False):
-            return
-        self._delete_state = "expiring"
-        message = (f"the management credential expires at "
-                   f"{(due + dt.timedelta(seconds=EXPIRY_MARGIN)):%Y-%m-%dT%H:%M:%SZ} and "
-                   f"was not rotated: the pre-terminate hook {HOOK} was taken off so that a "
-                   "deletion of this Machine is not held for ever; spec.lifecycle.onDelete "
-                   "will not run")
-        log.error("%s", message)
-        orchestrator.conditions.set(DELETION_SUMMARY, "False", Reason.CredentialExpiring,
-                                    message)
-        _publisher(orchestrator)(True)
-
-    def _credential_check_in(self, seconds: float) -> None:
-        timer = threading.Timer(max(0.0, seconds), self.events.put, (CredentialCheck(),))
-        timer.daemon = True
-        timer.start()
-
-    def _delete_again_later(self) -> float:
-        self._delete_failures += 1
-        return self._put_later(DeleteAgain(), DELETE_BACKOFF, self._delete_failures)
-
-    def _hold_deletion(self, held: bool) -> bool:
-        """Put the agent's pre-terminate hook on its Machine or take it off; whether
-        that was done."""
-        session = self.session
-        assert session is not None and session.machine is not None
-        assert session.client is not None
-        try:
-            hold(session.client, session.machine, held)
-            return True
-        except AgentError as err:
-            # Not put on (e.g. an RBAC without patch on machines): CAPI will not wait for
-            # the delete policy; the next start tries again.
-            log.error("could not %s the pre-terminate hook %s: %s",
-                      "put on" if held else "take off", HOOK, err)
-            return False
 
     def _reconfigure(self, source: ManagementSource | None) -> None:
         with node_lock(self.host, "daemon (reconfigure)"):
@@ -562,16 +401,5 @@ class Daemon:
             self.host, self.session, source, self._orchestrator, self.orchestrator)
 
 
-def _publisher(orchestrator: Orchestrator) -> Callable[[bool], None]:
-    def publish(final: bool) -> None:
-        for reporter in orchestrator.reporters:
-            reporter.publish(orchestrator.conditions.all(), final)
-    return publish
-
-
 START_BACKOFF = Backoff(base=2.0, cap=300.0, attempts=0)
 """Pauses before another bootstrap after a temporary failure."""
-DELETE_BACKOFF = Backoff(base=2.0, cap=300.0, attempts=0)
-CREDENTIAL_RECHECK = 300.0
-"""Seconds between looks for a rotated credential once the hook came off for its expiry."""
-"""Pauses before the delete policy runs again after a temporary failure."""

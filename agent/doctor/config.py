@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from agent.config.sources import BAKED_FILE, DROP_IN_DIR, default_sources
+from agent.config.sources.chain import default_sources
+from agent.config.sources.files import BAKED_FILE, DROP_IN_DIR
 from agent.errors import AgentError, ConfigError
 from agent.phases.checks import Check, Doctor
 from agent.session import load

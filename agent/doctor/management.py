@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent.config.sources import default_sources
+from agent.config.sources.chain import default_sources
 from agent.errors import AgentError, ConfigError
 from agent.kube.claims import claim_key, claim_name
 from agent.kube.client import Client, resource_path

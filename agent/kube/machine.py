@@ -24,8 +24,8 @@ from urllib.parse import quote
 
 from agent import dmi
 from agent.config import checks
+from agent.config.fragment import Fragment, parse_fragment
 from agent.config.identity import IdentitySpec
-from agent.config.sources import Fragment, parse_fragment
 from agent.errors import FieldError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.kube.claims import UID
@@ -70,7 +70,7 @@ class MachineView:
 
 @dataclass(frozen=True)
 class ManagementSource:
-    """A config Source (agent.config.sources) holding the text read from a ConfigMap or
+    """A config Source (agent.config.sources.chain) holding the text read from a ConfigMap or
     Secret, or the problem met reading it; its origin names the object."""
 
     origin: str

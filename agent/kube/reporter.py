@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from agent.errors import AgentError
 from agent.host import Host
@@ -33,29 +33,13 @@ from agent.kube.client import Client
 from agent.kube.errors import AlreadyExists, Unauthorized
 from agent.kube.events import clip, events_path, transition_event
 from agent.kube.machine import GROUP, MachineView
+from agent.report import MAX_MESSAGE, Condition
 from agent.retry import Backoff
 from agent.state import Journal, Section
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 10240
-"""Within v1beta1's limit, so the message fits either API version."""
 DELIVERY_BACKOFF = Backoff(base=1.0, cap=30.0, attempts=8)
-
-
-class ConditionLike(Protocol):
-    """agent.report.Condition, as seen from this (lower) layer."""
-
-    @property
-    def type(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def message(self) -> str: ...
-    @property
-    def last_transition_time(self) -> str: ...
 
 
 @dataclass
@@ -124,7 +108,7 @@ class MachineReporter:
         """Whether something is not delivered yet."""
         return self.state.pending
 
-    def publish(self, conditions: Sequence[ConditionLike], final: bool) -> None:
+    def publish(self, conditions: Sequence[Condition], final: bool) -> None:
         with self._lock:
             evented = len(self.state.events)
             self._record(conditions)
@@ -164,11 +148,11 @@ class MachineReporter:
 
     # -- recording --------------------------------------------------------------------
 
-    def _record(self, conditions: Sequence[ConditionLike]) -> None:
+    def _record(self, conditions: Sequence[Condition]) -> None:
         state = self.state
         for c in conditions:
             entry = {"type": c.type, "status": c.status, "reason": c.reason,
-                     "message": clip(c.message, MAX_MESSAGE_BYTES),
+                     "message": clip(c.message, MAX_MESSAGE),
                      "lastTransitionTime": c.last_transition_time,
                      "observedGeneration": self.machine.generation}
             if state.conditions.get(c.type) != entry:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import REASONS, Reason
 from agent.host import Host
-from agent.phases.base import Phase, PhaseContext, Results
+from agent.phases.context import PhaseContext, ResultReader, Results
 from agent.state import Journal, PhaseRecord
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class Doctor:
     machine: MachineView | None = None
     management_problem: str | None = None
     """Why the management cluster could not be used, for the checks that need it."""
-    phases: list[Phase] = field(default_factory=list)
+    phases: Sequence[ResultReader] = ()
     """The phases in pipeline order (the registry's)."""
 
     @property

@@ -73,6 +73,10 @@ def _load_plugin(ep: Any) -> type[Phase]:
         raise _refused(f"{where} is not a Phase named {ep.name!r}",
                        "the entry point must name a Phase subclass whose name is the entry "
                        "point's")
+    if not cls.success.info.healthy:
+        raise _refused(f"{where}: its success reason {cls.success} says something is wrong",
+                       "the phase's `success` must be a reason that says nothing is wrong "
+                       "(Completed)")
     return cls
 
 
@@ -127,6 +131,11 @@ def load() -> list[Phase]:
     plugins = [_load_plugin(ep) for ep in _plugins()]
     classes.update((cls.name, cls) for cls in plugins)
     return [classes[name]() for name in _order(plugins)]
+
+
+def conditions() -> tuple[str, ...]:
+    """Every phase's condition type (its `condition`), in the order the phases run."""
+    return tuple(p.condition for p in load())
 
 
 def config_problems(document: dict[str, Any], phases: list[Phase]) -> Iterator[

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from agent.phases import registry
 from agent.report import NODE_READY, SUMMARY
 from machine_agent_sandbox.cleanup import leftovers
 from machine_agent_sandbox.cluster import NAMESPACE
@@ -26,7 +27,8 @@ from machine_agent_sandbox.netns import DATA_LINK
 from machine_agent_sandbox.node import Node
 from machine_agent_sandbox.sandbox import Sandbox
 
-PHASE_CONDITIONS = ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady")
+PHASE_CONDITIONS = registry.conditions()
+"""The conditions the phases set, from the registry."""
 
 
 def say(text: str = "") -> None:

@@ -21,7 +21,10 @@ from machine_agent_sandbox.netns import DATA_LINK
 from machine_agent_sandbox.node import Node
 from machine_agent_sandbox.sandbox import Sandbox
 
-PHASE_CONDITIONS = ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady")
+from agent.phases import registry
+
+PHASE_CONDITIONS = registry.conditions()
+"""The conditions the phases set, from the registry."""
 _EFFECT = re.compile(r" effect \d+: (.*)$")
 BOOKKEEPING = ("write /var/lib/machine-agent/", "mkdir /var/lib/machine-agent",
                "write /run/machine-agent/")

@@ -152,3 +152,23 @@ def test_the_pin_would_see_a_list_of_phase_names() -> None:
     assert _lists_of_phase_names(ast.parse('X = ("network", "cni")\n'
                                            'Y: Literal["time", "join"]\n'
                                            'Z = [E("time"), E("cni")]\n')) == [1, 2, 3]
+
+
+def test_a_run_whose_plugin_phase_completed_is_bootstrapped(
+        motd: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every phase done, the plugin's with the generic reason `Completed`: `status` says
+    bootstrapped and exits 0 (it said "with recoverable problems", 2)."""
+    builtin = ", ".join(e.name for e in registry.BUILTIN)
+    cfg = config(motd, f"spec:\n  skipPhases: [{builtin}]\n")
+    root = ["--root", str(motd)]
+    assert main([*root, "run", "-c", cfg]) == 0
+    capsys.readouterr()
+    assert main([*root, "status", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["outcome"] == "bootstrapped"
+    assert {c["type"]: c["reason"] for c in doc["conditions"]}["MotdWritten"] == "Completed"
+
+
+def test_every_phase_succeeds_with_a_reason_that_says_nothing_is_wrong(motd: Path) -> None:
+    assert {p.name: str(p.success) for p in registry.load()
+            if not p.success.info.healthy} == {}

@@ -9,12 +9,13 @@ import json
 import os
 from collections.abc import Iterator
 
+from agent.phases.base import Phase
 from agent.phases.checks import Check, Doctor
 
 PHASE = "cni"
 
 
-def checks(doctor: Doctor) -> Iterator[Check]:
+def checks(phase: Phase, doctor: Doctor) -> Iterator[Check]:
     if doctor.config is None or "cni" in doctor.config.spec.skip_phases:
         return
     spec = doctor.config.spec.cni

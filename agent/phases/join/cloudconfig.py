@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import checks
-from agent.config.sources import yaml_structure_problem
+from agent.config.fragment import yaml_structure_problem
 from agent.errors import PermanentError, Reason, shown
 
 SENTINEL = "/run/cluster-api/bootstrap-success.complete"

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from agent.errors import AgentError
 from agent.kube.workload import KUBELET_CONF
+from agent.phases.base import Phase
 from agent.phases.checks import Check, Doctor, from_last_run, not_checked
 from agent.phases.join.managed import node_state
 from agent.phases.join.preflight import PreflightInputs, is_ignored, preflight_results
@@ -16,7 +17,7 @@ from agent.phases.join.source import resolve
 PHASE = "join"
 
 
-def checks(doctor: Doctor) -> Iterator[Check]:
+def checks(phase: Phase, doctor: Doctor) -> Iterator[Check]:
     config = doctor.config
     if config is None:
         return

@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.config import checks
+from agent.config.fragment import yaml_structure_problem
 from agent.config.join import DEFAULT_CRI_SOCKET, ControlPlaneJoin, JoinSpec, Taint
-from agent.config.sources import yaml_structure_problem
 from agent.errors import PermanentError, Reason, shown
 from agent.logs import REDACTED
 from agent.templating import render

@@ -24,6 +24,7 @@ from agent.kube.workload import KUBELET_CONF
 from agent.logs import REDACT
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
+from agent.phases.join.doctor import checks
 from agent.phases.join.managed import ManagedJoin, node_state, owner_ids
 from agent.phases.join.node import confirm_node
 from agent.phases.join.preflight import PreflightInputs, run_preflight
@@ -54,9 +55,7 @@ class JoinPhase(PhaseOf[JoinResult]):
     Result = JoinResult
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
-        from agent.phases.join.doctor import checks  # it imports this module
-
-        return checks(doctor)
+        return checks(self, doctor)
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         source = resolve(ctx.config, ctx.machine, ctx.host)

@@ -15,12 +15,12 @@ from agent.errors import AgentError, Reason
 from agent.netlink.observe import observe
 from agent.netlink.probe import arp_conflicts
 from agent.netlink.rtnl import connect
+from agent.phases.base import Phase
 from agent.phases.checks import Check, Doctor, Status, from_last_run, not_checked
-from agent.phases.network import NetworkPhase
 from agent.phases.network.claims import held_allocations
+from agent.phases.network.live import is_live
 from agent.phases.network.match import resolve_names
 from agent.phases.network.model import build_plan
-from agent.phases.network.phase import is_live
 from agent.phases.network.verify import (
     gateway_resolves,
     management_accepts,
@@ -33,7 +33,8 @@ PROBE_TIMEOUT = 3.0
 """Seconds doctor waits for a gateway or the management endpoint at most."""
 
 
-def checks(doctor: Doctor) -> Iterator[Check]:
+def checks(phase: Phase, doctor: Doctor) -> Iterator[Check]:
+    """`phase` is the network phase, given by it: its plan is compared with the node."""
     config = doctor.config
     if config is None:
         return
@@ -75,7 +76,7 @@ def checks(doctor: Doctor) -> Iterator[Check]:
     if live and len(names) < len(netplan.links):
         yield not_checked(PHASE, "plan", "an interface does not match")
     else:
-        yield _plan(doctor, missing, not_yet)
+        yield _plan(phase, doctor, missing, not_yet)
     if not live:
         return
     clock, timeout = host.clock, min(float(spec.verify.timeout), PROBE_TIMEOUT)
@@ -133,10 +134,10 @@ def checks(doctor: Doctor) -> Iterator[Check]:
                         f"{reached} port {endpoint[1]} accepts TCP from the node")
 
 
-def _plan(doctor: Doctor, missing: Status, not_yet: str) -> Check:
+def _plan(phase: Phase, doctor: Doctor, missing: Status, not_yet: str) -> Check:
     """What `machine-agent plan` would change: nothing, on a node as configured."""
     try:
-        plan = NetworkPhase().plan(doctor.phase_context())
+        plan = phase.plan(doctor.phase_context())
     except AgentError as err:
         return Check(PHASE, "plan", "fail", f"cannot plan: {err.message}", err.hint or "")
     if not plan.changes:

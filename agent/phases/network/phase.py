@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.config.network import CLOUD_INIT, NetworkSpec
@@ -26,6 +25,8 @@ from agent.netlink.rtnl import connect
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.network.apply import Diff, Executor, NetOp, forward, rollback
 from agent.phases.network.claims import claim_addresses, held_allocations
+from agent.phases.network.doctor import checks
+from agent.phases.network.live import is_live
 from agent.phases.network.match import resolve_names
 from agent.phases.network.model import NetworkPlan, build_plan
 from agent.phases.network.render import (
@@ -52,10 +53,6 @@ ROLLBACK_ROUNDS = 4
 """Rollback re-observes after each round: the kernel drops routes with their address."""
 
 
-def is_live(host: Host) -> bool:
-    return host.netns is not None or host.root == Path("/")
-
-
 class AddressConflict(PermanentError):
     reason = Reason.AddressConflict
 
@@ -68,9 +65,7 @@ class NetworkPhase(PhaseOf[NetworkResult]):
     reconfigurable = True
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
-        from agent.phases.network.doctor import checks  # it imports this module
-
-        return checks(doctor)
+        return checks(self, doctor)
 
     def __init__(self) -> None:
         self._result = NetworkResult()

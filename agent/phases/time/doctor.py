@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from agent.errors import AgentError
+from agent.phases.base import Phase
 from agent.phases.checks import Check, Doctor, Status
-from agent.phases.time import TimePhase
+from agent.phases.time.clock import clock_state
 from agent.phases.time.gate import opens
 from agent.phases.time.ntpcheck import QUERY_TIMEOUT, check_servers, format_seconds
-from agent.phases.time.phase import clock_state
 
 PHASE = "time"
 
 
-def checks(doctor: Doctor) -> Iterator[Check]:
+def checks(phase: Phase, doctor: Doctor) -> Iterator[Check]:
+    """`phase` is the time phase, given by it: its plan is compared with the node."""
     if doctor.config is None:
         return
     spec = doctor.config.spec.time
@@ -25,7 +26,7 @@ def checks(doctor: Doctor) -> Iterator[Check]:
                     "configuration is left alone")
         return
     try:
-        plan = TimePhase().plan(doctor.phase_context())
+        plan = phase.plan(doctor.phase_context())
     except AgentError as err:
         yield Check(PHASE, "config", "fail", f"cannot plan: {err.message}", err.hint or "")
     else:

@@ -19,7 +19,9 @@ from agent.errors import AgentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.time import chronyc
-from agent.phases.time.gate import ClockState, GateOutcome, wait_until_synchronised
+from agent.phases.time.clock import clock_state
+from agent.phases.time.doctor import checks
+from agent.phases.time.gate import GateOutcome, wait_until_synchronised
 from agent.phases.time.ntpcheck import (
     QUERY_TIMEOUT,
     ServerCheck,
@@ -45,9 +47,7 @@ class TimePhase(PhaseOf[TimeResult]):
     reconfigurable = True
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
-        from agent.phases.time.doctor import checks  # it imports this module
-
-        return checks(doctor)
+        return checks(self, doctor)
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
         spec = ctx.config.spec.time
@@ -151,23 +151,6 @@ def _restart(unit: str) -> Callable[[Host], None]:
     def restart(host: Host) -> None:
         host.systemctl("restart", unit)
     return restart
-
-
-def clock_state(host: Host, spec: TimeSpec, checks: list[ServerCheck]) -> ClockState:
-    """The time daemon's view of the clock, read once (the gate and `doctor` use it)."""
-    if spec.renderer == "chrony":
-        t = chronyc.read_tracking(host, spec.chrony)
-        return ClockState(t.synchronised, t.offset, t.reference, t.stratum, t.leap)
-    # timesyncd reports only whether it is synchronised; the offset is the one measured
-    # against the first reachable server.
-    answer = host.run(["timedatectl", "show", "--property=NTPSynchronized", "--value"],
-                      timeout=chronyc.COMMAND_TIMEOUT, check=False, mutates=False)
-    synced = answer.ok and answer.stdout.strip() == "yes"
-    status = "synchronised" if synced else "Not synchronised"
-    best = next((c for c in checks if c.reachable), None)
-    if best is None:
-        return ClockState(synced, None, status=status)
-    return ClockState(synced, best.offset, best.server, best.stratum or 0, status)
 
 
 def _chrony_sources(host: Host, spec: TimeSpec) -> list[chronyc.Source]:

@@ -15,6 +15,7 @@ import yaml
 from machine_agent_sandbox.files import write_atomic
 
 from .auth import ADMIN_USER, MASTERS, Tokens, generate_tls, service_account_user
+from .context import Context
 from .faults import Counters, Faults
 from .gc import GarbageCollector
 from .ipampool import PoolController
@@ -22,7 +23,7 @@ from .leases import LeaseRenewer
 from .objects import Call, Objects
 from .rbac import Authorizer
 from .resources import Registry
-from .server import Context, Server
+from .server import Server
 from .store import Store
 
 Obj = dict[str, Any]

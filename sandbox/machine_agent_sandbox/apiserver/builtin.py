@@ -11,7 +11,7 @@ from . import meta as mt
 from .resources import Registry, ResourceType
 
 if TYPE_CHECKING:
-    from .objects import Objects
+    from .store import Store
 
 Obj = dict[str, Any]
 
@@ -46,9 +46,9 @@ def on_create(registry: Registry, res: ResourceType, obj: Obj) -> None:
                                  "the initial names have been accepted"))]}
 
 
-def orphan_dependents(objects: Objects, owner_uid: str) -> None:
+def orphan_dependents(store: Store, owner_uid: str) -> None:
     """DELETE with propagationPolicy=Orphan: drop the owner reference from dependents."""
-    for res_id, obj in objects.store.all_objects():
+    for res_id, obj in store.all_objects():
         refs = obj["metadata"].get("ownerReferences") or []
         kept = [r for r in refs if r.get("uid") != owner_uid]
         if len(kept) != len(refs):
@@ -56,10 +56,10 @@ def orphan_dependents(objects: Objects, owner_uid: str) -> None:
                 obj["metadata"]["ownerReferences"] = kept
             else:
                 del obj["metadata"]["ownerReferences"]
-            objects.store.put(res_id, obj)
+            store.put(res_id, obj)
 
 
-def terminate_namespace(objects: Objects, ns: Obj) -> Obj:
+def terminate_namespace(store: Store, ns: Obj) -> Obj:
     """Namespaces go Terminating; the garbage collector empties and removes them."""
     if mt.deleting(ns):
         return ns
@@ -67,4 +67,4 @@ def terminate_namespace(objects: Objects, ns: Obj) -> Obj:
     new["metadata"]["deletionTimestamp"] = mt.now()
     new["metadata"]["deletionGracePeriodSeconds"] = 0
     new.setdefault("status", {})["phase"] = "Terminating"
-    return objects.store.put("/namespaces", new)
+    return store.put("/namespaces", new)

@@ -509,9 +509,9 @@ class Objects:
                 return Reply(200, st.success_status(call.name, call.res.group,
                                                     call.res.plural, meta.get("uid", "")))
             if policy == "Orphan":
-                builtin.orphan_dependents(self, meta.get("uid", ""))
+                builtin.orphan_dependents(self.store, meta.get("uid", ""))
             if call.res.plural == "namespaces" and not call.res.group:
-                return Reply(200, self.output(call, builtin.terminate_namespace(self, old)))
+                return Reply(200, self.output(call, builtin.terminate_namespace(self.store, old)))
             if mt.finalizers(old) or policy == "Foreground":
                 if mt.deleting(old):
                     return Reply(200, self.output(call, old))

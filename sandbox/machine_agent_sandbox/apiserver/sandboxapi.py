@@ -18,7 +18,7 @@ from . import status as st
 from .auth import User
 
 if TYPE_CHECKING:
-    from .server import Context
+    from .context import Context
 
 Obj = dict[str, Any]
 

@@ -10,17 +10,17 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from . import decoding, discovery, reviews, routes, sandboxapi, tables, watch
 from . import status as st
-from .auth import ANONYMOUS_USER, Tokens, User
-from .faults import Counters, Fault, Faults
-from .objects import Call, Objects, Reply
-from .rbac import Attributes, Authorizer, denial
+from .auth import ANONYMOUS_USER, User
+from .context import Context
+from .faults import Fault
+from .objects import Call, Reply
+from .rbac import Attributes, denial
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -38,18 +38,6 @@ terminating) keeps its tokens valid."""
 def _epoch(timestamp: str) -> float:
     return datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(
         tzinfo=datetime.UTC).timestamp()
-
-
-@dataclass
-class Context:
-    objects: Objects
-    tokens: Tokens
-    authorizer: Authorizer
-    faults: Faults
-    counters: Counters
-    bookmark_interval: float
-    address: str = ""
-    stop: threading.Event = field(default_factory=threading.Event)
 
 
 class Server(ThreadingHTTPServer):

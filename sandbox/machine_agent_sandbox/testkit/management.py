@@ -20,6 +20,7 @@ import yaml
 
 from agent.host import Clock
 from agent.kube.rbac import NodeIdentity, render_node_rbac
+from agent.phases import registry
 from machine_agent_sandbox.testkit.bootstrap import bootstrap_secret as secret_holding
 from machine_agent_sandbox.testkit.bootstrap import cloud_config
 
@@ -27,7 +28,8 @@ REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
 MACHINE, CLUSTER, SECRET, CONFIGMAP = "worker-0", "c1", "worker-0-bootstrap", "worker-0-agent"
 HOST_UUID = "4c4c4544-0042-3510-8051-b7c04f565a31"
 CAPI_MANAGER = "capi-machine-controller"
-PHASE_CONDITIONS = ("NetworkReady", "TimeSynchronized", "NodeJoined", "CNIReady")
+PHASE_CONDITIONS = registry.conditions()
+"""The conditions the phases set, from the registry."""
 NODE_CONFIG = """apiVersion: machine-agent.io/v1alpha1
 kind: AgentConfig
 spec:

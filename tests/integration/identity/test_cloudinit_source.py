@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import default_sources, load_config
-from agent.config.cloudinit import CloudInitSource
+from agent.config.sources.cloudinit import CloudInitSource
 from agent.errors import ConfigError, Reason, TemporaryError
 from agent.host import Clock, Host
 from tests.integration.identity.nocloud import (

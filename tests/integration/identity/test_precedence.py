@@ -1,4 +1,4 @@
-"""One value from several sources resolves as agent/config/sources.py documents:
+"""One value from several sources resolves as agent/config/sources/chain.py documents:
 defaults < baked file < drop-ins < cloud-init < kernel command line (its file, then its
 parameter) < --config — and `config show --origin` names the winner."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.daemon import service
+from agent.daemon import delete_lifecycle
 from agent.daemon.deletion import EXPIRY_MARGIN, hook_release_due, token_expiry
 from agent.daemon.service import Daemon
 from agent.host import Host
@@ -71,33 +71,33 @@ def daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
                                                   publish=lambda c, final: published.append(
                                                       final))])
     hooks: list[bool] = []
-    monkeypatch.setattr(the_daemon, "_hold_deletion", lambda held: hooks.append(held) or True)
+    monkeypatch.setattr(the_daemon.deleting, "hold", lambda held: hooks.append(held) or True)
     timers: list[float] = []
-    monkeypatch.setattr(the_daemon, "_credential_check_in", timers.append)
+    monkeypatch.setattr(the_daemon.deleting, "check_credential_in", timers.append)
     return SimpleNamespace(daemon=the_daemon, token_file=token_file, clock=clock,
                            hooks=hooks, timers=timers)
 
 
 def test_an_expiring_credential_takes_the_hook_off_and_a_rotated_one_puts_it_back(
         daemon: Any) -> None:
-    assert service.CREDENTIAL_RECHECK > 0
+    assert delete_lifecycle.CREDENTIAL_RECHECK > 0
     daemon.token_file.write_text(jwt(NOW + dt.timedelta(hours=1)))
-    daemon.daemon._check_credential()
+    daemon.daemon.deleting.check_credential()
     assert daemon.hooks == [] and daemon.timers == [3600 - EXPIRY_MARGIN]  # not yet
     daemon.clock.at = NOW + dt.timedelta(minutes=55)  # the timer fired; not rotated
-    daemon.daemon._check_credential()
+    daemon.daemon.deleting.check_credential()
     assert daemon.hooks == [False]  # taken off while the credential still works
     said = daemon.daemon.orchestrator.conditions.get("NodeCleanedUp")
     assert (said.status, said.reason) == ("False", "CredentialExpiring")
     assert "was not rotated: the pre-terminate hook" in said.message
-    daemon.daemon._check_credential()  # checked again later: nothing more to do
+    daemon.daemon.deleting.check_credential()  # checked again later: nothing more to do
     assert daemon.hooks == [False]
     daemon.token_file.write_text(jwt(NOW + dt.timedelta(hours=3)))  # rotated at last
-    daemon.daemon._check_credential()
+    daemon.daemon.deleting.check_credential()
     assert daemon.hooks == [False, True]
 
 
 def test_an_opaque_token_sets_no_timer(daemon: Any) -> None:
     daemon.token_file.write_text("abcdef.0123456789abcdef")
-    daemon.daemon._check_credential()
+    daemon.daemon.deleting.check_credential()
     assert daemon.hooks == [] and daemon.timers == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import default_sources, load_config
-from agent.config.cmdline import split_cmdline
+from agent.config.sources.cmdline import split_cmdline
 from agent.errors import ConfigError
 from agent.host import Host
 

@@ -1,83 +1,24 @@
-"""Conditions and where they are published: the local status file, and (through
-`Reporter`s added by other modules) the Machine's status, Events, sd_notify."""
+"""The local status file `machine-agent status`, `status --wait` and `analyze` read."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
-from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from dataclasses import asdict
+from typing import Any
 
 from agent import records
-from agent.errors import Reason, StateError
+from agent.errors import StateError
 from agent.host import Host
-from agent.logs import REDACT
+from agent.report.conditions import Condition
 from agent.state import STATE_DIR
 
-SUMMARY = "NodeBootstrapped"
-"""The summary condition type; put it in Machine.spec.readinessGates."""
-NODE_READY = "WorkloadNodeReady"
-"""The Node's Ready condition as the cni phase saw it True on the workload cluster. The
-agent's own type: CAPI's controller owns `Ready`, `NodeReady` and `NodeHealthy`."""
 STATUS_FILE = f"{STATE_DIR}/status.json"
 log = logging.getLogger(__name__)
-SENTINEL = "/run/cluster-api/bootstrap-success.complete"
-"""The bootstrap provider contract's sentinel file (cluster-api docs/book/src/developer/
-providers/contracts/bootstrap-config.md, "Sentinel file"; CABPK's cloud-init runs
-`echo success > ...` after a successful join). Written here, by `Sentinel`, and nowhere
-else in the agent."""
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 """The kernel's id of this boot: the status file names the boot it was written in, since
 it outlives a reboot (`status --wait` must wait for this boot's outcome)."""
-MAX_MESSAGE = 10240
-"""Kept within v1beta1's limit so the message fits either API version."""
-
-Status = Literal["True", "False", "Unknown"]
-
-
-@dataclass(frozen=True)
-class Condition:
-    type: str
-    status: Status
-    reason: str
-    message: str
-    last_transition_time: str
-
-
-class Reporter(Protocol):
-    def publish(self, conditions: list[Condition], final: bool) -> None:
-        """Publish the current conditions; `final` when the run's outcome is known."""
-
-
-class Conditions:
-    """The current conditions. `lastTransitionTime` moves only when `status` changes."""
-
-    def __init__(self, host: Host, types: list[str],
-                 previous: list[Condition] | None = None) -> None:
-        self.host = host
-        self._by_type: dict[str, Condition] = {c.type: c for c in previous or []}
-        for kind in [*types, SUMMARY]:
-            if kind not in self._by_type:
-                self.set(kind, "Unknown", Reason.Pending, "not started")
-
-    def set(self, kind: str, status: Status, reason: Reason, message: str) -> Condition:
-        old = self._by_type.get(kind)
-        stamp = (old.last_transition_time if old is not None and old.status == status
-                 else self.host.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
-        text = REDACT(message)
-        if len(text) > MAX_MESSAGE:
-            text = text[: MAX_MESSAGE - 15] + " …(truncated)"
-        cond = Condition(kind, status, str(reason), text, stamp)
-        self._by_type[kind] = cond
-        return cond
-
-    def get(self, kind: str) -> Condition:
-        return self._by_type[kind]
-
-    def all(self) -> list[Condition]:
-        return list(self._by_type.values())
-
 
 class LocalStatus:
     """The status file `machine-agent status`, `status --wait` and `analyze` read: the
@@ -152,19 +93,6 @@ def _read_doc(host: Host) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None  # unreadable: a new file is written
     return doc if isinstance(doc, dict) else None
-
-
-class Sentinel:
-    """Writes CABPK's success sentinel once the run has finished with NodeBootstrapped
-    True, so tooling that waits for it keeps working."""
-
-    def __init__(self, host: Host) -> None:
-        self.host = host
-
-    def publish(self, conditions: list[Condition], final: bool) -> None:
-        done = any(c.type == SUMMARY and c.status == "True" for c in conditions)
-        if final and done and not self.host.exists(SENTINEL):
-            self.host.write_file(SENTINEL, "success\n", mode=0o644)
 
 
 def boot_id(host: Host) -> str | None:

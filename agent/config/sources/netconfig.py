@@ -4,16 +4,16 @@ configuration is decoded (the decoder then translates it like an inline one)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from agent.config import checks
+from agent.config.loaded import Origins
+from agent.config.network import CLOUD_INIT
+from agent.config.sources.cloudinit import datasource_network_config
 from agent.errors import FieldError, PermanentError
-
-if TYPE_CHECKING:
-    from agent.config.sources import Origins
-    from agent.host import Host
+from agent.host import Host
 
 FROM = "spec.network.networkConfigFrom"
 TARGET = "spec.network.networkConfig"
@@ -23,9 +23,6 @@ MAX_SIZE = 1024 * 1024
 def read_network_config(host: Host, document: dict[str, Any], origins: Origins,
                         errors: list[FieldError]) -> None:
     """Put the document `networkConfigFrom` names into `networkConfig` (in place)."""
-    from agent.config.cloudinit import datasource_network_config
-    from agent.config.network import CLOUD_INIT
-
     spec = document.get("spec")
     network = spec.get("network") if isinstance(spec, dict) else None
     source = network.get("networkConfigFrom") if isinstance(network, dict) else None

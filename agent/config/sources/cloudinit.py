@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent import records
-from agent.config.sources import Fragment, parse_fragment
+from agent.config.fragment import Fragment, parse_fragment
 from agent.errors import FieldError, Reason, TemporaryError
 from agent.host import Host
 

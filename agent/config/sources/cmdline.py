@@ -26,8 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from agent.config import checks
+from agent.config.fragment import Fragment
 from agent.config.model import API_VERSION, KIND
-from agent.config.sources import FileSource, Fragment
+from agent.config.sources.files import FileSource
 from agent.errors import FieldError
 from agent.host import Host
 
