@@ -53,6 +53,7 @@ class Reason(enum.StrEnum):
     CommandFailed = "CommandFailed"
     CommandTimeout = "CommandTimeout"
     InternalError = "InternalError"
+    NotOnImage = "NotOnImage"
     # management cluster
     ManagementUnreachable = "ManagementUnreachable"
     ManagementUnauthorized = "ManagementUnauthorized"
@@ -135,6 +136,12 @@ REASONS: dict[Reason, ReasonInfo] = {
         "/var/lib/machine-agent or a file a phase writes, as the message names.",
         "Free space, or remount read-write the file system holding the path the message "
         "names; the journal is intact."),
+    Reason.NotOnImage: ReasonInfo(
+        "An image tree (`--root` without `--netns`) was asked for what only the running "
+        "node has: a running service, its clock, its kernel or cluster membership, or a "
+        "program the image lacks.",
+        "Run the agent on the node, where it does this at first boot; or give --netns to "
+        "change a test namespace from this host."),
     Reason.CommandFailed: ReasonInfo(
         "A command the phase runs exited non-zero.",
         "Read the command's output tail in the message or `machine-agent status`."),

@@ -26,7 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, TypeVar
 
-from agent.errors import CommandError, CommandTimeoutError, PermanentError, StateError
+from agent.errors import (
+    CommandError,
+    CommandTimeoutError,
+    PermanentError,
+    Reason,
+    StateError,
+)
 from agent.hostpath import DEFAULT_READ_LIMIT, read_regular, resolve_in_root
 from agent.logs import REDACT, Redactor
 
@@ -194,16 +200,19 @@ class Host:
         p = PurePosixPath(system_path)
         if not p.is_absolute():
             raise PermanentError(f"path {str(system_path)!r} is not absolute",
+                                 reason=Reason.ConfigInvalid,
                                  hint="give a path starting with /")
         if ".." in p.parts or any("\n" in part or "\0" in part for part in p.parts):
             raise PermanentError(f"path {str(system_path)!r} is not a plain absolute "
-                                 "path", hint="no '..', newline or NUL in paths")
+                                 "path", reason=Reason.ConfigInvalid,
+                                 hint="no '..', newline or NUL in paths")
         if self.root == ROOT:  # the running node: the kernel resolves as it always does
             return self.root.joinpath(*p.parts[1:])
         try:
             return resolve_in_root(self.root, p.parts[1:], follow_last=follow_last)
         except OSError as err:
             raise PermanentError(f"path {system_path} under {self.root}: {err.strerror}",
+                                 reason=Reason.StateUnwritable,
                                  hint="fix the links in the tree") from err
 
     def exists(self, system_path: str) -> bool:
@@ -626,8 +635,7 @@ class Host:
                 self.effects.record(f"defer {shown}")
             return CommandResult(args, 0, f"deferred to first boot: {why}", "", 0.0)
         raise PermanentError(f"refused on the image tree {self.root}: {shown}: {why}",
-                             hint="run the agent on the node, or give --netns to change "
-                                  "a test namespace from this host")
+                             reason=Reason.NotOnImage)
 
     def _launched(self, args: tuple[str, ...], env: Mapping[str, str] | None,
                   timeout: float, sandboxed: bool) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from agent.phases.join.joinconfig import (
     render_join_configuration,
 )
 from agent.phases.join.managed import JoinTarget, kubeconfig_server
+from agent.phases.join.ondisk import read_node_file
 
 JOIN_CONFIG_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
 """Where CABPK puts the JoinConfiguration; the agent renders its own there too."""
@@ -80,7 +81,8 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
         notes = check_other_keys(cloud.other, config, data_format)
         join = cloud.join
         written = cloud.file(join.config_path)
-        text_or_none = written.content.decode() if written else host.read_text(join.config_path)
+        text_or_none = written.content.decode() if written else \
+            read_node_file(host, join.config_path, "the kubeadm config")
         if text_or_none is None:
             raise BootstrapDataError(f"the kubeadm config {join.config_path} is neither in "
                                      "the bootstrap data's write_files nor on the node")
@@ -92,8 +94,9 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
     if facts.api_server_endpoint:
         server: str | None = f"https://{facts.api_server_endpoint}"
     else:
-        server = kubeconfig_server(host.read_text(facts.kube_config_path)
-                                   if facts.kube_config_path else None)
+        server = kubeconfig_server(
+            read_node_file(host, facts.kube_config_path, "discovery.file.kubeConfigPath")
+            if facts.kube_config_path else None)
     name = facts.node_name or node_name
     if name is None:
         raise PermanentError("no node name: the JoinConfiguration names none and no "
