@@ -283,6 +283,12 @@ program killed by SIGPIPE has in the shell, without Python's traceback."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from agent.printable import PrintableStream
+
+    # Every line a command prints goes through printable(): no raw control character
+    # from a value (a command's output, bootstrap data) reaches the terminal.
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(stdout), PrintableStream(stderr)
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
@@ -294,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return EXIT_BROKEN_PIPE
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from agent.printable import printable
+
 SHOWN = 40
 """Characters of a value an error echoes: a hostile value may be megabytes."""
 
@@ -346,9 +348,11 @@ class FieldError:
     origin: str | None = None
 
     def __str__(self) -> str:
+        """One line: a key of the document (an interface's name, a unit's) may hold a
+        newline or an escape sequence, printed escaped."""
         where = f"{self.origin}: " if self.origin else ""
         tail = f" ({self.hint})" if self.hint else ""
-        return f"{where}{self.path}: {self.message}{tail}"
+        return printable(f"{where}{self.path}: {self.message}{tail}")
 
 
 MAX_LISTED = 50

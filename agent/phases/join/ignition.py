@@ -41,6 +41,7 @@ from agent.phases.join.cloudconfig import (
     WriteFile,
     shell_step,
 )
+from agent.printable import printable
 
 KUBEADM_UNIT = "kubeadm.service"
 SCRIPT = "/etc/kubeadm.sh"
@@ -96,7 +97,7 @@ def parse_ignition(text: str) -> CloudConfig:
         if name == KUBEADM_UNIT:
             runs_kubeadm = bool(unit.get("enabled"))
             continue
-        other[f"systemd.units.{name}"] = unit
+        other[f"systemd.units.{printable(name)}"] = unit  # a name is one line, escaped
     if not runs_kubeadm:
         raise BootstrapDataError(f"the ignition data does not enable {KUBEADM_UNIT}",
                                  hint="give CABPK's ignition output unchanged")
