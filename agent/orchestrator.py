@@ -181,12 +181,13 @@ class Orchestrator:
 
         spec = self.config.spec.retry
         backoff = Backoff(base=spec.initial_delay, cap=spec.max_delay, attempts=spec.attempts)
+        def retrying(err: AgentError, n: int, pause: float) -> None:
+            log.warning("attempt %d failed (%s); retrying in %.1fs", n, err, pause,
+                        extra={"phase": name, "reason": str(err.reason), "attempt": n})
+            self.journal.retrying(name)
+
         try:
-            out = retry(attempt, backoff, sleep=self.host.clock.sleep,
-                        on_retry=lambda err, n, pause: log.warning(
-                            "attempt %d failed (%s); retrying in %.1fs", n, err, pause,
-                            extra={"phase": name, "reason": str(err.reason),
-                                   "attempt": n}))
+            out = retry(attempt, backoff, sleep=self.host.clock.sleep, on_retry=retrying)
         except AgentError as err:
             return self._failed(phase, err.reason, str(err), err.temporary)
         except Exception as err:  # a bug: report it rather than die silently

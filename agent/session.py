@@ -33,6 +33,7 @@ from agent.orchestrator import Orchestrator
 from agent.phases import registry
 from agent.phases.base import Phase
 from agent.report import LocalStatus, Sentinel
+from agent.report.metrics import MetricsTextfile
 from agent.retry import Backoff, retry
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,10 @@ class Session:
             return orchestrator
         spec = self.loaded.config.spec.reporting
         orchestrator.reporters.append(LocalStatus(host))
+        if spec.metrics_textfile:  # after LocalStatus: it reads the timeline just written
+            orchestrator.reporters.append(MetricsTextfile(
+                host, orchestrator.journal, {p.condition: p.name for p in orchestrator.phases},
+                spec.metrics_textfile))
         if spec.sentinel:
             orchestrator.reporters.append(Sentinel(host))
         if self.machine is not None and self.client is not None and (

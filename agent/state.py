@@ -196,6 +196,12 @@ class Journal:
         self.save()
         return rec
 
+    def retrying(self, phase: str) -> None:
+        """One more attempt within the run (the retry helper's): counted with the runs',
+        so `status --long` and the metrics say how often the phase was tried."""
+        self.phases[phase].attempts += 1
+        self.save()
+
     def intend(self, phase: str, key: str, fingerprint: str) -> None:
         self.phases[phase].intents[key] = fingerprint
         self.save()

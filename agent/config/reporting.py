@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.config import checks
 from agent.config.fields import setting
 
 
@@ -13,3 +14,9 @@ class ReportingSpec:
     events: bool = setting("Record Events on phase transitions.", default=True)
     sentinel: bool = setting(
         "Write CABPK's /run/cluster-api/bootstrap-success.complete on success.", default=True)
+    metrics_textfile: str | None = setting(
+        "Where the run's metrics (machine_agent_*: phase durations, outcome, attempts) are "
+        "written after each run, for node_exporter's textfile collector; only where the "
+        "directory exists. null: never.",
+        default="/var/lib/prometheus/node-exporter/machine-agent.prom",
+        check=checks.absolute_path)

@@ -20,13 +20,14 @@ What it relies on was measured against NetBox 4.7.3 (tests/integration/netbox/RE
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agent.config import checks
 from agent.config.fields import Duration, setting
-from agent.errors import AgentError, shown
+from agent.errors import AgentError, PermanentError, Reason, shown
 from agent.ipam.base import (
     Allocation,
     ClaimRequest,
@@ -39,6 +40,7 @@ from agent.ipam.base import (
     validate_allocation,
 )
 from agent.logs import REDACT
+from agent.proxy import ProxyURLInvalid, requests_proxies
 from agent.tls import Trust, default_bundle, explain
 
 if TYPE_CHECKING:
@@ -125,7 +127,15 @@ class NetBoxPlugin:
         self._ca_file = str(env.host.path(options.ca_file)) if options.ca_file else None
         self._verify: str = self._ca_file or default_bundle(env.host.root)
         self._session = requests.Session()
-        self._session.trust_env = False  # no proxy or CA bundle from the environment
+        # No CA bundle or .netrc from the environment; the proxy, as the management
+        # client chooses one (HTTPS_PROXY, NO_PROXY with CIDRs, never for loopback).
+        self._session.trust_env = False
+        try:
+            self._session.proxies = requests_proxies(self.base, os.environ)
+        except ProxyURLInvalid as err:
+            raise PermanentError(f"netbox: the agent's environment: {err}",
+                                 reason=Reason.ConfigInvalid,
+                                 hint="fix or unset the variable") from err
 
     # -- the interface ----------------------------------------------------------------
 

@@ -24,7 +24,8 @@ from agent.errors import shown
 from agent.kube.bearer import read_token_file
 from agent.kube.bounded import loads
 from agent.kube.errors import Unreachable, error_from_status
-from agent.kube.kubeconfig import Credentials
+from agent.kube.kubeconfig import Credentials, proxy_settings
+from agent.kube.transport import Session
 from agent.logs import REDACT
 from agent.retry import Backoff, retry
 from agent.tls import Trust, default_bundle, explain
@@ -92,11 +93,11 @@ class Client:
         self.unanswered_since: float | None = None
         """When the server last stopped answering (None while it answers)."""
         if session is None:
-            from agent.kube.transport import Session
-
             session = Session()
-        # Proxies, CA bundles and .netrc from the environment must not change where the
-        # agent connects or what it trusts (a requests.Session reads them unless told).
+        if isinstance(session, Session):  # a requests.Session (tests) keeps its own
+            session.proxies = proxy_settings(creds)
+        # CA bundles and .netrc from the environment must not change what the agent
+        # trusts (a requests.Session reads them unless told); proxies are chosen above.
         session.trust_env = False
         if creds.tls_server_name:
             session.server_name = creds.tls_server_name

@@ -18,7 +18,9 @@ import base64
 import binascii
 import dataclasses
 import logging
+import os
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,7 @@ from agent.errors import PermanentError, Reason
 from agent.host import Host
 from agent.kube.bearer import MAX_TOKEN_FILE, TOKEN_FIX, token_problem
 from agent.logs import REDACT
+from agent.proxy import ProxySettings, ProxyURLInvalid, from_environment, parse_proxy_url
 from agent.tls import default_bundle
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,10 @@ class Credentials:
     trust_store: str | None = None
     """The operating system's CA bundle (agent.tls.default_bundle), used without ca_file
     (and only then looked up)."""
+    proxy_url: str | None = field(default=None, repr=False)
+    """A kubeconfig cluster's proxy-url (checked by agent.proxy.parse_proxy_url): every
+    request to this server goes through it; without it, the environment's proxies
+    (agent.proxy.from_environment)."""
     token_file: str | None = None
     """The real path the token was read from (spec.management.tokenFile, a kubeconfig
     user's tokenFile): read again on every 401 (agent.kube.client), as client-go does,
@@ -68,6 +75,19 @@ class Credentials:
         if self.client_cert and self.client_key:
             return (self.client_cert, self.client_key)
         return None
+
+
+def proxy_settings(creds: Credentials, environ: Mapping[str, str] | None = None
+                   ) -> ProxySettings:
+    """The proxies requests to `creds.server` take: its kubeconfig's proxy-url, else the
+    agent's environment (HTTPS_PROXY, NO_PROXY, ...: a systemd drop-in's Environment=)."""
+    try:
+        return from_environment(os.environ if environ is None else environ,
+                                explicit=creds.proxy_url)
+    except ProxyURLInvalid as err:
+        raise PermanentError(f"the agent's environment: {err}", reason=Reason.ConfigInvalid,
+                             hint="fix or unset the variable (the unit's Environment= or "
+                                  "a drop-in)") from err
 
 
 def _bad(where: str, message: str, hint: str) -> PermanentError:
@@ -192,6 +212,13 @@ def _from_kubeconfig(path: str, host: Host, allow_insecure: bool,
     if problem:
         raise _bad(where, f"tls-server-name: {problem}",
                    "give the name the server's certificate holds, without scheme or port")
+    proxy_url = cluster.get("proxy-url")
+    if proxy_url is not None:
+        try:
+            parse_proxy_url(str(proxy_url))
+        except ProxyURLInvalid as err:
+            raise _bad(where, f"proxy-url: {err}",
+                       "write the proxy as http://[user:password@]host:port") from err
     return Credentials(
         server.rstrip("/"),
         token=str(token) if token else None,
@@ -203,6 +230,7 @@ def _from_kubeconfig(path: str, host: Host, allow_insecure: bool,
                                                 where),
         insecure=insecure,
         tls_server_name=str(server_name) if server_name else None,
+        proxy_url=str(proxy_url) if proxy_url else None,
         token_file=str(host.path(token_file)) if token_file else None)
 
 

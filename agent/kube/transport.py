@@ -8,12 +8,14 @@ from two threads each have one), a connect and a read time-out, TLS verified aga
 CA file given (a cluster's CA, or the operating system's trust store that
 agent.tls.default_bundle found; with none, OpenSSL's default paths), a client
 certificate, a server name other than the URL's host (a kubeconfig's tls-server-name,
-also sent as SNI), and answers streamed by line (watches). Every answer is bounded
+also sent as SNI), answers streamed by line (watches), and HTTP proxies (a CONNECT
+tunnel for https; which proxy a URL takes is `agent.proxy`'s, decided by the caller from a
+kubeconfig's proxy-url and the environment). Every answer is bounded
 (agent/kube/bounded.py): its size, a watch line's length, and the time it takes: a
 request ends at its connect plus read time-out, however slowly the server sends.
-Verification is off only for `verify=False`, which the callers pass only when
-configured to. It never reads the
-environment (no proxy, no REQUESTS_CA_BUNDLE, no .netrc) and never follows a redirect.
+Verification is off only for `verify=False`, which the callers pass only when configured
+to. It reads no environment itself (no REQUESTS_CA_BUNDLE, no .netrc) and never follows a
+redirect.
 
 Failures are OSErrors (requests' exceptions are too, so a client given a requests
 session handles both alike): ssl.SSLError for TLS, TimeoutError, ConnectionError, and
@@ -33,6 +35,7 @@ from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
 from agent.kube.bounded import MAX_ANSWER, MAX_LINE, loads
+from agent.proxy import NONE, Proxy, ProxySettings
 
 
 class TransportError(OSError):
@@ -211,6 +214,10 @@ class _TLSConnection(http.client.HTTPSConnection):
             self.sock, server_hostname=self.server_name)
 
 
+_Key = tuple[str, str, int | None, Any, Any, Proxy | None]
+"""A pool's key: scheme, host, port, trust, client certificate, proxy."""
+
+
 class Session:
     """Connections to the servers asked, kept alive between requests; thread-safe."""
 
@@ -218,9 +225,11 @@ class Session:
     """Never read: the environment cannot change where the agent connects or what it
     trusts (the attribute is requests.Session's, for callers that set it)."""
 
-    def __init__(self, server_name: str | None = None) -> None:
+    def __init__(self, server_name: str | None = None,
+                 proxies: ProxySettings = NONE) -> None:
         self.server_name = server_name
-        self._idle: dict[tuple[str, str, int | None, Any, Any], list[
+        self.proxies = proxies
+        self._idle: dict[_Key, list[
             http.client.HTTPConnection]] = {}
         self._contexts: dict[tuple[Any, Any], ssl.SSLContext] = {}
         self._lock = threading.Lock()
@@ -240,9 +249,12 @@ class Session:
         if params:
             target += ("&" if "?" in target else "?") + urlencode(params)
         connect, read = timeout if isinstance(timeout, tuple) else (timeout, timeout)
+        proxy = self.proxies.for_url(parts.scheme, parts.hostname, parts.port)
         key = (parts.scheme, parts.hostname, parts.port,
                verify if parts.scheme == "https" else None,
-               cert if parts.scheme == "https" else None)
+               cert if parts.scheme == "https" else None, proxy)
+        if proxy is not None and parts.scheme == "http":
+            target = f"http://{parts.netloc}{target}"  # a proxy is asked the absolute URL
         conn = self._take(key) or self._connection(key, connect)
         body = data.encode() if isinstance(data, str) else data
         deadline = _Deadline(conn, connect + read)
@@ -269,8 +281,7 @@ class Session:
 
     # -- the pool -------------------------------------------------------------------
 
-    def _take(self, key: tuple[str, str, int | None, Any, Any]
-              ) -> http.client.HTTPConnection | None:
+    def _take(self, key: _Key) -> http.client.HTTPConnection | None:
         with self._lock:
             conns = self._idle.get(key, [])
             while conns:
@@ -288,16 +299,21 @@ class Session:
         with self._lock:
             self._idle.setdefault(key, []).append(conn)
 
-    def _connection(self, key: tuple[str, str, int | None, Any, Any],
-                    connect_timeout: float) -> http.client.HTTPConnection:
-        scheme, host, port, verify, cert = key
+    def _connection(self, key: _Key, connect_timeout: float) -> http.client.HTTPConnection:
+        scheme, host, port, verify, cert, proxy = key
         conn: http.client.HTTPConnection
+        # Through a proxy, TCP goes to the proxy; https then tunnels to the server (its
+        # certificate verified against the server's name, as without a proxy), http asks
+        # the proxy for the absolute URL.
+        via_host, via_port = (proxy.host, proxy.port) if proxy else (host, port)
         if scheme == "http":
-            conn = http.client.HTTPConnection(host, port, timeout=connect_timeout)
+            conn = http.client.HTTPConnection(via_host, via_port, timeout=connect_timeout)
         else:
-            conn = _TLSConnection(host, port, timeout=connect_timeout,
+            conn = _TLSConnection(via_host, via_port, timeout=connect_timeout,
                                   context=self._context(verify, cert),
-                                  server_name=self.server_name)
+                                  server_name=self.server_name or host)
+            if proxy is not None:
+                conn.set_tunnel(host, port or 443, headers=proxy.headers)
         conn.pool_key = key  # type: ignore[attr-defined]
         return conn
 
