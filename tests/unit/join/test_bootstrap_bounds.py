@@ -8,9 +8,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +22,7 @@ from agent.phases.join.ignition import parse_ignition
 from agent.phases.join.joinconfig import JoinConfigError, read_kubeadm_configuration
 from agent.phases.join.ondisk import current_content, read_node_file
 from tests.cabpk import Flavour, ignition
+from tests.unit.fifo import make_fifo, raised_within
 
 CONFIG = ("apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n"
           "discovery:\n  bootstrapToken:\n    apiServerEndpoint: 192.0.2.10:6443\n"
@@ -86,46 +84,17 @@ def test_yaml_aliases_in_the_carried_kubeadm_config_are_refused_before_building(
         read_kubeadm_configuration(text, "join")
 
 
-def within(seconds: float, fifo: Path, call: Callable[[], object]) -> BaseException | None:
-    """What `call` raised (None if nothing); fails, after unblocking it by opening the
-    FIFO's other end, when it still waits on the FIFO after `seconds`."""
-    raised: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            call()
-            raised.append(None)
-        except Exception as err:
-            raised.append(err)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        thread.join(10)
-        pytest.fail(f"still reading the FIFO {fifo} after {seconds}s")
-    return raised[0]
-
-
-def fifo_at(root: Path, path: str) -> Path:
-    at = root / path.lstrip("/")
-    at.parent.mkdir(parents=True, exist_ok=True)
-    os.mkfifo(at)
-    return at
-
-
 def test_a_fifo_where_bootstrap_data_writes_a_file_is_refused_by_name(tmp_path: Path) -> None:
-    fifo = fifo_at(tmp_path, "/etc/kubernetes/x.conf")
-    err = within(10, fifo, lambda: current_content(Host(tmp_path), "/etc/kubernetes/x.conf"))
+    fifo = make_fifo(tmp_path, "/etc/kubernetes/x.conf")
+    err = raised_within(10, fifo, lambda: current_content(Host(tmp_path), "/etc/kubernetes/x.conf"))
     assert isinstance(err, BootstrapDataError)
     assert "write_files /etc/kubernetes/x.conf: the node's file cannot be read: is a FIFO" \
         in str(err)
 
 
 def test_a_fifo_as_the_discovery_kubeconfig_is_refused_by_name(tmp_path: Path) -> None:
-    fifo = fifo_at(tmp_path, "/etc/kubernetes/discovery.conf")
-    err = within(10, fifo, lambda: read_node_file(
+    fifo = make_fifo(tmp_path, "/etc/kubernetes/discovery.conf")
+    err = raised_within(10, fifo, lambda: read_node_file(
         Host(tmp_path), "/etc/kubernetes/discovery.conf", "discovery.file.kubeConfigPath"))
     assert isinstance(err, BootstrapDataError)
     assert "discovery.file.kubeConfigPath /etc/kubernetes/discovery.conf cannot be read: " \
@@ -148,10 +117,10 @@ def load(root: Path) -> list[str]:
 
 
 def test_a_fifo_named_by_network_config_from_is_refused_by_name(tmp_path: Path) -> None:
-    fifo = fifo_at(tmp_path, "/nc.yaml")
+    fifo = make_fifo(tmp_path, "/nc.yaml")
     agent_config(tmp_path, {"networkConfigFrom": "/nc.yaml"})
     errors: list[str] = []
-    assert within(10, fifo, lambda: errors.extend(load(tmp_path))) is None
+    assert raised_within(10, fifo, lambda: errors.extend(load(tmp_path))) is None
     assert any("cannot read /nc.yaml: is a FIFO, not a regular file" in e for e in errors)
 
 

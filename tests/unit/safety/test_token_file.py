@@ -3,7 +3,6 @@ before it reaches a header: an error names the file, never the token."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from agent.kube.client import Client, resource_path
 from agent.kube.errors import Unauthorized
 from agent.kube.kubeconfig import load_credentials
 from agent.retry import Backoff
+from tests.unit.fifo import make_fifo, raised_within
 from tests.unit.kube.fake_session import FakeSession, response, status
 
 SECRET = "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0LXZhbHVl.c2lnbmF0dXJl"
@@ -44,12 +44,12 @@ def test_a_token_file_not_holding_one_token_is_refused_naming_the_file(
 
 def test_a_token_file_that_is_a_fifo_is_refused_without_waiting_for_a_writer(
         tmp_path: Path) -> None:
-    (tmp_path / "etc").mkdir()
-    os.mkfifo(tmp_path / "etc/token")
-    with pytest.raises(PermanentError) as err:
-        load_credentials(ManagementSpec(server="https://mgmt.example:6443",
-                                        token_file="/etc/token"), Host(tmp_path))
-    assert "cannot read /etc/token: is a FIFO, not a regular file" in str(err.value)
+    fifo = make_fifo(tmp_path, "/etc/token")
+    err = raised_within(10, fifo, lambda: load_credentials(
+        ManagementSpec(server="https://mgmt.example:6443", token_file="/etc/token"),
+        Host(tmp_path)))
+    assert isinstance(err, PermanentError)
+    assert "cannot read /etc/token: is a FIFO, not a regular file" in str(err)
 
 
 class RotatingEveryRead(FakeSession):

@@ -5,9 +5,6 @@ the file, not a traceback."""
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,32 +14,19 @@ from agent.host import Host
 from agent.hostpath import UnreadableFileError, read_regular
 from agent.report import STATUS_FILE
 from agent.state import JOURNAL
+from tests.unit.fifo import make_fifo, raised_within
 
 DEEP = "[" * 100_000 + "]" * 100_000
-
-
-def within(seconds: float, fifo: Path, call: Callable[[], int]) -> int:
-    """`call`'s result; fails (after unblocking it by opening the FIFO's other end) when
-    it is still waiting on the FIFO after `seconds`."""
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(call()), daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        os.close(fd)
-        thread.join(10)
-        pytest.fail(f"still reading the FIFO {fifo} after {seconds}s")
-    return result[0]
 
 
 @pytest.mark.parametrize("name", [STATUS_FILE, JOURNAL])
 def test_a_fifo_in_place_of_the_agents_own_file_is_refused_at_once(
         tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    fifo = tmp_path / name.lstrip("/")
-    fifo.parent.mkdir(parents=True)
-    os.mkfifo(fifo)
-    assert within(10, fifo, lambda: main(["--root", str(tmp_path), "status"])) == 1
+    fifo = make_fifo(tmp_path, name)
+    codes: list[int] = []
+    assert raised_within(10, fifo, lambda: codes.append(
+        main(["--root", str(tmp_path), "status"]))) is None
+    assert codes == [1]
     assert "is a FIFO, not a regular file" in capsys.readouterr().err
 
 
