@@ -7,7 +7,6 @@ Imports are deferred to the command that needs them, so `machine-agent --version
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -16,8 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from agent import __version__
 
 if TYPE_CHECKING:
-    from agent.config import LoadedConfig
-    from agent.host import Host
+    pass
 
 EXIT_CODES = """\
 exit status:
@@ -36,14 +34,6 @@ exit status (as cloud-init status):
        on the kernel command line) and no outcome on this boot: no run will come
   124  --wait: no outcome within --timeout; the run goes on
 """
-
-CRASH_AFTER_ENV = "MACHINE_AGENT_CRASH_AFTER"
-"""Test hook: kill the process right after its Nth side effect (the crash harness)."""
-COMMANDS_ON_HOST_ENV = "MACHINE_AGENT_COMMANDS_ON_HOST"
-"""Test hook: `1` makes a --root tree without --netns a test node whose (stand-in)
-commands run on this host, as before issue 26 #11; the suite sets it (tests/conftest.py)
-and the tests of the image policy unset it."""
-
 
 BUILTIN_COMMANDS = frozenset(("run", "plan", "status", "analyze", "daemon", "config", "doctor",
                               "release-addresses", "reset", "clean", "version"))
@@ -319,243 +309,9 @@ def _main(argv: Sequence[str] | None) -> int:
     from agent.logs import setup_logging
 
     setup_logging(args.log_format, args.log_level)
-    from agent.errors import AgentError, ConfigError
+    from agent.commands import run
 
-    try:
-        return _dispatch(args)
-    except ConfigError as err:
-        print(f"machine-agent: {err}", file=sys.stderr)
-        return 2
-    except AgentError as err:
-        print(f"machine-agent: {err}", file=sys.stderr)
-        return 3 if err.temporary else 1
-
-
-def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "version":
-        print(f"machine-agent {__version__}")
-        return 0
-    if hasattr(args, "plugin_run"):
-        code: int = args.plugin_run(args)
-        return code
-    if args.command == "doctor":
-        return _doctor(args)
-    host = _host(args.root, args.netns)
-    if args.command == "status":
-        return _status(host, args)
-    if args.command == "analyze":
-        return _analyze(host, args.format)
-    if args.command == "daemon":
-        return _daemon(host, args.config, _duration(args.cloud_init_wait))
-    if args.command == "config":
-        return _config(host, args)
-    from agent.state import node_lock
-
-    def waiting(message: str) -> None:
-        print(f"machine-agent: {message}", file=sys.stderr, flush=True)
-
-    if args.command == "clean":  # never while a run or the daemon changes the node
-        from agent.console.clean import clean
-
-        with node_lock(host, "clean", wait=not args.no_wait, on_wait=waiting):
-            report = clean(host, logs=args.logs, machine_id=args.machine_id,
-                           force=args.force)
-        print("\n".join(report.lines()))
-        return 0
-    from agent.session import open_session
-
-    if args.command == "plan":  # read-only: never waits for the node lock
-        session = open_session(host, [os.path.abspath(f) for f in args.config],
-                               wait_for_bootstrap=False,
-                               cloud_init_wait=_duration(args.cloud_init_wait))
-        return _plan(session.orchestrator(host, reporting=False), args)
-    # Opening the session already writes (credentials, the bootstrap data's files).
-    with node_lock(host, args.command, wait=not args.no_wait, on_wait=waiting):
-        session = open_session(host, [os.path.abspath(f) for f in args.config],
-                               wait_for_bootstrap=args.command == "run",
-                               cloud_init_wait=_duration(args.cloud_init_wait))
-        if args.command in ("release-addresses", "reset"):
-            return _reset(host, session)
-        result = session.orchestrator(host).run(args.only, args.skip)
-    _print_outcomes(result)
-    return result.exit_code
-
-
-def _doctor(args: argparse.Namespace) -> int:
-    from agent.doctor.registry import EXIT_NOT_RUN, diagnose, render_text
-    from agent.host import Host
-
-    if not os.path.isdir(args.root):
-        print(f"machine-agent doctor: --root {args.root} is not a directory", file=sys.stderr)
-        return EXIT_NOT_RUN
-    diagnosis = diagnose(Host(args.root, netns=args.netns),
-                         [os.path.abspath(f) for f in args.config], args.phase)
-    if args.json:
-        print(json.dumps(diagnosis.document(), indent=2))
-    else:
-        print(render_text(diagnosis))
-    return diagnosis.exit_code
-
-
-def _host(root: str, netns: str | None = None) -> Host:
-    from agent.host import EffectLog, Host
-
-    crash = os.environ.get(CRASH_AFTER_ENV)
-    # A root other than / without a namespace is an image tree: no command on the host
-    # (agent.host.Host.image).
-    return Host(root, effects=EffectLog(crash_after=int(crash) if crash else None),
-                netns=netns, image=os.path.realpath(root) != "/" and netns is None
-                and os.environ.get(COMMANDS_ON_HOST_ENV) != "1")
-
-
-def _duration(text: str) -> float:
-    from agent.config.fields import Duration
-    from agent.errors import ConfigError, FieldError
-
-    try:
-        return float(Duration.parse(text))
-    except ValueError as err:
-        raise ConfigError([FieldError("--cloud-init-wait", str(err),
-                                      origin="command line")]) from err
-
-
-def _load(host: Host, args: argparse.Namespace) -> LoadedConfig:
-    """The configuration chain, with the Machine's ConfigMap when spec.management is set."""
-    from agent.session import open_session
-
-    return open_session(host, [os.path.abspath(f) for f in args.config],
-                        wait_for_bootstrap=False,
-                        cloud_init_wait=_duration(args.cloud_init_wait)).loaded
-
-
-def _plan(orchestrator: object, args: argparse.Namespace) -> int:
-    from agent.orchestrator import Orchestrator
-
-    assert isinstance(orchestrator, Orchestrator)
-    if orchestrator.host.image:
-        print(f"commands: {orchestrator.host.root} is an image tree (--root without "
-              "--netns): no command runs on this host. systemctl restarts are deferred "
-              "to the node's first boot; kubeadm, ip, chronyc, timedatectl and the like "
-              "are refused (the agent runs them on the node); any other command runs "
-              "inside the image (chroot) when the image holds it, else is refused; each "
-              "command below says which.")
-    for plan in orchestrator.plan(args.only, args.skip, show_secrets=args.show_secrets):
-        if plan.empty:
-            print(f"{plan.phase}: no changes")
-            continue
-        print(f"{plan.phase}: {len(plan.changes)} change(s)")
-        for note in plan.notes:
-            print(f"  * {note}")
-        for change in plan.changes:
-            print(f"  ~ {change.summary}")
-            if change.argv and orchestrator.host.image:
-                how, why = orchestrator.host.command_disposition(change.argv)
-                label = {"chroot": "run inside the image", "defer": "deferred to first boot",
-                         "refuse": "refused"}[how]
-                print(f"    [{label}: {why}]")
-            for line in change.diff.splitlines():
-                print(f"    {line}")
-    return 0
-
-
-def _reset(host: Host, session: object) -> int:
-    from agent.ipam.base import PluginEnv
-    from agent.ipam.release import release_all
-    from agent.session import Session
-    from agent.state import Journal
-
-    assert isinstance(session, Session)
-    env = PluginEnv(host, session.machine.facts if session.machine else None, session.client)
-    outcomes = release_all(Journal.load(host), session.loaded.config.spec.ipam.plugins, env)
-    for outcome in outcomes:
-        print(outcome)
-    if not outcomes:
-        print("no IPAM addresses recorded: nothing to release")
-    failed = [o.error for o in outcomes if o.error is not None]
-    if not failed:
-        return 0
-    return 3 if all(e.temporary for e in failed) else 1
-
-
-def _print_outcomes(result: object) -> None:
-    from agent.orchestrator import RunResult
-
-    assert isinstance(result, RunResult)
-    for o in result.outcomes:
-        detail = {
-            "applied": f"applied {o.changes} change(s)",
-            "up-to-date": "up to date, nothing to apply",
-            "skipped": "skipped",
-            "failed": f"FAILED {o.reason}",
-            "pending": "not run",
-        }[o.outcome]
-        tail = f": {o.message}" if o.message and o.outcome != "up-to-date" else ""
-        print(f"{o.phase:<8} {detail}{tail}")
-    if result.outcomes and all(o.outcome == "up-to-date" for o in result.outcomes):
-        print("nothing to do: every phase is up to date")
-
-
-def _status(host: Host, args: argparse.Namespace) -> int:
-    from agent.console.status import condition_phases, read_view, render
-    from agent.console.wait import wait_for_outcome
-
-    if args.wait:
-        return wait_for_outcome(host, fmt=args.format, timeout=args.timeout)
-    view = read_view(host)
-    print(render(view, args.format, long=args.long,
-                 phase_of=condition_phases() if args.long else None))
-    return view.exit_code
-
-
-def _analyze(host: Host, fmt: str) -> int:
-    from agent.console.status import condition_phases
-    from agent.console.timeline import analyze, render
-    from agent.report import read_status_document
-
-    print(render(analyze(read_status_document(host), condition_phases()), fmt))
-    return 0
-
-
-def _daemon(host: Host, files: list[str], cloud_init_wait: float) -> int:
-    from agent.daemon import Daemon
-    from agent.systemd import take_manager_env
-
-    notifier, watchdog = take_manager_env(os.environ)
-    return Daemon(host, [os.path.abspath(f) for f in files], notifier=notifier,
-                  watchdog=watchdog, cloud_init_wait=cloud_init_wait).run()
-
-
-def _config(host: Host, args: argparse.Namespace) -> int:
-    from agent.session import load
-
-    if args.config_command == "validate":
-        from agent.config.validate import validate_files
-        from agent.session import load
-
-        valid, error = validate_files(host, args.files, merged=args.merged, load=load)
-        for line in valid:
-            print(line)
-        if error is not None:
-            raise error
-        return 0
-    if args.config_command == "schema":
-        from agent.config.schema import agent_config_schema
-        from agent.phases import registry
-
-        print(json.dumps(agent_config_schema([p.name for p in registry.load()]), indent=2))
-        return 0
-    from agent.config import default_sources
-    from agent.config.show import render_show
-    from agent.session import load
-
-    if args.from_machine:
-        loaded = _load(host, args)
-    else:
-        loaded = load(host, default_sources(
-            [os.path.abspath(f) for f in args.config],
-            cloud_init_wait=_duration(args.cloud_init_wait)))
-    print(render_show(loaded, origin=args.origin))
-    return 0
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -120,11 +120,13 @@ class Orchestrator:
 
     def plan(self, only: Iterable[str] = (), skip: Iterable[str] = (), *,
              show_secrets: bool = False) -> list[PhasePlan]:
-        """Every selected phase's plan, computed against a read-only host;
-        `show_secrets`: with the bootstrap data's contents (PhaseContext.show_secrets)."""
+        """Every selected phase's plan, computed against a read-only host, but those of
+        spec.skipPhases (`run` skips them); `show_secrets`: with the bootstrap data's
+        contents (PhaseContext.show_secrets)."""
         view = self.host.read_only_view()
         return [p.plan(self._context(view, p, show_secrets=show_secrets))
-                for p in select_phases(self.phases, only, skip)]
+                for p in select_phases(self.phases, only, skip)
+                if p.name not in self.config.spec.skip_phases]
 
     def run(self, only: Iterable[str] = (), skip: Iterable[str] = (), *,
             summarize: bool = True) -> RunResult:

@@ -19,11 +19,12 @@ import types
 import typing
 from typing import Any, Literal
 
-from agent.config.fields import Duration, PhaseName, encode, key_of
+from agent.config.fields import Duration, PhaseName
 from agent.config.model import API_VERSION, KIND, AgentConfig
 from agent.errors import REASONS, Reason
 from agent.phases import registry
 from agent.phases.base import Phase
+from agent.records import key_of, to_json
 from agent.report import SUMMARY
 
 
@@ -68,7 +69,7 @@ def _default(f: dataclasses.Field[Any]) -> str:
             return ""
     else:
         return "**required**"
-    shown = encode(value)
+    shown = to_json(value, redact_secrets=True)
     if shown is None:
         return "unset"
     if shown in ([], {}):

@@ -21,12 +21,8 @@ from agent.kube.client import Client
 from agent.kube.credentials import store_credentials
 from agent.kube.facts import MachineFacts
 from agent.kube.kubeconfig import load_credentials
-from agent.kube.machine import (
-    BootstrapDataMissing,
-    MachineReader,
-    MachineView,
-    ManagementSource,
-)
+from agent.kube.machine import BootstrapDataMissing, MachineReader, MachineView
+from agent.kube.machine_config import ManagementSource
 from agent.kube.reporter import MachineReporter
 from agent.logs import set_context
 from agent.orchestrator import Orchestrator

@@ -41,7 +41,7 @@ print(json.dumps({"code": code, "cpu": usage.ru_utime + usage.ru_stime,
 
 def run_agent(root: Path, path: str) -> tuple[float, float, float]:
     """(cpu seconds, peak bytes, wall seconds) of one `machine-agent run` in a child."""
-    # the tree is a stand-in node whose commands run here (agent.cli.COMMANDS_ON_HOST_ENV)
+    # the tree is a stand-in node whose commands run here (agent.commands.COMMANDS_ON_HOST_ENV)
     env = {**os.environ, "PATH": path, "MACHINE_AGENT_COMMANDS_ON_HOST": "1"}
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", SELF_USAGE, "--log-level", "warning",

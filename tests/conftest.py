@@ -33,7 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
     set_hypothesis_home_dir(str(config._tmp_path_factory.getbasetemp() / "hypothesis"))  # type: ignore[attr-defined]
 
 # The suite's --root trees without --netns are test nodes whose stand-in commands run on
-# this host (agent.cli.COMMANDS_ON_HOST_ENV); tests of the image-tree policy unset it.
+# this host (agent.commands.COMMANDS_ON_HOST_ENV); tests of the image-tree policy unset it.
 os.environ["MACHINE_AGENT_COMMANDS_ON_HOST"] = "1"
 
 SESSION_ENV = "MACHINE_AGENT_TEST_SESSION"

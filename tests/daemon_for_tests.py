@@ -23,13 +23,13 @@ class SlowPhase(Phase):
 
 
 if __name__ == "__main__":
-    from agent.cli import _host
+    from agent.commands import node_host
     from agent.daemon import Daemon
     from agent.logs import setup_logging
     from agent.systemd import take_manager_env
 
     setup_logging()
     notifier, watchdog = take_manager_env(os.environ)
-    daemon = Daemon(_host(sys.argv[1]), notifier=notifier, watchdog=watchdog,
+    daemon = Daemon(node_host(sys.argv[1]), notifier=notifier, watchdog=watchdog,
                     phases=[FilesPhase(), SlowPhase()])
     sys.exit(daemon.run())

@@ -61,12 +61,12 @@ class FilesPhase(PhaseOf[FilesResult]):
 
 
 if __name__ == "__main__":
-    from agent.cli import _host
+    from agent.commands import node_host
     from agent.config import load_config
     from agent.orchestrator import Orchestrator
     from agent.report import LocalStatus
 
-    host = _host(sys.argv[1])
+    host = node_host(sys.argv[1])
     loaded = load_config(host, [])
     result = Orchestrator(loaded, host, phases=[FilesPhase()],
                           reporters=[LocalStatus(host)]).run()

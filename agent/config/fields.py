@@ -18,6 +18,7 @@ from typing import Any, Literal, NewType, TypeVar
 
 from agent.errors import SHOWN, FieldError, shown
 from agent.logs import REDACT
+from agent.records import AsText, key_of
 
 T = TypeVar("T")
 
@@ -34,7 +35,7 @@ Problem = tuple[str, str, str | None]
 """What a check above the model finds: (path, what is wrong, the fix or None)."""
 
 
-class Duration(float):
+class Duration(AsText, float):
     """Seconds; written as `250ms`, `30s`, `5m`, `1h` or a plain number of seconds."""
 
     _UNITS: typing.ClassVar[dict[str, float]] = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
@@ -76,14 +77,6 @@ def setting(
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
-
-
-def key_of(f: dataclasses.Field[Any]) -> str:
-    """The document key of a field: camelCase of the attribute unless given."""
-    if f.metadata.get("key"):
-        return str(f.metadata["key"])
-    head, *rest = f.name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def join_path(path: str, key: str | int) -> str:
@@ -261,30 +254,6 @@ def _renamed(error: FieldError, path: str, renamed: Callable[[str], str | None]
 def _type_hints(cls: type) -> dict[str, Any]:
     # Resolving string annotations is the slowest step of decoding; models never change.
     return typing.get_type_hints(cls)
-
-
-def encode(obj: Any, *, redact_secrets: bool = True) -> Any:
-    """A model back into a plain document (camelCase keys), secrets masked."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if value is None:
-                continue
-            if f.metadata.get("secret") and redact_secrets:
-                out[key_of(f)] = "***"
-            else:
-                out[key_of(f)] = encode(value, redact_secrets=redact_secrets)
-        return out
-    if isinstance(obj, list):
-        return [encode(v, redact_secrets=redact_secrets) for v in obj]
-    if isinstance(obj, dict):
-        return {k: encode(v, redact_secrets=redact_secrets) for k, v in obj.items()}
-    if isinstance(obj, Duration):
-        return str(obj)
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    return obj
 
 
 _NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}

@@ -4,10 +4,12 @@ and each field's `setting()`, the source of docs/configuration.md too), so edito
 
     machine-agent config schema > agentconfig.schema.json
 
-It says the shape: keys (camelCase, unknown ones refused), types, choices, defaults and
-each field's documentation. What only code can check (a host name's syntax, a CIDR, a
-pool that exists, fields that exclude each other) stays with `machine-agent config
-validate`, which lists every problem with its path.
+It says the shape: keys (camelCase, unknown ones refused), types, choices, defaults,
+each field's documentation, and what the field's check says as bounds, formats and
+patterns (agent/config/check_schemas.py: a port's range, a host name's syntax, an address
+with its prefix length). What only code can check (a network's host bits, a pool that
+exists, fields that exclude each other) stays with `machine-agent config validate`, which
+lists every problem with its path.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from agent.config.fields import Duration, PhaseName, encode, key_of
+from agent.config.check_schemas import constrained
+from agent.config.fields import Duration, PhaseName
 from agent.config.model import API_VERSION, KIND, AgentConfig
+from agent.records import key_of, to_json
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://machine-agent.io/schemas/v1alpha1/agentconfig.json"
@@ -49,7 +53,7 @@ def _object(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     for f in dataclasses.fields(cls):
-        prop = _type(hints[f.name], defs)
+        prop = constrained(_type(hints[f.name], defs), f.metadata.get("check"))
         doc = str(f.metadata.get("doc", ""))
         if f.metadata.get("secret"):
             prop = {**prop, "writeOnly": True}
@@ -75,8 +79,13 @@ def _ref(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
         defs[name] = {}  # taken before the walk: a model may refer to itself
         shape = _object(cls, defs)
         scalar = getattr(cls, "SCALAR_FIELD", None)
-        # A plain string stands for the object with just that field set.
-        defs[name] = {"anyOf": [{"type": "string"}, shape]} if scalar else shape
+        # A plain string stands for the object with just that field set (and checked so).
+        if scalar:
+            field = next(f for f in dataclasses.fields(cls) if f.name == scalar)
+            plain = constrained({"type": "string"}, field.metadata.get("check"))
+            defs[name] = {"anyOf": [plain, shape]}
+        else:
+            defs[name] = shape
     return {"$ref": f"#/$defs/{name}"}
 
 
@@ -120,4 +129,4 @@ def _default(f: dataclasses.Field[Any]) -> Any:
             return dataclasses.MISSING  # its own fields carry their defaults
     else:
         return dataclasses.MISSING
-    return encode(value)
+    return to_json(value, redact_secrets=True)

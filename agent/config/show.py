@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 
-from agent.config.fields import encode, join_path
+from agent.config.fields import join_path
 from agent.config.loaded import LoadedConfig
+from agent.records import to_json
 
 
 def render_show(loaded: LoadedConfig, *, origin: bool = False) -> str:
     import yaml
 
-    doc = encode(loaded.config)  # secrets masked
+    doc = to_json(loaded.config, redact_secrets=True)
     if not origin:
         return str(yaml.safe_dump(doc, sort_keys=False)).rstrip("\n")
     lines: list[str] = []

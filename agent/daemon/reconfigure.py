@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from agent.errors import ConfigError, Reason
 from agent.host import Host
-from agent.kube.machine import ManagementSource
+from agent.kube.machine_config import ManagementSource
 from agent.orchestrator import Orchestrator, RunResult
 from agent.phases.registry import reconfigurable
 from agent.report import SUMMARY

@@ -60,13 +60,8 @@ from agent.daemon.watching import CONFIG, MACHINE, Watches
 from agent.errors import AgentError, ConfigError, Reason
 from agent.host import Host
 from agent.kube.follow import Recovered, Update
-from agent.kube.machine import (
-    ConfigRef,
-    MachineInvalid,
-    ManagementSource,
-    config_ref,
-    machine_shape,
-)
+from agent.kube.machine import MachineInvalid, machine_shape
+from agent.kube.machine_config import ConfigRef, ManagementSource, config_ref
 from agent.kube.reporter import MachineReporter
 from agent.orchestrator import EXIT_OK, EXIT_USAGE, Orchestrator
 from agent.phases.base import Phase

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from agent.kube.client import Client, resource_path
 from agent.kube.follow import Follower, Recovered, Update
-from agent.kube.machine import GROUP, ConfigRef, MachineView
+from agent.kube.machine import GROUP, MachineView
+from agent.kube.machine_config import ConfigRef
 
 MACHINE = "machine"
 CONFIG = "config"

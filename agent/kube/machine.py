@@ -13,25 +13,23 @@ the config ConfigMap; waiting (for `dataSecretName`, for the Secret) uses list +
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from agent import dmi
 from agent.config import checks
-from agent.config.fragment import Fragment, parse_fragment
 from agent.config.identity import IdentitySpec
-from agent.errors import FieldError, PermanentError, Reason, TemporaryError
+from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.kube.claims import UID
 from agent.kube.client import Client, Object, resource_path
 from agent.kube.errors import NotFound
 from agent.kube.facts import CONTROL_PLANE_LABEL, MachineFacts
+from agent.kube.machine_config import ConfigRef, ManagementSource, config_ref, decode_base64
 from agent.kube.watch import WaitTimedOut, Watcher
 from agent.logs import REDACT
 
@@ -41,12 +39,6 @@ T = TypeVar("T")
 GROUP = "cluster.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
 """Preferred first: v1beta2 is the storage version; v1beta1 is deprecated."""
-CONFIG_ANNOTATION = "machine-agent.io/config"
-CONFIG_KEY = "config.yaml"
-LOCAL_ONLY = ("identity", "management")
-"""Sections a management-cluster fragment may not set: they say how to reach it."""
-
-
 @dataclass(frozen=True)
 class MachineView:
     """The Machine as read: facts for the phases, and what the reporter needs."""
@@ -66,34 +58,6 @@ class MachineView:
     def status_path(self) -> str:
         return resource_path(GROUP, self.version, "machines", namespace=self.facts.namespace,
                              name=self.facts.name, subresource="status")
-
-
-@dataclass(frozen=True)
-class ManagementSource:
-    """A config Source (agent.config.sources.chain) holding the text read from a ConfigMap or
-    Secret, or the problem met reading it; its origin names the object."""
-
-    origin: str
-    text: str | None = None
-    problem: str | None = None
-
-    def fragments(self, host: Host, errors: list[FieldError]) -> Iterable[Fragment]:
-        if self.problem is not None:
-            errors.append(FieldError("(object)", self.problem, origin=self.origin))
-            return []
-        fragment = parse_fragment(self.text or "", self.origin, errors)
-        if fragment is None:
-            return []
-        spec = fragment.document.get("spec")
-        for section in LOCAL_ONLY:
-            if isinstance(spec, dict) and section in spec:
-                errors.append(FieldError(
-                    f"spec.{section}", "cannot come from the management cluster",
-                    "set it in /etc/machine-agent/config.yaml on the node",
-                    origin=self.origin))
-        # Shared by the nodes of every image version the Machines run: keys of a newer
-        # agent are warnings here (docs/version-skew.md).
-        return [Fragment(fragment.origin, fragment.document, shared=True)]
 
 
 class MachineInvalid(PermanentError):
@@ -405,9 +369,9 @@ class MachineReader:
                                "the Machine's spec.bootstrap.dataSecretName)",
                                self.wait) from err
         data = _Shape(where, secret).strings("data")
-        value = _decode(data.get("value"), f"Secret {namespace}/{name} key value")
+        value = decode_base64(data.get("value"), f"Secret {namespace}/{name} key value")
         REDACT.add(value)
-        fmt = _decode(data.get("format"), f"Secret {namespace}/{name} key format") \
+        fmt = decode_base64(data.get("format"), f"Secret {namespace}/{name} key format") \
             if data.get("format") else None
         return value, fmt or None
 
@@ -420,67 +384,6 @@ class MachineReader:
         except NotFound:
             obj = None
         return ref.source(obj)
-
-
-@dataclass(frozen=True)
-class ConfigRef:
-    """The ConfigMap or Secret a Machine's annotation names."""
-
-    kind: str
-    """configmap or secret"""
-    namespace: str
-    name: str
-    machine: str
-
-    @property
-    def origin(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
-
-    @property
-    def collection_path(self) -> str:
-        plural = "configmaps" if self.kind == "configmap" else "secrets"
-        return resource_path("", "v1", plural, namespace=self.namespace)
-
-    @property
-    def object_path(self) -> str:
-        return f"{self.collection_path}/{quote(self.name, safe='')}"
-
-    def source(self, obj: Object | None) -> ManagementSource:
-        """The configuration source `obj` (the object as read; None: missing) gives."""
-        if obj is None:
-            return ManagementSource(self.origin, problem=f"does not exist (named by the "
-                                                         f"annotation {CONFIG_ANNOTATION} "
-                                                         f"of Machine {self.namespace}/"
-                                                         f"{self.machine})")
-        data = obj.get("data") or {}
-        if not isinstance(data, dict):
-            return ManagementSource(self.origin, problem="data is not an object")
-        if not isinstance(data.get(CONFIG_KEY, ""), str):
-            return ManagementSource(self.origin, problem=f"data.{CONFIG_KEY} is not a string")
-        if CONFIG_KEY not in data:
-            return ManagementSource(self.origin, problem=f"has no key {CONFIG_KEY}")
-        if self.kind == "configmap":
-            return ManagementSource(self.origin, text=str(data[CONFIG_KEY]))
-        try:
-            return ManagementSource(self.origin, text=_decode(data[CONFIG_KEY], self.origin))
-        except PermanentError as err:
-            return ManagementSource(self.origin, problem=err.message)
-
-
-def config_ref(namespace: str, machine: str,
-               annotations: dict[str, Any]) -> ConfigRef | ManagementSource | None:
-    """What the annotation names; a ManagementSource with the problem when it is
-    malformed; None without the annotation."""
-    ref = annotations.get(CONFIG_ANNOTATION)
-    if ref is None:
-        return None
-    kind, _, name = str(ref).partition("/")
-    kind = kind.lower()
-    if kind not in ("configmap", "secret") or not name:
-        return ManagementSource(
-            f"machine {namespace}/{machine} annotation {CONFIG_ANNOTATION}",
-            problem=f"{ref!r} is not configmap/NAME or secret/NAME")
-    return ConfigRef(kind, namespace, name, machine)
 
 
 def control_plane_initialized(status: dict[str, Any]) -> bool:
@@ -496,11 +399,3 @@ def control_plane_initialized(status: dict[str, Any]) -> bool:
              ((status.get("deprecated") or {}).get("v1beta1") or {}).get("conditions")]
     return any(isinstance(c, dict) and c.get("type") == "ControlPlaneInitialized"
                and c.get("status") == "True" for found in lists for c in found or [])
-
-
-def _decode(value: Any, what: str) -> str:
-    try:
-        return base64.b64decode(str(value or ""), validate=True).decode()
-    except ValueError as err:  # binascii.Error, UnicodeDecodeError, non-ASCII text
-        raise PermanentError(f"{what} is not base64 UTF-8 text",
-                             reason=Reason.ConfigInvalid) from err

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from agent.config.network import IPInterface
+from agent.config.interfaces import IPInterface
 from agent.netlink.rtnl import (
     IFADDRMSG,
     IFINFOMSG,

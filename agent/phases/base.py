@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic
 
 from agent.config import AgentConfig
-from agent.config.fields import Decoder, Problem, encode
+from agent.config.fields import Decoder, Problem
 from agent.errors import ConfigError, Reason
 from agent.host import Host
 from agent.phases.checks import Check, Doctor
@@ -31,6 +31,8 @@ from agent.phases.context import PhaseResult as PhaseResult
 from agent.phases.context import Progress as Progress
 from agent.phases.context import R
 from agent.phases.context import Results as Results
+from agent.phases.facts import Fact
+from agent.records import to_json
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,11 @@ class PhaseOf(Generic[R]):
     """Condition type on the Machine, e.g. `NetworkReady`."""
     success: ClassVar[Reason] = Reason.Completed
     """The condition's reason on success; a built-in phase has its own in errors.py."""
+    provides: ClassVar[tuple[type[Fact], ...]] = ()
+    """The kinds of facts its result establishes (`PhaseResult.facts()`)."""
+    needs: ClassVar[tuple[type[Fact], ...]] = ()
+    """The kinds of facts it relies on: the phases that provide them run before it (the
+    registry refuses an order that puts one after, or a need no phase provides)."""
     after: ClassVar[str] = ""
     """For a phase added as a plugin: the phase it runs after (empty: after the built-in
     ones). The built-in phases run in the registry's order."""
@@ -115,7 +122,7 @@ class PhaseOf(Generic[R]):
 
     def inputs(self, config: AgentConfig) -> Any:
         """What the phase depends on; a completed phase with unchanged inputs is skipped."""
-        return encode(self.section(config), redact_secrets=False)
+        return to_json(self.section(config))
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
         """`machine-agent doctor`'s read-only checks of this phase (its area is the

@@ -15,6 +15,7 @@ from agent.errors import Reason
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
+from agent.phases.facts import CNIConfigList, ControlPlaneMember, Fact, NodeAddresses, NodeName
 from agent.state import Journal
 
 
@@ -22,9 +23,8 @@ from agent.state import Journal
 class PhaseResult:
     """Base of what a phase proved (each phase's own dataclass, in its folder): journaled
     as JSON (agent/records.py), read back for later phases, `status` and the condition;
-    every field has a default, so a journal an earlier version wrote is read too. The
-    facts below are what later phases may use without knowing which phase established
-    them (phases never import each other)."""
+    every field has a default, so a journal an earlier version wrote is read too. What
+    later phases may use of it without knowing the phase is its `facts()`."""
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = records.to_json(self)
@@ -34,45 +34,39 @@ class PhaseResult:
     def from_json(cls: type[R], doc: dict[str, Any]) -> R:
         return records.from_json(cls, doc)
 
-    def node_addresses(self) -> dict[str, list[str]]:
-        """Addresses this phase put on the node's links: link → `address/prefix`."""
-        return {}
-
-    def node_name(self) -> str | None:
-        """The Node this machine registered as, once known."""
-        return None
-
-    def joined_control_plane(self) -> bool:
-        """Whether this machine joined (or initialized) as a control plane."""
-        return False
-
-    def cni_config_list(self) -> str | None:
-        """The CNI configuration list this phase wrote (the delete policy removes it)."""
-        return None
+    def facts(self) -> list[Fact]:
+        """The facts this result establishes (of the kinds its phase `provides`)."""
+        return []
 
 
 R = TypeVar("R", bound=PhaseResult)
+F = TypeVar("F", bound=Fact)
 
 
 class Results(dict[str, PhaseResult]):
     """What earlier phases proved, by phase name, and the facts they established."""
 
+    def facts(self, kind: type[F]) -> list[F]:
+        """Every fact of `kind`, in the order the phases ran."""
+        return [f for r in self.values() for f in r.facts() if isinstance(f, kind)]
+
     def node_addresses(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for result in self.values():
-            for link, addresses in result.node_addresses().items():
+        for fact in self.facts(NodeAddresses):
+            for link, addresses in fact.by_link.items():
                 out.setdefault(link, []).extend(addresses)
         return out
 
     def node_name(self) -> str | None:
-        return next((n for r in self.values() if (n := r.node_name())), None)
+        return next((f.name for f in self.facts(NodeName) if f.name), None)
 
     def joined_control_plane(self) -> bool:
-        return any(r.joined_control_plane() for r in self.values())
+        return bool(self.facts(ControlPlaneMember))
 
     def cni_config_lists(self) -> dict[str, str]:
         """The CNI configuration lists written, by the phase that wrote each."""
-        return {name: path for name, r in self.items() if (path := r.cni_config_list())}
+        return {name: f.path for name, r in self.items() for f in r.facts()
+                if isinstance(f, CNIConfigList) and f.path}
 
 
 class Progress(Protocol):

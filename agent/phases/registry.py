@@ -126,11 +126,33 @@ def builtin() -> list[Phase]:
 
 
 def load() -> list[Phase]:
-    """Every phase, built-in and installed as a plugin, in the order they run."""
+    """Every phase, built-in and installed as a plugin, in the order they run; refused
+    when a phase needs a fact that no phase before it provides."""
     classes = _builtin_classes()
     plugins = [_load_plugin(ep) for ep in _plugins()]
     classes.update((cls.name, cls) for cls in plugins)
-    return [classes[name]() for name in _order(plugins)]
+    ordered = [classes[name] for name in _order(plugins)]
+    _check_needs(ordered)
+    return [cls() for cls in ordered]
+
+
+def _check_needs(ordered: list[type[Phase]]) -> None:
+    """Each phase's `needs` provided by a phase that runs before it."""
+    provider = {fact: cls.name for cls in reversed(ordered) for fact in cls.provides}
+    seen: set[type] = set()
+    for cls in ordered:
+        for fact in cls.needs:
+            if fact in seen:
+                continue
+            if fact in provider:
+                raise _refused(
+                    f"phase {cls.name} needs {fact.__name__}, which phase {provider[fact]} "
+                    f"provides, but runs before it", f"order {cls.name} after "
+                    f"{provider[fact]} (a plugin's `after`, or agent/phases/registry.py)")
+            raise _refused(f"phase {cls.name} needs {fact.__name__}, which no installed "
+                           "phase provides",
+                           f"install the phase that provides it, or uninstall {cls.name}")
+        seen.update(cls.provides)
 
 
 def conditions() -> tuple[str, ...]:

@@ -196,3 +196,15 @@ def test_a_journal_save_with_nothing_changed_writes_nothing(tmp_path: Path) -> N
     journal.step_done("network", "live")
     assert host.effects.recent.count(f"write {JOURNAL}") == 2
     assert Journal.load(host).phases["network"].steps == ["live"]
+
+
+def test_plan_leaves_out_the_phases_the_configuration_skips(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run` skips them, so `plan` has nothing to say of them: join, skipped on a node
+    without bootstrap data, is not planned (it failed the plan for want of a Kubernetes
+    version)."""
+    without_join(tmp_path)
+    assert main(["--root", str(tmp_path), "plan", "-c", EXAMPLE]) == 0
+    planned = [line.split(":")[0] for line in capsys.readouterr().out.splitlines()
+               if not line.startswith(" ")]
+    assert "join" not in planned and "network" in planned

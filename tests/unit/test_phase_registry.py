@@ -12,24 +12,20 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
+from agent.errors import PermanentError
 from agent.phases import registry
-from tests.plugins.motd import MOTD
+from agent.phases.facts import Fact, NodeName
+from tests.plugins.install import install
+from tests.plugins.motd import MOTD, MotdPhase
 
 AGENT = Path(__file__).parents[2] / "agent"
 
 
 @pytest.fixture
 def motd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Install tests/plugins/motd.py as a distribution declares a phase (dist-info with
-    an entry point on sys.path); the node's root for the commands."""
-    info = tmp_path / "site" / "machine_agent_motd-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: machine-agent-motd\n"
-                                   "Version: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        f"[{registry.GROUP}]\nmotd = tests.plugins.motd:MotdPhase\n"
-        "quiet = tests.plugins.motd:QuietPhase\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    """tests/plugins/motd.py installed as a distribution declares a phase; the node's
+    root for the commands."""
+    install(tmp_path / "site", monkeypatch)
     root = tmp_path / "root"
     root.mkdir()
     return root
@@ -172,3 +168,32 @@ def test_a_run_whose_plugin_phase_completed_is_bootstrapped(
 def test_every_phase_succeeds_with_a_reason_that_says_nothing_is_wrong(motd: Path) -> None:
     assert {p.name: str(p.success) for p in registry.load()
             if not p.success.info.healthy} == {}
+
+
+def test_join_needs_the_clock_checked_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order is checked, not only listed: join declares that it needs what time
+    provides, so a registry that put join first is refused, naming both."""
+    by_name = {e.name: e for e in registry.BUILTIN}
+    monkeypatch.setattr(registry, "BUILTIN", tuple(
+        by_name[n] for n in ("network", "join", "time", "cni")))
+    with pytest.raises(PermanentError) as info:
+        registry.load()
+    assert info.value.message == ("phase join needs ClockChecked, which phase time "
+                                  "provides, but runs before it")
+
+
+def test_a_plugin_that_needs_a_fact_nothing_provides_is_refused(
+        motd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Late(Fact):
+        pass
+
+    monkeypatch.setattr(MotdPhase, "needs", (NodeName, Late))
+    with pytest.raises(PermanentError) as info:
+        registry.load()
+    # motd runs after time: before join, which provides the Node's name
+    assert "phase motd needs NodeName, which phase join provides" in info.value.message
+    monkeypatch.setattr(MotdPhase, "needs", (Late,))
+    with pytest.raises(PermanentError, match="motd needs Late, which no installed phase "
+                                             "provides"):
+        registry.load()
+

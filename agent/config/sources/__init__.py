@@ -1,6 +1,6 @@
 """Where the configuration comes from: one module per source (files, cloud-init, the
-kernel command line; the Machine's ConfigMap or Secret is agent.kube.machine's), and the
-chain above them (`chain.py`) that reads, merges and validates. These read and may wait
+kernel command line; the Machine's ConfigMap or Secret: agent.kube.machine_config), and
+the chain above them (`chain.py`) that reads, merges and validates. These read and may wait
 (cloud-init for up to --cloud-init-wait); the model below them is pure."""
 
 from agent.config.fragment import Fragment, parse_fragment, yaml_structure_problem

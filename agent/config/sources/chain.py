@@ -18,7 +18,7 @@ Precedence, lowest first:
   6. files given with --config, in the order given
   7. the management cluster: the ConfigMap or Secret named by the Machine's annotation
      `machine-agent.io/config` (`configmap/NAME` or `secret/NAME`, key `config.yaml`),
-     origin e.g. `configmap default/worker-0-agent` (agent.kube.machine.ManagementSource).
+     origin e.g. `configmap default/worker-0-agent` (agent.kube.machine_config).
      It is above the local files: the cluster operator's per-Machine settings win over
      what the image bakes in. `spec.identity` and `spec.management` say how to reach the
      cluster, so they come from local sources only; the fragment may not set them.

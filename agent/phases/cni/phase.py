@@ -32,6 +32,7 @@ from agent.phases.cni.manifest import (
     wait_node_ready,
 )
 from agent.phases.cni.result import CNIRecord, CNIResult, ManifestDecision
+from agent.phases.facts import CNIConfigList, NodeAddresses, NodeName
 from agent.report import NODE_READY
 from agent.state import digest
 
@@ -54,6 +55,8 @@ class CNIPhase(PhaseOf[CNIResult]):
     name = "cni"
     condition = "CNIReady"
     success = Reason.CNIInstalled
+    provides = (CNIConfigList,)
+    needs = (NodeAddresses, NodeName)
     Result = CNIResult
     also_reports = ((NODE_READY, "the Node's Ready condition on the workload cluster, set "
                                  "once it is True"),)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.phases.base import PhaseResult
+from agent.phases.facts import CNIConfigList, Fact
 from agent.state import Section
 
 
@@ -43,8 +44,8 @@ class CNIResult(PhaseResult):
     node_ready_reason: str | None = None
     node_ready_message: str | None = None
 
-    def cni_config_list(self) -> str | None:
-        return self.conflist
+    def facts(self) -> list[Fact]:
+        return [CNIConfigList(self.conflist)] if self.conflist else []
 
 
 @dataclass

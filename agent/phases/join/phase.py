@@ -23,6 +23,7 @@ from agent.host import Host
 from agent.kube.workload import KUBELET_CONF
 from agent.logs import REDACT
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
+from agent.phases.facts import ClockChecked, ControlPlaneMember, NodeName
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
 from agent.phases.join.doctor import checks
 from agent.phases.join.managed import ManagedJoin, node_state, owner_ids
@@ -53,6 +54,8 @@ class JoinPhase(PhaseOf[JoinResult]):
     name = "join"
     condition = "NodeJoined"
     success = Reason.Joined
+    provides = (NodeName, ControlPlaneMember)
+    needs = (ClockChecked,)
     Result = JoinResult
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:

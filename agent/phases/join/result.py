@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.phases.base import PhaseResult
+from agent.phases.facts import ControlPlaneMember, Fact, NodeName
 from agent.state import Section
 
 
@@ -30,11 +31,10 @@ class JoinResult(PhaseResult):
     failed_commands: list[str] = field(default_factory=list)
     """runcmd entries that failed in an earlier run (not run again on a joined node)."""
 
-    def node_name(self) -> str | None:
-        return self.node_registered or self.node
-
-    def joined_control_plane(self) -> bool:
-        return bool(self.control_plane)
+    def facts(self) -> list[Fact]:
+        name = self.node_registered or self.node
+        return [*([NodeName(name)] if name else []),
+                *([ControlPlaneMember()] if self.control_plane else [])]
 
 
 @dataclass

@@ -7,14 +7,8 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.config.network import (
-    BondSpec,
-    InterfaceSpec,
-    InterfaceType,
-    IPAMRef,
-    IPInterface,
-    NetworkSpec,
-)
+from agent.config.interfaces import BondSpec, InterfaceSpec, InterfaceType, IPAMRef, IPInterface
+from agent.config.network import NetworkSpec
 from agent.ipam.base import Allocation
 
 RT_TABLE_MAIN = 254

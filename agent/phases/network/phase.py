@@ -23,6 +23,7 @@ from agent.netlink.observe import Observed, kernel_text, observe
 from agent.netlink.probe import arp_conflicts, dad_failures
 from agent.netlink.rtnl import connect
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
+from agent.phases.facts import NodeAddresses
 from agent.phases.network.apply import Diff, Executor, NetOp, forward, rollback
 from agent.phases.network.claims import claim_addresses, held_allocations
 from agent.phases.network.doctor import checks
@@ -61,6 +62,7 @@ class NetworkPhase(PhaseOf[NetworkResult]):
     name = "network"
     condition = "NetworkReady"
     success = Reason.NetworkConfigured
+    provides = (NodeAddresses,)
     Result = NetworkResult
     reconfigurable = True
 

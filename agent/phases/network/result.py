@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.phases.base import PhaseResult
+from agent.phases.facts import Fact, NodeAddresses
 
 
 @dataclass
@@ -37,5 +38,5 @@ class NetworkResult(PhaseResult):
     files: list[str] = field(default_factory=list)
     """What was written, as each change's summary."""
 
-    def node_addresses(self) -> dict[str, list[str]]:
-        return self.addresses
+    def facts(self) -> list[Fact]:
+        return [NodeAddresses(self.addresses)]

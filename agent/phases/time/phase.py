@@ -18,6 +18,7 @@ from agent.config.timesync import TimeSpec
 from agent.errors import AgentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
+from agent.phases.facts import ClockChecked
 from agent.phases.time import chronyc
 from agent.phases.time.clock import clock_state
 from agent.phases.time.doctor import checks
@@ -43,6 +44,7 @@ class TimePhase(PhaseOf[TimeResult]):
     name = "time"
     condition = "TimeSynchronized"
     success = Reason.TimeSynchronized
+    provides = (ClockChecked,)
     Result = TimeResult
     reconfigurable = True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.phases.base import PhaseResult
+from agent.phases.facts import ClockChecked, Fact
 from agent.phases.time.ntpcheck import ServerCheck
 
 
@@ -30,3 +31,6 @@ class TimeResult(PhaseResult):
     chrony_sources: list[ChronySource] = field(default_factory=list)
     warning: str | None = None
     """Why the clock is not synchronised, when spec.time.onTimeout is warn."""
+
+    def facts(self) -> list[Fact]:
+        return [ClockChecked(self.synchronised, self.gated)]

@@ -14,11 +14,12 @@ request counters and the in-cluster IPAM provider's claim controller.
 
 Run as a process: `python -m machine_agent_sandbox.apiserver --port N --state-dir D`.
 
-Checked against a real kube-apiserver v1.36.2: tests/integration/apiserver/test_differential.py
-replays a recorded corpus of its answers (CRUD, validation, SSA and managedFields, watch
-and bookmarks, pagination, dryRun, deletion and finalizers, events, RBAC reviews,
-discovery) and every check matches. It renews control-plane Leases every 2 s, so a
-list's resourceVersion moves as on a real cluster.
+Checked against a real kube-apiserver v1.36.2:
+sandbox/tests/integration/apiserver/test_differential.py replays a recorded corpus of its
+answers (CRUD, validation, SSA and managedFields, watch and bookmarks, pagination, dryRun,
+deletion and finalizers, events, RBAC reviews, discovery) and every check matches. It
+renews control-plane Leases every 2 s, so a list's resourceVersion moves as on a real
+cluster.
 
 Simplified relative to kube-apiserver (details in each module's docstring): no
 conversion between served versions (apiVersion is relabelled and the read version's

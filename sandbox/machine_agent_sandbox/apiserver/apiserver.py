@@ -15,12 +15,13 @@ import yaml
 from machine_agent_sandbox.files import write_atomic
 
 from .auth import ADMIN_USER, MASTERS, Tokens, generate_tls, service_account_user
+from .calls import Call
 from .context import Context
 from .faults import Counters, Faults
 from .gc import GarbageCollector
 from .ipampool import PoolController
 from .leases import LeaseRenewer
-from .objects import Call, Objects
+from .objects import Objects
 from .rbac import Authorizer
 from .resources import Registry
 from .server import Server

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from . import meta as mt
-from .objects import FOREGROUND, MERGE, Call, Objects
+from .calls import FOREGROUND, MERGE, Call
+from .objects import Objects
 from .status import ApiError
 from .store import Subscription
 

@@ -34,7 +34,8 @@ import threading
 from typing import Any
 
 from . import meta as mt
-from .objects import MERGE, Call, Objects
+from .calls import MERGE, Call
+from .objects import Objects
 from .status import ApiError
 from .store import Event, Subscription
 

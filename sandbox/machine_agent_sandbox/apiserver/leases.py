@@ -12,7 +12,8 @@ import datetime
 import json
 import threading
 
-from .objects import Call, Objects
+from .calls import Call
+from .objects import Objects
 from .status import ApiError
 
 HOLDERS = ("kube-controller-manager", "kube-scheduler")

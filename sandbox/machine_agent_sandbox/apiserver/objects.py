@@ -14,7 +14,6 @@ import builtins
 import copy
 import json
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -24,56 +23,14 @@ from . import fields as fp
 from . import meta as mt
 from . import schema as sch
 from . import status as st
-from .auth import User
-from .resources import Registry, ResourceType
+from .calls import APPLY, FOREGROUND, JSON_PATCH, MERGE, STRATEGIC, Call, Obj, Reply
+from .resources import Registry
 from .selectors import selector_from_query
 from .store import Store
 
-Obj = dict[str, Any]
-
-MERGE = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
-APPLY = "application/apply-patch+yaml"
-STRATEGIC = "application/strategic-merge-patch+json"
 _ACCEPTED = [JSON_PATCH, MERGE, APPLY]
 _ACCEPTED_BUILTIN = [JSON_PATCH, MERGE, STRATEGIC, APPLY]
-FOREGROUND = "foregroundDeletion"
 _STANDARD_FINALIZERS = {"kubernetes", "orphan", FOREGROUND}
-
-
-@dataclass
-class Call:
-    verb: str
-    res: ResourceType
-    version: str
-    namespace: str = ""
-    name: str = ""
-    subresource: str = ""
-    query: dict[str, str] = field(default_factory=dict)
-    user: User = field(default_factory=lambda: User("system:apiserver", ("system:masters",)))
-    user_agent: str = ""
-    warnings: list[str] = field(default_factory=list)
-    # metadata errors found before the schema is checked, reported together with its own
-    meta_errors: list[st.FieldError] = field(default_factory=list)
-
-    @property
-    def api_version(self) -> str:
-        return self.res.api_version(self.version)
-
-    @property
-    def dry_run(self) -> bool:
-        return self.query.get("dryRun", "") == "All"
-
-    @property
-    def manager(self) -> str:
-        return (self.query.get("fieldManager") or self.user_agent.split("/")[0][:128]
-                or "unknown")
-
-
-@dataclass
-class Reply:
-    code: int
-    body: Obj
 
 
 def _zero_value(call: Call) -> Obj:

@@ -17,9 +17,9 @@ from urllib.parse import parse_qsl, urlsplit
 from . import decoding, discovery, reviews, routes, sandboxapi, tables, watch
 from . import status as st
 from .auth import ANONYMOUS_USER, User
+from .calls import Call, Reply
 from .context import Context
 from .faults import Fault
-from .objects import Call, Reply
 from .rbac import Attributes, denial
 
 Obj = dict[str, Any]

@@ -24,7 +24,8 @@ from typing import Any
 
 from . import meta as mt
 from . import status as st
-from .objects import Call, Objects
+from .calls import Call
+from .objects import Objects
 from .selectors import selector_from_query
 from .store import Event, TooOld
 

@@ -13,7 +13,7 @@ import yaml
 
 from agent.cli import main
 from agent.config import AgentSpec
-from agent.config.fields import key_of
+from agent.records import key_of
 
 REPO = Path(__file__).parents[3]
 EXAMPLES = sorted(str(p) for p in (REPO / "examples").glob("*.yaml"))

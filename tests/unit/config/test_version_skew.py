@@ -16,7 +16,7 @@ from agent.config import load_config
 from agent.config.sources import FileSource
 from agent.errors import ConfigError
 from agent.host import Host
-from agent.kube.machine import ManagementSource
+from agent.kube.machine_config import ManagementSource
 
 HEAD = "apiVersion: machine-agent.io/v1alpha1\nkind: AgentConfig\n"
 ORIGIN = "configmap site-a/workers"

@@ -13,7 +13,8 @@ from agent.daemon.reconfigure import reconfigure
 from agent.errors import PermanentError, Reason
 from agent.host import Host
 from agent.kube.facts import MachineFacts
-from agent.kube.machine import MachineView, ManagementSource
+from agent.kube.machine import MachineView
+from agent.kube.machine_config import ManagementSource
 from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, file_change
 from agent.report import Condition
 from agent.session import Session

@@ -18,7 +18,8 @@ from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.kube.kubeconfig import Credentials
-from agent.kube.machine import MachineReader, MachineView, ManagementSource
+from agent.kube.machine import MachineReader, MachineView
+from agent.kube.machine_config import ManagementSource
 from agent.kube.reporter import MachineReporter, Reports
 from agent.report import Condition
 from agent.retry import Backoff

@@ -23,7 +23,7 @@ from agent.config import load_config
 from agent.config.sources import FileSource
 from agent.errors import ConfigError
 from agent.host import Host
-from agent.kube.machine import ManagementSource
+from agent.kube.machine_config import ManagementSource
 
 text = open(sys.argv[1]).read()
 source = (ManagementSource("configmap site-a/worker-0-agent", text)

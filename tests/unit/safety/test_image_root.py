@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent import cli
+from agent import cli, commands
 from agent.errors import PermanentError, Reason
 from agent.host import Host
 
@@ -27,7 +27,7 @@ TIME_CONFIG = {"apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
 def spy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """systemctl and kubeadm on this host's PATH that record being run (they must not
     be); the suite's test hook that lets --root trees run commands is off."""
-    monkeypatch.delenv(cli.COMMANDS_ON_HOST_ENV, raising=False)
+    monkeypatch.delenv(commands.COMMANDS_ON_HOST_ENV, raising=False)
     bin_dir, calls = tmp_path / "host-bin", tmp_path / "host-calls"
     bin_dir.mkdir()
     for name in ("systemctl", "kubeadm", "chronyc"):

@@ -8,7 +8,7 @@ from typing import Any
 
 from machine_agent_sandbox.apiserver import ApiServer
 
-from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
+from sandbox.tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 Obj = dict[str, Any]
 

@@ -11,7 +11,7 @@ from machine_agent_sandbox.testkit.bootstrap import bootstrap_secret, cloud_conf
 
 from agent.phases.join.cloudconfig import parse_cloud_config
 
-REPO = Path(__file__).parents[2]
+REPO = Path(__file__).parents[3]
 
 
 def imported(path: Path) -> set[str]:

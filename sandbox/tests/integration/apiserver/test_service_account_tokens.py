@@ -7,7 +7,7 @@ caches a token's successful authentication for 10 s, hence the bounded waits.)""
 
 from __future__ import annotations
 
-from tests.integration.apiserver.kubeclient import Kube, wait_until
+from sandbox.tests.integration.apiserver.kubeclient import Kube, wait_until
 
 REFUSAL_WAIT = 60.0
 """A real server's 10 s token cache and its ServiceAccount informer's lag, with room."""

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from tests.integration.apiserver.kubeclient import CAPI, IPAM, Kube, claim, condition, machine
+from sandbox.tests.integration.apiserver.kubeclient import (
+    CAPI,
+    IPAM,
+    Kube,
+    claim,
+    condition,
+    machine,
+)
 
 
 def test_a_claim_missing_pool_api_group_is_422_with_a_cause(admin: Kube, ns: str) -> None:

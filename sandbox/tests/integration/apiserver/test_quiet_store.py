@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from tests.integration.apiserver.kubeclient import CAPI, Kube, machine, wait_until
+from sandbox.tests.integration.apiserver.kubeclient import CAPI, Kube, machine, wait_until
 
 
 def test_a_list_resource_version_moves_while_its_items_stay(admin: Kube, ns: str) -> None:

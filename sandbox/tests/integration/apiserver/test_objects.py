@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.apiserver.kubeclient import CAPI, Kube, condition, machine, wait_until
+from sandbox.tests.integration.apiserver.kubeclient import (
+    CAPI,
+    Kube,
+    condition,
+    machine,
+    wait_until,
+)
 
 Obj = dict[str, Any]
 

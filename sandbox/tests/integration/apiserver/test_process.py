@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.apiserver.kubeclient import Kube
+from sandbox.tests.integration.apiserver.kubeclient import Kube
 
 
 @pytest.mark.allow_processes

@@ -13,7 +13,7 @@ import pytest
 import requests
 from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 
-from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
+from sandbox.tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 import requests
 from machine_agent_sandbox.apiserver import ApiServer
 
-from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
+from sandbox.tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 
 def _machines(ns: str) -> str:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from machine_agent_sandbox.apiserver import ApiServer
 
-from tests.integration.apiserver.kubeclient import Kube
+from sandbox.tests.integration.apiserver.kubeclient import Kube
 
 REAL_KUBECONFIG = os.environ.get("MACHINE_AGENT_TEST_KUBECONFIG", "")
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.apiserver.kubeclient import CAPI, JSON_PATCH, Kube, condition, machine
+from sandbox.tests.integration.apiserver.kubeclient import (
+    CAPI,
+    JSON_PATCH,
+    Kube,
+    condition,
+    machine,
+)
 
 Obj = dict[str, Any]
 

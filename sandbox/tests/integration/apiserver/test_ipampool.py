@@ -9,7 +9,14 @@ import pytest
 from machine_agent_sandbox.apiserver import ApiServer
 from machine_agent_sandbox.apiserver.ipampool import first_free, pool_spans
 
-from tests.integration.apiserver.kubeclient import IPAM, POOLS, Kube, claim, pool, wait_until
+from sandbox.tests.integration.apiserver.kubeclient import (
+    IPAM,
+    POOLS,
+    Kube,
+    claim,
+    pool,
+    wait_until,
+)
 
 Obj = dict[str, Any]
 

@@ -6,7 +6,7 @@ import time
 
 from machine_agent_sandbox.apiserver import ApiServer
 
-from tests.integration.apiserver.kubeclient import CAPI, Kube, machine
+from sandbox.tests.integration.apiserver.kubeclient import CAPI, Kube, machine
 
 
 def test_answers_are_not_held_for_the_clients_delayed_ack(own_standin: ApiServer,

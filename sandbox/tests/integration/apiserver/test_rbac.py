@@ -10,7 +10,7 @@ from agent.config.fields import Decoder
 from agent.config.network import NetworkSpec
 from agent.kube.claims import claim_key, claim_name
 from agent.kube.rbac import NodeIdentity, capi_claims, render_node_rbac
-from tests.integration.apiserver.kubeclient import CAPI, Kube, claim, condition, machine
+from sandbox.tests.integration.apiserver.kubeclient import CAPI, Kube, claim, condition, machine
 
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 

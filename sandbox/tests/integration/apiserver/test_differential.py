@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from machine_agent_sandbox.apiserver import ApiServer
 
-from tests.integration.apiserver import replay
+from sandbox.tests.integration.apiserver import replay
 
 AGENT_RULES = [
     {"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"],
@@ -95,7 +95,7 @@ def test_the_standin_answers_as_the_real_server(
 
 
 def main() -> None:
-    """`python -m tests.integration.apiserver.test_differential`: the match count."""
+    """`python -m sandbox.tests.integration.apiserver.test_differential`: the match count."""
     import tempfile
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(17) as pool:
         paths = replay.cases()

@@ -1,0 +1,1 @@
+"""The sandbox's own tests: its stand-ins, its test kit, its demo."""
