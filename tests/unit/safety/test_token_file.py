@@ -89,3 +89,20 @@ def test_a_token_file_rewritten_with_a_bad_token_keeps_the_header_clean(
     assert len(session.sent) == 1
     assert SECRET not in str(err.value) and SECRET not in caplog.text
     assert f"the token in {tmp_path}/etc/token is not a bearer token" in caplog.text
+
+
+def test_a_workload_kubeconfig_token_of_two_lines_is_refused_naming_the_file(
+        tmp_path: Path) -> None:
+    from agent.kube.workload import KubeconfigCluster
+
+    (tmp_path / "etc/kubernetes").mkdir(parents=True)
+    (tmp_path / "etc/kubernetes/kubelet.conf").write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://192.0.2.10:6443'}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+        f"users: [{{name: u, user: {{token: \"{SECRET}\\nX-Injected: 1\"}}}}]\n")
+    with pytest.raises(PermanentError) as err:
+        KubeconfigCluster(Host(tmp_path), "/etc/kubernetes/kubelet.conf",
+                          reason=Reason.CNIBroken, missing_hint="join first")
+    assert "the token in /etc/kubernetes/kubelet.conf is not a bearer token" in str(err.value)
+    assert SECRET not in str(err.value)
