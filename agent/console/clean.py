@@ -23,6 +23,11 @@ from agent.report import SENTINEL
 from agent.state import NODE_LOCK, STATE_DIR, Journal
 
 MACHINE_ID = "/etc/machine-id"
+LOGS_KEPT = ("the system journal (the agent's log lines are entries in it beside every "
+             "other service's, and journald removes no single service's entries; "
+             "`journalctl --rotate --vacuum-time=1s` empties the whole journal)")
+"""What `--logs` leaves: the agent keeps no log of its own outside the system journal
+(cloud-init's `clean --logs` removes its own files only, never the journal)."""
 
 
 @dataclass
@@ -57,7 +62,7 @@ def clean(host: Host, *, logs: bool = False, machine_id: bool = False,
     if host.remove(SENTINEL):
         report.removed.append(SENTINEL)
     if logs:
-        report.kept.append(_agent_logs())
+        report.kept.append(LOGS_KEPT)
     if machine_id and (host.read_text(MACHINE_ID) or "").strip():
         # Empty, not absent: systemd then generates an id at first boot and, with a
         # read-only /etc, still boots (machine-id(5), "First Boot Semantics").
@@ -76,12 +81,3 @@ def _remove_state(host: Host) -> bool:
         if path != NODE_LOCK:
             removed = host.remove_tree(path) or removed
     return removed
-
-
-def _agent_logs() -> str:
-    """What `--logs` does with the agent's log lines: they are entries in the system
-    journal beside every other service's, and journald removes no single service's
-    entries, so they stay (cloud-init's `clean --logs` removes its own files only)."""
-    return ("the system journal (the agent's log lines are entries in it beside every "
-            "other service's, and journald removes no single service's entries; "
-            "`journalctl --rotate --vacuum-time=1s` empties the whole journal)")
