@@ -1083,8 +1083,16 @@ def network_ready(root: Path) -> bool:
         p.suffix in (".conf", ".conflist", ".json") for p in conf_dir.iterdir())
 
 
+_NO_PRESSURE = (("MemoryPressure", "KubeletHasSufficientMemory",
+                 "kubelet has sufficient memory available"),
+                ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"))
+"""The pressure conditions a healthy kubelet posts with Ready (nodestatus/setters.go)."""
+
+
 def post_node_status(server: str, ca: str, token: str, name: str, ready: bool) -> None:
-    """The kubelet's Ready condition (pkg/kubelet/nodestatus/setters.go ReadyCondition)."""
+    """The kubelet's Ready condition and its pressure conditions, none under pressure
+    (pkg/kubelet/nodestatus/setters.go ReadyCondition, MemoryPressureCondition, ...)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     condition = {"type": "Ready", "status": "True", "reason": "KubeletReady",
                  "message": "kubelet is posting ready status"} if ready else {
@@ -1093,8 +1101,11 @@ def post_node_status(server: str, ca: str, token: str, name: str, ready: bool) -
                    "reason:NetworkPluginNotReady message:Network plugin returns error: "
                    "cni plugin not initialized"}
     condition.update(lastHeartbeatTime=now, lastTransitionTime=now)
+    conditions = [{"type": kind, "status": "False", "reason": reason, "message": message,
+                   "lastHeartbeatTime": now, "lastTransitionTime": now}
+                  for kind, reason, message in _NO_PRESSURE]
     status, doc = _api(server, ca, token, "PATCH", f"/api/v1/nodes/{name}/status",
-                       {"status": {"conditions": [condition]}},
+                       {"status": {"conditions": [*conditions, condition]}},
                        "application/merge-patch+json")
     if status != 200:
         raise Failed(f"error execution phase kubelet-start: updating Node {name} status: "

@@ -109,7 +109,7 @@ class Objects:
             if rv > self.store.rv and not self.store.wait_for(rv, 3.0):
                 raise st.timeout(f"Too large resource version: {rv}, current: {self.store.rv}",
                                  cause="ResourceVersionTooLarge")
-        matches = selector_from_query(query)
+        matches = selector_from_query(query, call.res.id)
         # the stored objects, uncopied: only the page's items are copied (by output)
         objs, rv_now = self.store.view(call.res.storage_id, call.namespace or None)
         page = pages.Page.cut(objs, matches, start, limit, bool(call.namespace))
@@ -129,7 +129,7 @@ class Objects:
     def delete_collection(self, call: Call, options: Obj | None) -> Reply:
         """DELETE on a collection: each selected object deleted as DELETE would; the
         answer is the list of what was deleted (or is now terminating)."""
-        matches = selector_from_query(call.query)
+        matches = selector_from_query(call.query, call.res.id)
         objs, _ = self.store.list(call.res.storage_id, call.namespace or None, matches)
         deleted: builtins.list[Obj] = []
         for obj in objs:

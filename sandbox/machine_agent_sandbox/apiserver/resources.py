@@ -147,6 +147,7 @@ _BUILTINS: list[tuple[str, str, str, str, bool, bool, bool]] = [
     ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, True, True),
     ("coordination.k8s.io", "v1", "leases", "Lease", True, False, False),
     ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, False, False),
+    ("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, True, False),
     ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
      False, True, True),
 ]

@@ -107,7 +107,20 @@ def _resource_list(registry: Registry, group: str, version: str) -> Obj:
             "resources": resources}
 
 
+def root_paths(registry: Registry) -> Obj:
+    """GET /: the paths the server serves (genericapiserver's routes.Index), which Cluster
+    API's ClusterCache reads to tell that a workload cluster's API is up."""
+    paths = {"/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz",
+             "/version"}
+    for group in docs.group_list(registry)["groups"]:
+        paths.add(f"/apis/{group['name']}")
+        paths.update(f"/apis/{v['groupVersion']}" for v in group["versions"])
+    return {"paths": sorted(paths)}
+
+
 def discovery(registry: Registry, parts: list[str], address: str) -> Obj | None:
+    if not parts:
+        return root_paths(registry)
     if parts == ["api"]:
         return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
             {"clientCIDR": "0.0.0.0/0", "serverAddress": address}]}

@@ -7,7 +7,7 @@ Admin (system:masters) only. Not part of any real Kubernetes API.
                                    "retry_after", "after_events"}
     DELETE /sandbox/v1/faults     clear every fault
     POST   /sandbox/v1/compact    forget the watch history -> {"resourceVersion": floor}
-    POST   /sandbox/v1/tokens     {"user", "groups"} -> {"token"}
+    POST   /sandbox/v1/tokens     {"user", "groups", "uid"} -> {"token"}
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def handle(ctx: Context, user: User, method: str, parts: list[str], body: Any) -
     if what == "compact" and method == "POST":
         return 200, {"resourceVersion": str(ctx.objects.store.compact())}
     if what == "tokens" and method == "POST":
-        token = ctx.tokens.issue(str(body.get("user", "")), list(body.get("groups") or []))
+        token = ctx.tokens.issue(str(body.get("user", "")), list(body.get("groups") or []),
+                                 uid=str(body.get("uid") or ""))
         return 201, {"token": token}
     raise st.ApiError(404, "NotFound", "the server could not find the requested resource", {})

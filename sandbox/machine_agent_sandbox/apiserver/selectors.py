@@ -66,32 +66,45 @@ def _label_term(term: str) -> Predicate:
                       "',', '!=', '==', '=', 'in', 'notin'")
 
 
-_FIELDS = {"metadata.name": ("name",), "metadata.namespace": ("namespace",)}
+_FIELDS: dict[str, tuple[str, ...]] = {"metadata.name": ("metadata", "name"),
+                                       "metadata.namespace": ("metadata", "namespace")}
+_TYPE_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "/pods": {"spec.nodeName": ("spec", "nodeName"), "status.phase": ("status", "phase")},
+    "/secrets": {"type": ("type",)},
+}
+"""Fields a type adds to the selectable ones (kube-apiserver's per-type GetAttrs: the
+Pod's spec.nodeName is what `kubectl drain`, and Cluster API's drain, list by)."""
 
 
-def field_selector(selector: str) -> Predicate:
+def field_selector(selector: str, resource: str = "") -> Predicate:
     tests: list[Predicate] = []
     for term in _split_terms(selector):
         m = _CMP_RE.match(term)
         if not m:
             raise bad_request(f"invalid selector: '{selector}'; can't understand '{term}'")
         key, op, value = m.groups()
-        if key not in _FIELDS:
+        known = {**_FIELDS, **_TYPE_FIELDS.get(resource, {})}
+        if key not in known:
             raise ApiError(400, "BadRequest", f'field label not supported: {key}')
-        attr = _FIELDS[key][0]
+        path = known[key]
 
-        def test(obj: Obj, attr: str = attr, op: str = op, value: str = value) -> bool:
-            actual = (obj.get("metadata") or {}).get(attr, "")
+        def test(obj: Obj, path: tuple[str, ...] = path, op: str = op,
+                 value: str = value) -> bool:
+            actual: Any = obj
+            for step in path:
+                actual = actual.get(step) if isinstance(actual, dict) else None
+            actual = "" if actual is None else str(actual)
             return bool(actual != value) if op == "!=" else bool(actual == value)
 
         tests.append(test)
     return lambda obj: all(t(obj) for t in tests)
 
 
-def selector_from_query(query: dict[str, str]) -> Predicate:
+def selector_from_query(query: dict[str, str], resource: str = "") -> Predicate:
+    """The label and field selectors of a list or watch of `resource` (group/plural)."""
     tests: list[Predicate] = []
     if query.get("labelSelector"):
         tests.append(label_selector(query["labelSelector"]))
     if query.get("fieldSelector"):
-        tests.append(field_selector(query["fieldSelector"]))
+        tests.append(field_selector(query["fieldSelector"], resource))
     return lambda obj: all(t(obj) for t in tests)

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import decoding, discovery, reviews, routes, sandboxapi, tables, watch
+from . import decoding, discovery, protobuf, reviews, routes, sandboxapi, tables, watch
 from . import status as st
 from .auth import ANONYMOUS_USER, User
 from .calls import Call, Reply
@@ -114,6 +114,12 @@ class Handler(BaseHTTPRequestHandler):
             return json.loads(raw)
         except ValueError as exc:
             raise st.bad_request(f"couldn't get version/kind; json parse error: {exc}") from None
+
+    def _options_body(self, raw: bytes) -> Any:
+        """DeleteOptions: JSON, or protobuf as controller-runtime sends them."""
+        if self.headers.get("Content-Type", "").startswith(protobuf.MEDIA_TYPE):
+            return protobuf.delete_options(raw)
+        return self._json_body(raw)
 
     def _reply(self, code: int, body: Obj, headers: dict[str, str] | None = None,
                warnings: list[str] | None = None,
@@ -327,10 +333,10 @@ class Handler(BaseHTTPRequestHandler):
         elif t.verb == "patch":
             reply = objects.patch(call, raw, self.headers.get("Content-Type", ""))
         elif t.verb == "delete":
-            options = self._json_body(raw)
+            options = self._options_body(raw)
             reply = objects.delete(call, options if isinstance(options, dict) else None)
         elif t.verb == "deletecollection":
-            options = self._json_body(raw)
+            options = self._options_body(raw)
             reply = objects.delete_collection(call, options if isinstance(options, dict)
                                               else None)
         else:

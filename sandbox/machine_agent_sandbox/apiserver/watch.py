@@ -74,7 +74,7 @@ def run(objects: Objects, call: Call, send: Send, opts: WatchOptions) -> None:
     rv_param = q.get("resourceVersion", "")
     initial = rv_param in ("", "0") or _true(q.get("sendInitialEvents", ""))
     since = None if initial else mt.parse_rv(rv_param)
-    matches = selector_from_query(q)
+    matches = selector_from_query(q, call.res.id)
     timeout = float(q.get("timeoutSeconds") or DEFAULT_TIMEOUT)
     bookmarks = _true(q.get("allowWatchBookmarks", ""))
     store = objects.store

@@ -17,11 +17,14 @@ from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 
 from agent.host import Host
 from agent.ipam.base import IPAMPlugin, PluginEnv, open_plugin
+from agent.ipam.nautobot import CLAIM_FIELD as NAUTOBOT_CLAIM_FIELD
 from agent.ipam.netbox import CLAIM_FIELD
 from tests.integration.ipam.conftest import Management, NetBox
 from tests.integration.ipam.tcpproxy import TCPProxy
+from tests.integration.nautobot.world import Nautobot
 
 TOKEN_FILE = "/etc/machine-agent/netbox.token"
+NAUTOBOT_TOKEN_FILE = "/etc/machine-agent/nautobot.token"
 
 
 @dataclass
@@ -113,6 +116,55 @@ def netbox_harness(tmp_path: Path, netbox: NetBox) -> Harness:
         return sum(1 for k in keys if k and not k.startswith("machine-agent/gateway/"))
 
     # A real NetBox on 2 busy cores takes up to half a second to answer a POST.
+    harness.impatient, harness.held, harness.patience = impatient, held, 1.0
+    harness.cleanup.append(proxy.stop)
+    return harness
+
+
+def nautobot_harness(tmp_path: Path, nautobot: Nautobot) -> Harness:
+    """The real Nautobot, reached through a proxy that the outage case stops and starts.
+    Pools name prefixes; `small` (198.51.100.0/28) offers 13 addresses: the gateway .1 is
+    reserved by the plugin, and Nautobot hands out neither the network nor the broadcast
+    address."""
+    host = Host(tmp_path)
+    host.write_file(NAUTOBOT_TOKEN_FILE, nautobot.token + "\n", mode=0o600)
+    target = nautobot.url.removeprefix("http://").rsplit(":", 1)
+    proxy = TCPProxy((target[0], int(target[1]))).start()
+    settings = {"url": proxy.url, "tokenFile": NAUTOBOT_TOKEN_FILE, "timeout": "30s",
+                "pools": {"v4": {"prefix": "192.0.2.0/24"}, "small": {"prefix": "198.51.100.0/28"}}}
+    harness = Harness("nautobot", settings, PluginEnv(host),
+                      {"v4": "v4", "v6": "2001:db8:10::/64", "small": "small"}, small_size=13)
+
+    def bad_credentials() -> IPAMPlugin:
+        Host(tmp_path / "bad").write_file(NAUTOBOT_TOKEN_FILE, "0" * 40 + "\n")
+        return open_plugin("nautobot", {"nautobot": settings}, PluginEnv(Host(tmp_path / "bad")))
+
+    @contextlib.contextmanager
+    def outage() -> Iterator[None]:
+        proxy.stop()
+        try:
+            yield
+        finally:
+            proxy.start()
+
+    @contextlib.contextmanager
+    def slow(seconds: float) -> Iterator[None]:
+        proxy.delay = seconds
+        try:
+            yield
+        finally:
+            proxy.delay = 0.0
+
+    def impatient() -> IPAMPlugin:
+        return open_plugin("nautobot", {"nautobot": {**settings,
+                                                     "timeout": f"{harness.patience:g}s"}},
+                           PluginEnv(host))
+
+    def held() -> int:
+        return sum(1 for r in nautobot.addresses()
+                   if (r.get("custom_fields") or {}).get(NAUTOBOT_CLAIM_FIELD))
+
+    harness.bad_credentials, harness.outage, harness.slow = bad_credentials, outage, slow
     harness.impatient, harness.held, harness.patience = impatient, held, 1.0
     harness.cleanup.append(proxy.stop)
     return harness

@@ -1,5 +1,6 @@
-"""The IPAM backends' test set-ups: the real NetBox started by
-tests/integration/netbox/up.sh (never skipped: a missing NetBox fails the tests), and a
+"""The IPAM backends' test set-ups: the real NetBox and Nautobot started by
+tests/integration/netbox/up.sh and nautobot/up.sh (never skipped: a missing server fails
+the tests), and a
 management cluster (the stand-in, whose pool controller plays the in-cluster provider, or
 a real API server named by MACHINE_AGENT_TEST_KUBECONFIG, where the test plays the
 provider) with a Cluster, a Machine and the node's shipped RBAC."""
@@ -27,6 +28,7 @@ from agent.kube.rbac import NodeIdentity, render_node_rbac
 from agent.retry import Backoff
 from tests.integration.kube import conftest as kube
 from tests.integration.kube.conftest import CLUSTER, MACHINE, SECRET, Admin
+from tests.integration.nautobot.world import Nautobot, running_nautobot
 from tests.integration.netbox import nbapi
 
 NETBOX_ENV = Path(os.environ.get("NETBOX_HOME", "/var/tmp/machine-agent-netbox")) / "env"
@@ -70,6 +72,15 @@ def read_netbox_env() -> NetBox:
         pytest.fail(f"NetBox at {env['NETBOX_URL']} answered {answer.status_code} to "
                     f"/api/status/; run `{UP}`", pytrace=False)
     return NetBox(env["NETBOX_URL"], env["NETBOX_TOKEN"], env)
+
+
+@pytest.fixture
+def nautobot() -> Iterator[Nautobot]:
+    """The real Nautobot, its test prefixes empty before and after."""
+    server = running_nautobot()
+    server.reset()
+    yield server
+    server.reset()
 
 
 @pytest.fixture

@@ -24,11 +24,12 @@ from agent.retry import Backoff, retry
 from tests.integration.ipam.backends import (
     Harness,
     capi_harness,
+    nautobot_harness,
     netbox_harness,
     static_harness,
 )
 
-BACKENDS = ("static", "netbox", "capi")
+BACKENDS = ("static", "netbox", "nautobot", "capi")
 
 
 @pytest.fixture(params=BACKENDS)
@@ -38,6 +39,8 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         made = static_harness(tmp_path)
     elif name == "netbox":
         made = netbox_harness(tmp_path, request.getfixturevalue("netbox"))
+    elif name == "nautobot":
+        made = nautobot_harness(tmp_path, request.getfixturevalue("nautobot"))
     else:
         made = capi_harness(tmp_path, request.getfixturevalue("management"))
     yield made

@@ -37,6 +37,14 @@ def test_discovery_lists_the_groups_and_the_served_resources(admin: Kube) -> Non
     assert "v1" in admin.check(admin.get("/api"), 200)["versions"]
 
 
+def test_root_lists_the_served_paths_as_cluster_api_reads_them(admin: Kube) -> None:
+    # Cluster API's ClusterCache reads GET / to tell that a workload cluster is up.
+    paths = admin.check(admin.get("/"), 200)["paths"]
+    assert {"/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz",
+            "/version"} <= set(paths)
+    assert paths == sorted(paths)
+
+
 def test_create_fills_metadata_and_a_second_create_is_409_already_exists(
         admin: Kube, ns: str) -> None:
     created = admin.check(admin.post(machines(ns), json=machine()), 201)
