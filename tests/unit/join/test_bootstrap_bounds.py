@@ -137,3 +137,12 @@ def test_cloud_inits_network_config_nested_100k_deep_is_an_error_by_name(
     agent_config(tmp_path, {"networkConfigFrom": "cloud-init"})
     errors = load(tmp_path)
     assert any("network-config.json" in e and "nested too deeply" in e for e in errors), errors
+
+
+def test_yaml_aliases_in_a_network_config_file_are_refused_before_building(
+        tmp_path: Path) -> None:
+    (tmp_path / "nc.yaml").write_text("network:\n  version: 2\n  ethernets:\n"
+                                      "    eth0: &a {dhcp4: true}\n    eth1: *a\n")
+    agent_config(tmp_path, {"networkConfigFrom": "/nc.yaml"})
+    errors = load(tmp_path)
+    assert any("uses a YAML alias (*a) at line 5" in e for e in errors), errors
