@@ -10,6 +10,7 @@ import pytest
 from agent.cli import main
 from agent.host import Host
 from agent.state import JOURNAL, NODE_LOCK, Journal, node_lock
+from agent.tls import system_bundle
 
 
 @pytest.fixture
@@ -83,3 +84,15 @@ def test_clean_logs_with_the_journal_linked_out_of_the_image_keeps_the_targets_f
     (image / "var/log/journal").symlink_to(outside)
     assert main(["--root", str(image), "clean", "--logs"]) == 0
     assert sorted(p.name for p in outside.iterdir()) == ["precious"]
+
+
+def test_the_images_trust_store_linked_out_of_it_is_not_the_build_hosts(
+        image: Path, outside: Path) -> None:
+    certs = image / "etc/ssl/certs"
+    certs.mkdir(parents=True)
+    (certs / "ca-certificates.crt").symlink_to(outside / "precious")  # the host's file
+    assert system_bundle(image) is None  # the image has no bundle of its own
+    (image / outside.relative_to("/")).mkdir(parents=True)
+    (image / outside.relative_to("/") / "precious").write_text("the image's CAs\n")
+    found = system_bundle(image)
+    assert found is not None and Path(found).read_text() == "the image's CAs\n"
