@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
+from agent.kube.bearer import token_problem
+from agent.kube.kubeconfig import MAX_FILE
+from agent.logs import REDACT
 from agent.tls import Trust, ca_pins, default_bundle, explain
 
 if TYPE_CHECKING:
@@ -58,7 +61,11 @@ class KubeconfigCluster:
 
         self.reason = reason
         self.kubeconfig = kubeconfig
-        text = host.read_text(kubeconfig)
+        try:
+            text = host.read_text(kubeconfig, limit=MAX_FILE)
+        except (OSError, UnicodeDecodeError) as err:
+            raise WorkloadAPIError(f"the kubeconfig {kubeconfig} cannot be read ({err})",
+                                   reason=reason) from err
         if text is None:
             raise WorkloadAPIError(f"the kubeconfig {kubeconfig} does not exist",
                                    reason=reason, hint=missing_hint)
@@ -83,7 +90,11 @@ class KubeconfigCluster:
         self.cert = (cert, key) if cert and key else None
         self.headers: dict[str, str] = {}
         if user.get("token"):
-            self.headers["Authorization"] = f"Bearer {user['token']}"
+            token = str(user["token"]).strip()
+            REDACT.add(token)
+            if problem := token_problem(token):  # never shown: a header error would
+                raise WorkloadAPIError(f"the token in {kubeconfig} {problem}", reason=reason)
+            self.headers["Authorization"] = f"Bearer {token}"
         self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
 
     def _file(self, host: Host, section: dict[str, Any], key: str, name: str) -> str | None:
