@@ -240,15 +240,16 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
                "recorded, a path\n     outside the image tree, ...)\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     clean.add_argument("--logs", action="store_true",
-                       help="also remove the journal's files (/var/log/journal under "
-                            "--root; on a running system: journalctl --rotate and "
-                            "--vacuum-time=1s)")
+                       help="also remove the agent's own logs, as cloud-init clean "
+                            "--logs does; the system journal, which holds them beside "
+                            "every other service's, stays")
     clean.add_argument("--machine-id", action="store_true",
                        help="also empty /etc/machine-id, so each machine made from the "
                             "image gets its own at first boot")
     clean.add_argument("--force", action="store_true",
                        help="clean even though IPAM addresses are still recorded (they "
                             "stay claimed in the backend)")
+    with_lock(clean)
 
     sub.add_parser("version", help="print the version",
                    description="Print the agent's version (as --version does).")
@@ -295,6 +296,12 @@ program killed by SIGPIPE has in the shell, without Python's traceback."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from agent.printable import PrintableStream
+
+    # Every line a command prints goes through printable(): no raw control character
+    # from a value (a command's output, bootstrap data) reaches the terminal.
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(stdout), PrintableStream(stderr)
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
@@ -306,6 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return EXIT_BROKEN_PIPE
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
 
 
 def _main(argv: Sequence[str] | None) -> int:

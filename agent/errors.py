@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from agent.printable import printable
+
 SHOWN = 40
 """Characters of a value an error echoes: a hostile value may be megabytes."""
 
@@ -53,6 +55,7 @@ class Reason(enum.StrEnum):
     CommandFailed = "CommandFailed"
     CommandTimeout = "CommandTimeout"
     InternalError = "InternalError"
+    NotOnImage = "NotOnImage"
     # management cluster
     ManagementUnreachable = "ManagementUnreachable"
     ManagementUnauthorized = "ManagementUnauthorized"
@@ -140,6 +143,12 @@ REASONS: dict[Reason, ReasonInfo] = {
         "/var/lib/machine-agent or a file a phase writes, as the message names.",
         "Free space, or remount read-write the file system holding the path the message "
         "names; the journal is intact."),
+    Reason.NotOnImage: ReasonInfo(
+        "An image tree (`--root` without `--netns`) was asked for what only the running "
+        "node has: a running service, its clock, its kernel or cluster membership, or a "
+        "program the image lacks.",
+        "Run the agent on the node, where it does this at first boot; or give --netns to "
+        "change a test namespace from this host."),
     Reason.CommandFailed: ReasonInfo(
         "A command the phase runs exited non-zero.",
         "Read the command's output tail in the message or `machine-agent status`."),
@@ -352,9 +361,11 @@ class FieldError:
     origin: str | None = None
 
     def __str__(self) -> str:
+        """One line: a key of the document (an interface's name, a unit's) may hold a
+        newline or an escape sequence, printed escaped."""
         where = f"{self.origin}: " if self.origin else ""
         tail = f" ({self.hint})" if self.hint else ""
-        return f"{where}{self.path}: {self.message}{tail}"
+        return printable(f"{where}{self.path}: {self.message}{tail}")
 
 
 MAX_LISTED = 50

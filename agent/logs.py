@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, TextIO
 
+from agent.printable import printable
+
 REDACTED = "***"
 
 # Shapes of secrets that may reach a message even when nobody registered them.
@@ -67,7 +69,7 @@ class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         where = getattr(record, "phase", None) or record.name.removeprefix("agent.")
-        line = f"{stamp} {record.levelname:<7} {where}: {record.getMessage()}"
+        line = f"{stamp} {record.levelname:<7} {where}: {printable(record.getMessage())}"
         if record.exc_info and record.levelno >= logging.DEBUG and logging.root.level <= 10:
             line += "\n" + self.formatException(record.exc_info)
         return REDACT(line)
@@ -157,7 +159,8 @@ class JournalHandler(logging.Handler):
         self.text = _TextFormatter()
 
     def fields(self, record: logging.LogRecord) -> dict[str, str]:
-        message = record.getMessage()
+        # one entry whatever its lines: only the other control characters are escaped
+        message = printable(record.getMessage(), lines=True)
         if record.exc_info and (logging.root.level <= logging.DEBUG or
                                 record.levelno >= logging.CRITICAL):
             message += "\n" + self.text.formatException(record.exc_info)

@@ -17,14 +17,18 @@ from agent.errors import AgentError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
+from agent.kube.reporter import MachineReporter
 from agent.logs import in_phase
 from agent.phases import registry
 from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, Results
-from agent.report import SUMMARY, Conditions, Reporter, read_status
+from agent.report import SUMMARY, Conditions, Reporter, last_outcome
 from agent.retry import Backoff, retry
 from agent.state import Journal, digest
 
 log = logging.getLogger(__name__)
+
+MACHINE_DELETED = "the Machine was deleted: no more bootstrapping for it"
+"""Why a run stops when a report finds the Machine gone (404 on its status)."""
 
 Outcome = Literal["applied", "up-to-date", "skipped", "failed", "pending"]
 
@@ -91,7 +95,7 @@ class Orchestrator:
         self._summarize = True
         """Whether the run sets the summary (run(summarize=...))."""
         self.journal = Journal.load(host)
-        last = read_status(host)
+        last = last_outcome(host)
         self.conditions = Conditions(host, [p.condition for p in self.phases],
                                      last[0] if last else None)
         self.results = Results({
@@ -141,6 +145,13 @@ class Orchestrator:
                 self.conditions.set(phase.condition, "True", Reason.Skipped,
                                     "skipped by spec.skipPhases")
                 result.outcomes.append(PhaseOutcome(phase.name, "skipped"))
+                continue
+            if blocked is None and self._machine_deleted():
+                self.conditions.set(phase.condition, "Unknown", Reason.Pending,
+                                    MACHINE_DELETED)
+                result.outcomes.append(PhaseOutcome(phase.name, "pending",
+                                                    message=MACHINE_DELETED))
+                result.temporary = False
                 continue
             if blocked is not None:
                 message = f"waiting for the {blocked.phase} phase ({blocked.reason})"
@@ -193,6 +204,8 @@ class Orchestrator:
         spec = self.config.spec.retry
         backoff = Backoff(base=spec.initial_delay, cap=spec.max_delay, attempts=spec.attempts)
         def retrying(err: AgentError, n: int, pause: float) -> None:
+            if self._machine_deleted():  # no Machine waits for this node any more
+                raise PermanentError(MACHINE_DELETED, reason=Reason.MachineNotFound)
             log.warning("attempt %d failed (%s); retrying in %.1fs", n, err, pause,
                         extra={"phase": name, "reason": str(err.reason), "attempt": n})
             self.journal.retrying(name)
@@ -253,6 +266,11 @@ class Orchestrator:
             waiting = ", ".join(c.type for c in states if c.status != "True")
             self.conditions.set(SUMMARY, "Unknown", Reason.Pending, f"not yet done: {waiting}")
         self._publish(final=True)
+
+    def _machine_deleted(self) -> bool:
+        """Whether a report found the Machine gone (MachineReporter.machine_deleted)."""
+        return any(isinstance(r, MachineReporter) and r.machine_deleted
+                   for r in self.reporters)
 
     def _publish(self, final: bool) -> None:
         for reporter in self.reporters:

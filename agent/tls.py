@@ -44,12 +44,18 @@ it."""
 
 
 def system_bundle(root: str | PathLike[str] = "/") -> str | None:
-    """The operating system's CA bundle under `root` (the Host's root), as a real path;
-    None when the system has none."""
+    """The operating system's CA bundle under `root` (the Host's root), as a real path,
+    its links resolved inside the root (an image's bundle linked to /etc/... is the
+    image's, never the build host's); None when the system has none."""
     import os
+    from pathlib import Path, PurePosixPath
 
+    from agent.hostpath import resolve_in_root
+
+    top = Path(root)
     for path in SYSTEM_BUNDLES:
-        found = os.path.join(os.fspath(root), path.lstrip("/"))
+        found = (os.fspath(path) if os.path.realpath(top) == "/"
+                 else os.fspath(resolve_in_root(top, PurePosixPath(path).parts[1:])))
         if os.path.isfile(found):
             return found
     return None

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -75,6 +76,7 @@ from agent.errors import AgentError, CommandError, Reason
 from agent.host import Host
 from agent.ipam.base import PluginEnv
 from agent.ipam.release import release_all
+from agent.kube.bearer import read_token_file
 from agent.kube.client import Client, resource_path
 from agent.kube.kubeconfig import Credentials
 from agent.kube.machine import GROUP, MachineView
@@ -311,11 +313,8 @@ def hook_release_due(creds: Credentials) -> dt.datetime | None:
     its expiry."""
     token = creds.token
     if creds.token_file:
-        try:
-            with open(creds.token_file, encoding="utf-8") as handle:
-                token = handle.read().strip() or token
-        except (OSError, UnicodeDecodeError):
-            pass
+        with contextlib.suppress(OSError, ValueError):
+            token = read_token_file(creds.token_file)
     expiry = token_expiry(token)
     return expiry - dt.timedelta(seconds=EXPIRY_MARGIN) if expiry else None
 

@@ -65,7 +65,7 @@ from agent.kube.machine_config import ConfigRef, ManagementSource, config_ref
 from agent.kube.reporter import MachineReporter
 from agent.orchestrator import EXIT_OK, EXIT_USAGE, Orchestrator
 from agent.phases.base import Phase
-from agent.report import SUMMARY, Conditions, LocalStatus, Reporter, read_status
+from agent.report import SUMMARY, Conditions, LocalStatus, Reporter, last_outcome
 from agent.retry import Backoff
 from agent.session import Session
 from agent.state import node_lock
@@ -187,7 +187,7 @@ class Daemon:
         # A run starts: the outcome in the status file (perhaps from the boot before) is
         # no longer the one `status --wait` waits for, though opening the session can
         # take minutes (cloud-init, the bootstrap data).
-        last = read_status(self.host)
+        last = last_outcome(self.host)
         if last is not None and last[1]:
             LocalStatus(self.host).publish(last[0], final=False)
         try:
@@ -286,7 +286,7 @@ class Daemon:
 
     def _report_summary(self, reason: Reason, message: str) -> None:
         """Say why the bootstrap could not start, where `status` and systemd look."""
-        last = read_status(self.host)
+        last = last_outcome(self.host)
         conditions = Conditions(self.host, [], last[0] if last else None)
         conditions.set(SUMMARY, "False", reason, message)
         for reporter in self.reporters:

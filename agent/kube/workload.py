@@ -12,12 +12,17 @@ only from files.
 from __future__ import annotations
 
 import base64
+import contextlib
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
+from agent.hostpath import read_regular
+from agent.kube.bearer import token_problem
+from agent.kube.kubeconfig import MAX_FILE
+from agent.logs import REDACT
 from agent.tls import Trust, ca_pins, default_bundle, explain
 
 if TYPE_CHECKING:
@@ -58,7 +63,11 @@ class KubeconfigCluster:
 
         self.reason = reason
         self.kubeconfig = kubeconfig
-        text = host.read_text(kubeconfig)
+        try:
+            text = host.read_text(kubeconfig, limit=MAX_FILE)
+        except (OSError, UnicodeDecodeError) as err:
+            raise WorkloadAPIError(f"the kubeconfig {kubeconfig} cannot be read ({err})",
+                                   reason=reason) from err
         if text is None:
             raise WorkloadAPIError(f"the kubeconfig {kubeconfig} does not exist",
                                    reason=reason, hint=missing_hint)
@@ -83,7 +92,11 @@ class KubeconfigCluster:
         self.cert = (cert, key) if cert and key else None
         self.headers: dict[str, str] = {}
         if user.get("token"):
-            self.headers["Authorization"] = f"Bearer {user['token']}"
+            token = str(user["token"]).strip()
+            REDACT.add(token)
+            if problem := token_problem(token):  # never shown: a header error would
+                raise WorkloadAPIError(f"the token in {kubeconfig} {problem}", reason=reason)
+            self.headers["Authorization"] = f"Bearer {token}"
         self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
 
     def _file(self, host: Host, section: dict[str, Any], key: str, name: str) -> str | None:
@@ -180,11 +193,8 @@ class KubeconfigCluster:
 
         pins = []
         if self.own_ca:
-            try:
-                with open(self.own_ca, "rb") as bundle:
-                    pins = ca_pins(bundle.read())
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):  # unreadable: said as "no CA that parses"
+                pins = ca_pins(read_regular(Path(self.own_ca), MAX_FILE))
         held = (f"the CA it holds has the pin {', '.join(pins)}" if pins else
                 "it holds no CA that parses" if self.own_ca else
                 "it names no CA: the system's trust store is used")

@@ -30,14 +30,15 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 import re
 import urllib.parse
 import zlib
 from typing import Any
 
+from agent import records
 from agent.config import checks
 from agent.phases.join.cloudconfig import (
+    MAX_FILES_BYTES,
     BootstrapDataError,
     CloudConfig,
     Command,
@@ -47,6 +48,7 @@ from agent.phases.join.cloudconfig import (
     shell_step,
 )
 from agent.phases.join.dropins import read_dropins
+from agent.printable import printable
 
 KUBEADM_UNIT = "kubeadm.service"
 NTP_UNIT = "ntpd.service"
@@ -83,7 +85,7 @@ def unset(value: Any) -> bool:
 
 def parse_ignition(text: str) -> CloudConfig:
     try:
-        doc = json.loads(text)
+        doc = records.loads(text)  # deep nesting: a ValueError, not a RecursionError
     except ValueError as err:
         raise BootstrapDataError(f"the ignition bootstrap data is not JSON: {err}") from err
     if not isinstance(doc, dict):
@@ -104,8 +106,13 @@ def parse_ignition(text: str) -> CloudConfig:
     _set_fields(passwd, {"users", "groups"}, "passwd.", other, read=())
     storage = _mapping(doc.get("storage"), "storage")
     _set_fields(storage, _STORAGE, "storage.", other, read=("files",))
-    files = [_file(entry, i) for i, entry in enumerate(_list(storage.get("files"),
-                                                             "storage.files"))]
+    files, total = [], 0
+    for i, entry in enumerate(_list(storage.get("files"), "storage.files")):
+        files.append(_file(entry, i))
+        total += len(files[-1].content)
+        if total > MAX_FILES_BYTES:  # as cloud-config's write_files; stops unpacking here
+            raise BootstrapDataError(f"the ignition storage.files unpack to more than "
+                                     f"{MAX_FILES_BYTES} bytes together")
     systemd = _mapping(doc.get("systemd"), "systemd")
     _set_fields(systemd, {"units"}, "systemd.", other, read=("units",))
     env_files: list[str] = []
@@ -145,7 +152,7 @@ def _units(entries: list[Any], other: dict[str, Any], env_files: list[str]) -> s
     for i, entry in enumerate(entries):
         unit = _mapping(entry, f"systemd.units[{i}]")
         name = str(unit.get("name", ""))
-        where = f"systemd.units[{i}] ({name})"
+        where = f"systemd.units[{i}] ({printable(name)})"
         for key in unit:
             if key not in _UNIT:
                 raise BootstrapDataError(f"ignition {where}.{key}: not a field of an "
@@ -173,7 +180,7 @@ def _units(entries: list[Any], other: dict[str, Any], env_files: list[str]) -> s
               and unset(unit.get("dropins")) and not unit.get("mask")):
             taken.add(name)  # CABPK's ntp: enabled, nothing else (clc.go)
         else:
-            other[f"systemd.units.{name}"] = unit
+            other[f"systemd.units.{printable(name)}"] = unit  # a name is one line, escaped
     if all(kubeadm):
         taken.add(KUBEADM_UNIT)
     if ordering:
@@ -362,4 +369,7 @@ def _gunzip(raw: bytes, where: str) -> bytes:
                                  f"{err}") from err
     if len(out) > MAX_FILE:
         raise BootstrapDataError(f"ignition {where}: unpacks to more than {MAX_FILE} bytes")
+    if not unpacker.eof:
+        raise BootstrapDataError(f"ignition {where}: gzip contents do not unpack: the "
+                                 "gzip stream is truncated")
     return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.config import checks
+from agent.config.fragment import yaml_structure_problem
 from agent.config.join import DEFAULT_CRI_SOCKET, ControlPlaneJoin, JoinSpec, Taint
 from agent.errors import PermanentError, Reason, shown
 from agent.logs import REDACTED
@@ -161,7 +162,10 @@ def read_kubeadm_configuration(text: str, command: str,
     they ran."""
     import yaml
 
-    try:
+    try:  # aliases and deep nesting refused before a value is built (a bomb)
+        refused = yaml_structure_problem(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        if refused is not None:
+            raise JoinConfigError(f"the kubeadm config file {refused[0]}", hint=refused[1])
         docs = [d for d in yaml.safe_load_all(text) if d]
     except yaml.YAMLError as err:
         raise JoinConfigError(f"the kubeadm config file is not valid YAML: {err}") from err

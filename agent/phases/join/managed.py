@@ -25,6 +25,7 @@ from agent.logs import REDACT
 from agent.phases.base import PhaseContext
 from agent.phases.join.classify import Classified, classify_output, last_line
 from agent.phases.join.cloudconfig import WriteFile
+from agent.phases.join.ondisk import current_content
 from agent.phases.join.result import JoinAttempt, JoinInFlight, JoinRecord, KubeadmReset
 from agent.retry import Backoff
 
@@ -263,7 +264,7 @@ class ManagedJoin:
         for wf in target.files:
             if wf.append:
                 continue
-            current = self.host.read_bytes(wf.path) if self.host.exists(wf.path) else None
+            current = current_content(self.host, wf.path)
             if current is None or before.get(wf.path, wf.content) != wf.content:
                 self.host.write_file(wf.path, wf.content, mode=wf.mode,
                                      owner=owner_ids(self.host, wf.owner))

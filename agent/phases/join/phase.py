@@ -30,6 +30,7 @@ from agent.phases.join.doctor import checks
 from agent.phases.join.dropins import environment
 from agent.phases.join.managed import ManagedJoin, node_state, owner_ids
 from agent.phases.join.node import confirm_node
+from agent.phases.join.ondisk import current_content
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.result import CommandRun, JoinRecord, JoinResult
 from agent.phases.join.source import JoinSource, resolve
@@ -276,7 +277,7 @@ def _file_change(host: Host, wf: WriteFile, source: JoinSource,
     AWS_SECRET_ACCESS_KEY=...), and a masking list cannot know them all; the contents
     with `plan --show-secrets`."""
     owner = owner_ids(host, wf.owner)
-    current = host.read_bytes(wf.path) if host.exists(wf.path) else None
+    current = current_content(host, wf.path)
     shown = "\n".join(REDACT(wf.content.decode(errors="replace")).splitlines()) + "\n"
     if wf.append:
         def append(h: Host) -> None:

@@ -29,6 +29,7 @@ from agent.phases.join.joinconfig import (
 )
 from agent.phases.join.managed import JoinTarget, kubeconfig_server
 from agent.phases.join.node import kubeadm_node_name
+from agent.phases.join.ondisk import read_node_file
 from agent.phases.join.template import read_instance_data
 
 JOIN_CONFIG_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
@@ -89,8 +90,8 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host, *,
         notes = check_other_keys(cloud.other, config, data_format)
         join = cloud.join
         written = cloud.file(join.config_path)
-        text_or_none = (host.read_text(join.config_path) if after_commands or not written
-                        else written.content.decode())
+        text_or_none = (read_node_file(host, join.config_path, "the kubeadm config")
+                        if after_commands or not written else written.content.decode())
         if text_or_none is None and written:
             text_or_none = written.content.decode()
         if text_or_none is None:
@@ -106,8 +107,9 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host, *,
     if facts.api_server_endpoint:
         server: str | None = f"https://{facts.api_server_endpoint}"
     else:
-        server = kubeconfig_server(host.read_text(facts.kube_config_path)
-                                   if facts.kube_config_path else None)
+        server = kubeconfig_server(
+            read_node_file(host, facts.kube_config_path, "discovery.file.kubeConfigPath")
+            if facts.kube_config_path else None)
     # kubeadm names the node (app/util GetHostname): the configuration's name, else the
     # host name at the time kubeadm runs (a pre-command may set it: resolved again then)
     name = kubeadm_node_name(host, facts.node_name)

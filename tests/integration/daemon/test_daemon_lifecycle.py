@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from machine_agent_sandbox.sandbox import install_cni_plugins
 from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 
 from agent.daemon.deletion import HOOK, DeleteRecord
@@ -154,17 +155,9 @@ def test_idle_with_its_watches_open_it_never_wakes_and_sigterm_ends_the_blocked_
     assert not pending_reports(daemon.node.root)
 
 
-def link_cni_plugins(root: Path) -> None:
-    """The image's CNI plugins (Debian's), where spec.cni.binDir expects them."""
-    target = root / "opt/cni/bin"
-    target.mkdir(parents=True, exist_ok=True)
-    for plugin in Path("/usr/lib/cni").iterdir():
-        (target / plugin.name).symlink_to(plugin)
-
-
 def test_deleting_the_machine_resets_the_node_after_the_drain_and_reports_each_step(
         daemon: Daemon, admin: Admin, node: Node) -> None:
-    link_cni_plugins(node.root)
+    install_cni_plugins(node.root / "opt/cni/bin")  # Debian's, where binDir expects them
     node.write("/etc/machine-agent/config.d/50-cni.yaml", agent_config(
         "  cni:\n    conflist: {template: bridge, values: {subnet: 198.51.100.0/24}}\n"
         "    check: {enabled: false}\n"))
