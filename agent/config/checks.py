@@ -123,6 +123,24 @@ def interface_name(value: str) -> str | None:
     return None
 
 
+_GLOB = re.compile(r"^[A-Za-z0-9_.@*?\[\]!-]{1,15}$")
+
+
+def is_glob(value: str) -> bool:
+    return any(c in value for c in "*?[")
+
+
+def interface_name_or_glob(value: str) -> str | None:
+    """A link's name, or a shell glob of names (`en*`), as netplan's match.name and
+    networkd's Name= take it."""
+    if not is_glob(value):
+        return interface_name(value)
+    if not _GLOB.fullmatch(value):
+        return (f"{_shown(value)} is not a valid interface name or glob (1-15 characters: "
+                "letters, digits, '_', '-', '.', '@' and the glob's '*', '?', '[...]')")
+    return None
+
+
 def mac_address(value: str) -> str | None:
     if _MAC.fullmatch(value):
         return None

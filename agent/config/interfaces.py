@@ -90,8 +90,10 @@ class RouteSpec:
 
 @dataclass(frozen=True)
 class MatchSpec:
-    name: str | None = setting("Kernel name of the link.", default=None,
-                               check=checks.interface_name)
+    name: str | None = setting(
+        "Kernel name of the link, or a shell glob of names (`en*`, as netplan and "
+        "networkd's Name= take it) that must find exactly one link.", default=None,
+        check=checks.interface_name_or_glob)
     mac_address: str | None = setting(
         "Permanent MAC address of the link (a veth has none: match it by name).",
         default=None, check=checks.mac_address)

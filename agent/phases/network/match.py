@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fnmatch
 from typing import TYPE_CHECKING
 
+from agent.config.checks import is_glob
 from agent.errors import PermanentError, Reason
 from agent.netlink.observe import Observed, link_driver
 from agent.phases.network.model import LinkPlan, NetworkPlan
@@ -28,7 +30,8 @@ def resolve_names(host: Host, plan: NetworkPlan, now: Observed) -> dict[str, str
         if len(found) != 1:
             what = ("no link" if not found else
                     f"{len(found)} links ({', '.join(sorted(found))})")
-            raise PermanentError(f"interface {link.name}: {what} matches {_criterion(link)}",
+            verb = "match" if len(found) > 1 else "matches"
+            raise PermanentError(f"interface {link.name}: {what} {verb} {_criterion(link)}",
                                  reason=Reason.InterfaceNotFound, hint=_hint(link, now))
         names[link.name] = found[0]
     taken: dict[str, str] = {}
@@ -44,6 +47,8 @@ def resolve_names(host: Host, plan: NetworkPlan, now: Observed) -> dict[str, str
 
 
 def _hint(link: LinkPlan, now: Observed) -> str | None:
+    if link.match_name is not None and is_glob(link.match_name):
+        return "an entry configures one link: narrow the glob, or match by MAC or driver"
     current = sorted(s.name for s in now.links if link.match_mac and s.mac == link.match_mac)
     # Not matched by its current address on purpose: the files say PermanentMACAddress=
     # (netplan's too), so after a reboot networkd would not find it either.
@@ -66,7 +71,8 @@ def _criterion(link: LinkPlan) -> str:
         return f"permanent MAC address {link.match_mac}"
     if link.match_driver:
         return f"driver {link.match_driver}"
-    return f"name {link.match_name or link.name}"
+    name = link.match_name or link.name
+    return f"name glob {name}" if is_glob(name) else f"name {name}"
 
 
 def _matching(host: Host, link: LinkPlan, now: Observed,
@@ -80,6 +86,12 @@ def _matching(host: Host, link: LinkPlan, now: Observed,
             if s.name not in drivers:
                 drivers[s.name] = link_driver(host, s.name)
         return [s.name for s in now.links if drivers[s.name] == link.match_driver]
+    if link.match_name is not None and is_glob(link.match_name):
+        found_all = [s.name for s in now.links if fnmatch.fnmatchcase(s.name, link.match_name)]
+        if not found_all and link.rename:  # renamed by an earlier run (or at boot)
+            state = now.link(link.name)
+            found_all = [state.name] if state and state.kind not in CREATED_KINDS else []
+        return found_all
     found = now.link(link.match_name or link.name)  # indexed: names are unique
     if found is None and link.rename:  # renamed by an earlier run (or at boot)
         found = now.link(link.name)

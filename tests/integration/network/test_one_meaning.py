@@ -125,3 +125,30 @@ def test_an_on_link_route_outside_the_subnets_is_made_live_as_the_files_say(
         seg.node_ip("route", "show")
     assert "GatewayOnLink=yes" in (tmp_path / f"{NETWORKD}-n0.network").read_text()
     assert run_phase(tmp_path, seg, cfg).result.netlink_changes == 0
+
+
+def test_a_name_glob_finds_its_one_link_live_as_networkds_name_match_does(
+        seg: Segment, tmp_path: Path) -> None:
+    # netplan's usual cloud image entry: match: {name: "en*"}; networkd's Name= globs
+    seg.listen()
+    cfg = config({"renderer": "networkd", "interfaces": [
+        {"name": "uplink", "match": {"name": "n[0-9]*"}, "gateway": GATEWAY,
+         "addresses": [{"static": "192.0.2.10/24"}]}]})
+    run_phase(tmp_path, seg, cfg)
+    assert "inet 192.0.2.10/24" in seg.node_ip("addr", "show", "n0")
+    assert "\nName=n[0-9]*\n" in (tmp_path / f"{NETWORKD}-uplink.network").read_text()
+    again = run_phase(tmp_path, seg, cfg)
+    assert again.result.netlink_changes == 0 and again.effects == 0
+
+
+def test_a_name_glob_that_finds_two_links_is_refused_naming_them(
+        seg: Segment, tmp_path: Path) -> None:
+    seg.node_ip("link", "add", "n1", "type", "veth", "peer", "name", "x1")
+    cfg = config({"interfaces": [{"name": "uplink", "match": {"name": "n*"},
+                                  "addresses": [{"static": "192.0.2.10/24"}]}]},
+                 endpoint=None)
+    with pytest.raises(AgentError) as info:
+        run_phase(tmp_path, seg, cfg)
+    assert info.value.reason == Reason.InterfaceNotFound
+    assert "2 links (n0, n1) match name glob n*" in info.value.message
+    assert "inet 192.0.2.10" not in seg.node_ip("addr", "show")

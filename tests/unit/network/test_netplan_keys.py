@@ -108,3 +108,13 @@ def test_values_the_kernel_refuses_are_refused_by_their_v2_path() -> None:
                             "150 is not a multiple of miimon") for e in errors), errors
     assert any(e.startswith("spec.network.networkConfig.bridges.br0.parameters.hello-time: "
                             "11 is outside 1-10") for e in errors), errors
+
+
+def test_a_name_glob_is_taken_and_written_by_both_renderers() -> None:
+    spec = network_spec(v2({"nics": {"match": {"name": "en*"}, "dhcp4": True}}))
+    plan = build_plan(spec)
+    assert "\n[Match]\nName=en*\n" in render_networkd(plan)[f"{ND}nics.network"]
+    entry = yaml.safe_load(render_netplan(plan)[NETPLAN_FILE])["network"]["ethernets"]["nics"]
+    assert entry["match"] == {"name": "en*"}
+    (error,) = network_errors(v2({"nics": {"match": {"name": "en*/x"}}}))
+    assert "is not a valid interface name or glob" in error
