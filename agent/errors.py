@@ -69,6 +69,8 @@ class Reason(enum.StrEnum):
     GatewayUnreachable = "GatewayUnreachable"
     KernelFeatureMissing = "KernelFeatureMissing"
     InterfaceNotFound = "InterfaceNotFound"
+    Drifted = "Drifted"
+    DriftRepaired = "DriftRepaired"
     # IPAM
     PoolExhausted = "PoolExhausted"
     PoolNotFound = "PoolNotFound"
@@ -194,6 +196,16 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.InterfaceNotFound: ReasonInfo(
         "No interface (or more than one) matches an interface entry.",
         "Fix spec.network.interfaces[].match (name, macAddress or driver)."),
+    Reason.Drifted: ReasonInfo(
+        "Something the agent configured was changed by hand after it completed (an "
+        "address, a route or a link: ConfigurationDrift False); spec.network.drift is "
+        "report, so it was left as it is.",
+        "Undo the change, run `machine-agent run` to repair it, or set "
+        "spec.network.drift: repair."),
+    Reason.DriftRepaired: ReasonInfo(
+        "Something the agent configured was changed by hand, and the daemon applied the "
+        "configuration again (spec.network.drift: repair).",
+        "Nothing to do; find who changes the node by hand.", healthy=True),
     Reason.PoolExhausted: ReasonInfo(
         "The IPAM pool has no free address.", "Grow the pool or release stale addresses."),
     Reason.PoolNotFound: ReasonInfo(

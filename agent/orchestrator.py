@@ -22,6 +22,7 @@ from agent.logs import in_phase
 from agent.phases import registry
 from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, Results
 from agent.report import SUMMARY, Conditions, Reporter, last_outcome
+from agent.report.conditions import Status
 from agent.retry import Backoff, retry
 from agent.state import Journal, digest
 
@@ -130,6 +131,24 @@ class Orchestrator:
         return [p.plan(self._context(view, p, show_secrets=show_secrets))
                 for p in select_phases(self.phases, only, skip)
                 if p.name not in self.config.spec.skip_phases]
+
+    def drifted(self) -> list[str]:
+        """Phases completed with the current inputs whose result the node no longer shows
+        (`Phase.still_holds`, asked read-only): what a run would apply again."""
+        found = []
+        for phase in self.phases:
+            if phase.name in self.config.spec.skip_phases or \
+                    not self.journal.is_current(phase.name, digest(phase.inputs(self.config))):
+                continue
+            before = phase.result_from(self.journal.phases[phase.name].result)
+            if not phase.still_holds(self._context(self.host.read_only_view(), phase), before):
+                found.append(phase.name)
+        return found
+
+    def report(self, kind: str, status: Status, reason: Reason, message: str) -> None:
+        """Set a condition beside the phases' and publish it (an Event on a change)."""
+        self.conditions.set(kind, status, reason, message)
+        self._publish(final=True)
 
     def run(self, only: Iterable[str] = (), skip: Iterable[str] = (), *,
             summarize: bool = True) -> RunResult:

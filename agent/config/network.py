@@ -75,6 +75,11 @@ class NetworkSpec:
         "Which persistent configuration to write; chosen by name, never probed.",
         default="networkd")
     interfaces: list[InterfaceSpec] = setting("Interfaces the agent configures.", factory=list)
+    drift: Literal["repair", "report"] = setting(
+        "What the daemon does when a link, address or route it configured is changed by "
+        "hand (it hears the kernel's netlink announcements; no polling): `repair` applies "
+        "the configuration again, `report` leaves it and sets ConfigurationDrift False "
+        "(reason Drifted); both with an Event.", default="repair")
     hostname: str | None = setting("Host name (FQDN) for /etc/hostname and /etc/hosts.",
                                    default=None, check=checks.fqdn)
     dns: DNSSpec = setting("Name servers and search domains.", factory=DNSSpec)

@@ -55,6 +55,7 @@ from agent.daemon.delete_lifecycle import (
     put_after,
 )
 from agent.daemon.deletion import cleaned_up
+from agent.daemon.drift import Drift, DriftWatch
 from agent.daemon.reconfigure import CONDITION, applied, bootstrapped, reconfigure, source_name
 from agent.daemon.watching import CONFIG, MACHINE, Watches
 from agent.errors import AgentError, ConfigError, Reason
@@ -92,7 +93,7 @@ class StartAgain:
     phase failed for a reason that may pass."""
 
 
-Event = Stop | StartAgain | DeleteAgain | CredentialCheck | Update | Recovered
+Event = Stop | StartAgain | DeleteAgain | CredentialCheck | Update | Recovered | Drift
 
 
 class Daemon:
@@ -126,6 +127,8 @@ class Daemon:
         """The pre-terminate hook and the delete policy."""
         self._changed: str | None = None
         """The configuration change a bootstrap tried again later is for."""
+        self.drift = DriftWatch(host, self.events.put)
+        """The kernel's announcements of changed links, addresses and routes."""
 
     def run(self) -> int:
         """Bootstrap, then serve until SIGTERM/SIGINT. 0 on a requested stop (the
@@ -146,6 +149,7 @@ class Daemon:
             self.deleting.let_go()
             if self.watches is not None:
                 self.watches.stop()
+            self.drift.stop()
             self._close_reporters()
             if self.notifier is not None:
                 self.notifier.send("STOPPING=1")
@@ -255,6 +259,8 @@ class Daemon:
                 # (and says again how the change it runs for went).
                 self._changed = changed
                 self._start_again_later()
+            if result.ok:
+                self.drift.start(session.loaded.config)
         self._start_watching()
         return EXIT_OK
 
@@ -328,6 +334,9 @@ class Daemon:
             self.deleting.check_credential()
         elif isinstance(event, Recovered):
             self._flush_reports()
+        elif isinstance(event, Drift) and self.session and self.orchestrator:
+            with node_lock(self.host, "daemon (drift)"):
+                self.drift.handle(self.orchestrator, self.session.loaded.config)
         elif isinstance(event, Update) and event.source == MACHINE:
             self._on_machine(event.obj)
         elif isinstance(event, Update) and event.source == CONFIG:
