@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason, TemporaryError
@@ -193,8 +193,8 @@ class KubeconfigCluster:
 
         pins = []
         if self.own_ca:
-            with contextlib.suppress(OSError):
-                pins = ca_pins(read_regular(self.own_ca, MAX_FILE))
+            with contextlib.suppress(OSError):  # unreadable: said as "no CA that parses"
+                pins = ca_pins(read_regular(Path(self.own_ca), MAX_FILE))
         held = (f"the CA it holds has the pin {', '.join(pins)}" if pins else
                 "it holds no CA that parses" if self.own_ca else
                 "it names no CA: the system's trust store is used")

@@ -78,7 +78,7 @@ def check_other_keys(other: dict[str, Any], config: AgentConfig, kind: str) -> l
         elif key.startswith("systemd.units.") and isinstance(value, dict) \
                 and set(value) <= {"name", "enabled", "enable"}:
             refused.append(f"{kind} {key}: the agent does not enable the image's units; "
-                           f"enable it in the image (`systemctl enable "
+                           "enable it in the image (`systemctl enable "
                            f"{printable(str(value.get('name')))}` "
                            "when building it), and remove it from the bootstrap data")
         elif key.startswith("systemd.units."):

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
-from machine_agent_sandbox.testkit.bootstrap import Flavour, cabpk_ignition
+from machine_agent_sandbox.testkit.bootstrap import Flavour
+from machine_agent_sandbox.testkit.bootstrap import cabpk_ignition as ignition
 
 from agent.config.sources import FileSource, load_config
 from agent.errors import ConfigError
@@ -33,7 +34,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
 
 
 def ignition_doc() -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(cabpk_ignition(Flavour("join", CONFIG)))
+    doc: dict[str, Any] = json.loads(ignition(Flavour("join", CONFIG)))
     return doc
 
 

@@ -9,7 +9,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from machine_agent_sandbox.testkit.bootstrap import Flavour, cabpk_ignition
+from machine_agent_sandbox.testkit.bootstrap import Flavour
+from machine_agent_sandbox.testkit.bootstrap import cabpk_ignition as ignition
 
 from agent.config.fields import join_path
 from agent.errors import FieldError
@@ -44,7 +45,7 @@ def test_a_log_line_cannot_be_forged_or_colour_the_terminal(
 
 
 def test_a_unit_name_with_a_newline_and_escape_is_refused_escaped() -> None:
-    doc = json.loads(cabpk_ignition(Flavour("join", "apiVersion: kubeadm.k8s.io/v1beta4\n"
+    doc = json.loads(ignition(Flavour("join", "apiVersion: kubeadm.k8s.io/v1beta4\n"
                                               "kind: JoinConfiguration\n")))
     doc["systemd"]["units"].append({"name": f"x\n{ESC}[31mFAKE.service", "enabled": True})
     parsed = parse_ignition(json.dumps(doc))

@@ -12,7 +12,8 @@ from typing import Any
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from machine_agent_sandbox.testkit.bootstrap import Flavour, cabpk_ignition
+from machine_agent_sandbox.testkit.bootstrap import Flavour
+from machine_agent_sandbox.testkit.bootstrap import cabpk_ignition as ignition
 from requests.structures import CaseInsensitiveDict
 
 from agent.errors import AgentError
@@ -40,7 +41,7 @@ KEYS = st.sampled_from(["ignition", "version", "storage", "files", "systemd", "u
 JSONISH = st.recursive(SCALAR, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(KEYS, inner, max_size=5)), max_leaves=30)
 
-VALID = json.loads(cabpk_ignition(Flavour("join", "apiVersion: kubeadm.k8s.io/v1beta4\n"
+VALID = json.loads(ignition(Flavour("join", "apiVersion: kubeadm.k8s.io/v1beta4\n"
                                             "kind: JoinConfiguration\n")))
 
 
