@@ -12,12 +12,14 @@ only from files.
 from __future__ import annotations
 
 import base64
+import contextlib
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
+from agent.hostpath import read_regular
 from agent.kube.bearer import token_problem
 from agent.kube.kubeconfig import MAX_FILE
 from agent.logs import REDACT
@@ -191,11 +193,8 @@ class KubeconfigCluster:
 
         pins = []
         if self.own_ca:
-            try:
-                with open(self.own_ca, "rb") as bundle:
-                    pins = ca_pins(bundle.read())
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):  # unreadable: said as "no CA that parses"
+                pins = ca_pins(read_regular(Path(self.own_ca), MAX_FILE))
         held = (f"the CA it holds has the pin {', '.join(pins)}" if pins else
                 "it holds no CA that parses" if self.own_ca else
                 "it names no CA: the system's trust store is used")

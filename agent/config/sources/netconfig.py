@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from agent.config import checks
+from agent.config import checks, yamlkeys
 from agent.config.fragment import yaml_structure_problem
 from agent.config.loaded import Origins
 from agent.config.network import CLOUD_INIT
@@ -56,7 +56,12 @@ def read_network_config(host: Host, document: dict[str, Any], origins: Origins,
             if refused is not None:
                 errors.append(FieldError("(file)", refused[0], refused[1], origin=origin))
                 return
-            doc = yaml.safe_load(text)
+            doc = yamlkeys.load(text)
+        except yamlkeys.DuplicateKey as err:
+            errors.append(FieldError("(file)", str(err.problem), "give each key once: netplan "
+                                     "merges an interface written twice, YAML keeps only "
+                                     "the last one; write it once", origin=origin))
+            return
         except (UnicodeDecodeError, yaml.YAMLError) as err:
             errors.append(FieldError("(file)", f"is not YAML: {err}", origin=origin))
             return

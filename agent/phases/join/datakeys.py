@@ -30,6 +30,7 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.phases.join.cloudconfig import BootstrapDataError
+from agent.printable import printable
 
 _USERS_FIX = ("bake the accounts into the image (or create them in preKubeadmCommands), "
               "and remove `users` from the KubeadmConfig")
@@ -77,7 +78,8 @@ def check_other_keys(other: dict[str, Any], config: AgentConfig, kind: str) -> l
         elif key.startswith("systemd.units.") and isinstance(value, dict) \
                 and set(value) <= {"name", "enabled", "enable"}:
             refused.append(f"{kind} {key}: the agent does not enable the image's units; "
-                           f"enable it in the image (`systemctl enable {value.get('name')}` "
+                           "enable it in the image (`systemctl enable "
+                           f"{printable(str(value.get('name')))}` "
                            "when building it), and remove it from the bootstrap data")
         elif key.startswith("systemd.units."):
             refused.append(f"{kind} {key}: the agent does not install units from bootstrap "

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.cabpk import Flavour, ignition
+from machine_agent_sandbox.testkit.bootstrap import Flavour
+from machine_agent_sandbox.testkit.bootstrap import cabpk_ignition as ignition
 
 from agent.config.sources import FileSource, load_config
 from agent.errors import ConfigError

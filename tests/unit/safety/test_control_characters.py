@@ -9,7 +9,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from tests.cabpk import Flavour, ignition
+from machine_agent_sandbox.testkit.bootstrap import Flavour
+from machine_agent_sandbox.testkit.bootstrap import cabpk_ignition as ignition
 
 from agent.config.fields import join_path
 from agent.errors import FieldError

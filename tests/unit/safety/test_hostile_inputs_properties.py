@@ -12,8 +12,9 @@ from typing import Any
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from machine_agent_sandbox.testkit.bootstrap import Flavour
+from machine_agent_sandbox.testkit.bootstrap import cabpk_ignition as ignition
 from requests.structures import CaseInsensitiveDict
-from tests.cabpk import Flavour, ignition
 
 from agent.errors import AgentError
 from agent.host import Host
