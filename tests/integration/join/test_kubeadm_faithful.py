@@ -3,6 +3,8 @@ names the kubeadm source it follows), and the agent reports what kubeadm does.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 from machine_agent_sandbox.testkit.bootstrap import CA_HASH, cloud_config
 
@@ -132,7 +134,7 @@ def test_the_kubelets_tls_bootstrap_ends_in_a_client_certificate_the_agent_reads
     assert node.file(pem).is_symlink() and node.file(pem).stat().st_mode & 0o777 == 0o600
     cluster = KubeconfigCluster(node.host, KUBELET_CONF, reason=Reason.KubeletNotHealthy,
                                 missing_hint="join")
-    # the link resolved as the node resolves it: inside the node's root
+    # the link resolved as the node resolves it: inside the node's root, as key too
     assert cluster.cert == (str(node.host.path(pem)),) * 2
     assert node.host.path(pem) == node.file(pem).resolve()
     assert "Authorization" not in cluster.headers
