@@ -3,8 +3,6 @@ names the kubeadm source it follows), and the agent reports what kubeadm does.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 from machine_agent_sandbox.testkit.bootstrap import CA_HASH, cloud_config
 
