@@ -132,7 +132,9 @@ def test_the_kubelets_tls_bootstrap_ends_in_a_client_certificate_the_agent_reads
     assert node.file(pem).is_symlink() and node.file(pem).stat().st_mode & 0o777 == 0o600
     cluster = KubeconfigCluster(node.host, KUBELET_CONF, reason=Reason.KubeletNotHealthy,
                                 missing_hint="join")
-    assert cluster.cert == (str(node.file(pem)), str(node.file(pem)))
+    # the link resolved as the node resolves it: inside the node's root, as key too
+    assert cluster.cert == (str(node.host.path(pem)),) * 2
+    assert node.host.path(pem) == node.file(pem).resolve()
     assert "Authorization" not in cluster.headers
     found = cluster.node("worker-0")
     assert found is not None and found["metadata"]["name"] == "worker-0"
