@@ -140,9 +140,14 @@ def _device(out: Translation, ident: str, kind: str, entry: dict[str, Any], wher
         _aggregate(out, iface, kind, entry, where, here, names)
     addresses: list[dict[str, Any]] = []
     for i, address in enumerate(_listed(out, entry.get("addresses"), f"{where}.addresses")):
+        if isinstance(address, dict) and len(address) == 1 and \
+                next(iter(address.values())) == {"lifetime": "forever"}:
+            address = str(next(iter(address)))  # what an address as text means
         if not isinstance(address, str):
             out.refuse(f"{where}.addresses[{i}]", "only addresses as text (192.0.2.10/24) "
-                       "are supported", "drop lifetime and label")
+                       "or with `lifetime: forever` are supported: `lifetime: 0` "
+                       "(deprecated at once) and `label` are not set live",
+                       "drop lifetime and label")
             continue
         out.paths[f"{here}.addresses[{len(addresses)}]"] = f"{where}.addresses[{i}]"
         out.paths[f"{here}.addresses[{len(addresses)}].static"] = f"{where}.addresses[{i}]"

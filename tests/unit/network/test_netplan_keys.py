@@ -118,3 +118,16 @@ def test_a_name_glob_is_taken_and_written_by_both_renderers() -> None:
     assert entry["match"] == {"name": "en*"}
     (error,) = network_errors(v2({"nics": {"match": {"name": "en*/x"}}}))
     assert "is not a valid interface name or glob" in error
+
+
+def test_an_address_with_lifetime_forever_is_the_address_and_other_options_are_refused(
+        ) -> None:
+    spec = network_spec(v2({"eth0": {"addresses": [
+        {"192.0.2.10/24": {"lifetime": "forever"}}, "2001:db8::10/64"]}}))
+    assert [a.static for a in spec.interfaces[0].addresses] == [
+        "192.0.2.10/24", "2001:db8::10/64"]
+    (error,) = network_errors(v2({"eth0": {"addresses": [
+        {"192.0.2.10/24": {"lifetime": 0, "label": "eth0:1"}}]}}))
+    assert error.startswith("spec.network.networkConfig.ethernets.eth0.addresses[0]: only "
+                            "addresses as text")
+    assert "`lifetime: 0` (deprecated at once) and `label` are not set live" in error
