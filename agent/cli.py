@@ -106,7 +106,14 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
 
     plan = sub.add_parser("plan", help="show what each phase would change, without changing it",
                           description="Print every change the phases would make, with "
-                                      "diffs for files. Nothing is written or run.")
+                                      "diffs for files. Nothing is written or run.",
+                          epilog="exit status:\n  0  the plan was printed (with or without "
+                                 "changes)\n  1  a phase could not plan; the message says "
+                                 "why\n  2  the command line or the configuration is "
+                                 "invalid; every problem is listed\n  3  something the plan "
+                                 "reads could not be reached (the management cluster); "
+                                 "running again may succeed\n",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     with_config(plan)
     with_selection(plan)
     plan.add_argument("--show-secrets", action="store_true",
@@ -137,9 +144,14 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
         "analyze", help="where this boot's run spent its time, per phase and per wait",
         description="Like `cloud-init analyze blame`: the run's set-up, each phase and "
                     "each external wait inside it (a gateway, the clock, kubeadm join, "
-                    "the Node's registration) with its duration, then the slowest waits.")
+                    "the Node's registration) with its duration, then the slowest waits.",
+        epilog="exit status:\n  0  the analysis was printed (without a recorded run, it "
+               "says so)\n  1  the status file could not be read (the message names it)\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     analyze.add_argument("--format", choices=("text", "json"), default="text",
                          help="text for people, json for scripts")
+    analyze.add_argument("--json", action="store_const", const="json", dest="format",
+                         help="same as --format json")
 
     daemon = sub.add_parser(
         "daemon", help="the systemd service: bootstrap, then stay until stopped",
@@ -189,7 +201,10 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
                "failed\n  2  doctor could not run (the root is missing, or a check broke)\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     with_config(doctor)
-    doctor.add_argument("--json", action="store_true", help="the stable JSON document")
+    doctor.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text for people, json (the stable document) for scripts")
+    doctor.add_argument("--json", action="store_const", const="json", dest="format",
+                        help="same as --format json")
     doctor.add_argument("--phase", action="append", default=[], metavar="NAME",
                         choices=doctor_areas,
                         help="show only this area (repeatable): " + ", ".join(doctor_areas))
@@ -202,8 +217,12 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
                     "them out again; nothing else on the node changes (no kubeadm reset: "
                     "the daemon's spec.lifecycle.onDelete does that when the Machine is "
                     "deleted). capi claims also go with the Machine when it is deleted. "
-                    "`reset` is the old name. Exit status 0 when every address was "
-                    "released.")
+                    "`reset` is the old name.",
+        epilog="exit status:\n  0  every recorded address was released (or none was "
+               "recorded)\n  1  a backend refused a release; the line names it and why\n"
+               "  2  the configuration is invalid; every problem is listed\n"
+               "  3  a backend could not be reached; running again may succeed\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     with_config(release)
     with_lock(release)
 
@@ -215,17 +234,22 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
                     "and the bootstrap success sentinel. The configuration in "
                     "/etc/machine-agent and what the phases wrote stay. Refused while the "
                     "journal records IPAM addresses the node holds (run release-addresses "
-                    "first) unless --force.")
+                    "first) unless --force.",
+        epilog="exit status:\n  0  cleaned; each line says what was removed\n"
+               "  1  refused, nothing removed: the message says why (IPAM addresses still "
+               "recorded, a path\n     outside the image tree, ...)\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     clean.add_argument("--logs", action="store_true",
-                       help="also remove the journal's files (/var/log/journal under "
-                            "--root; on a running system: journalctl --rotate and "
-                            "--vacuum-time=1s)")
+                       help="also remove the agent's own logs, as cloud-init clean "
+                            "--logs does; the system journal, which holds them beside "
+                            "every other service's, stays")
     clean.add_argument("--machine-id", action="store_true",
                        help="also empty /etc/machine-id, so each machine made from the "
                             "image gets its own at first boot")
     clean.add_argument("--force", action="store_true",
                        help="clean even though IPAM addresses are still recorded (they "
                             "stay claimed in the backend)")
+    with_lock(clean)
 
     sub.add_parser("version", help="print the version",
                    description="Print the agent's version (as --version does).")
@@ -272,6 +296,12 @@ program killed by SIGPIPE has in the shell, without Python's traceback."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from agent.printable import PrintableStream
+
+    # Every line a command prints goes through printable(): no raw control character
+    # from a value (a command's output, bootstrap data) reaches the terminal.
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(stdout), PrintableStream(stderr)
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, not at exit, so a closed pipe is caught below
@@ -283,6 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return EXIT_BROKEN_PIPE
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -58,10 +58,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _daemon(host, args.config, _duration(args.cloud_init_wait))
     if args.command == "config":
         return _config(host, args)
-    if args.command == "clean":
+    from agent.state import node_lock
+
+    def waiting(message: str) -> None:
+        print(f"machine-agent: {message}", file=sys.stderr, flush=True)
+
+    if args.command == "clean":  # never while a run or the daemon changes the node
         from agent.console.clean import clean
 
-        report = clean(host, logs=args.logs, machine_id=args.machine_id, force=args.force)
+        with node_lock(host, "clean", wait=not args.no_wait, on_wait=waiting):
+            report = clean(host, logs=args.logs, machine_id=args.machine_id,
+                           force=args.force)
         print("\n".join(report.lines()))
         return 0
     from agent.session import open_session
@@ -71,11 +78,6 @@ def _dispatch(args: argparse.Namespace) -> int:
                                wait_for_bootstrap=False,
                                cloud_init_wait=_duration(args.cloud_init_wait))
         return _plan(session.orchestrator(host, reporting=False), args)
-    from agent.state import node_lock
-
-    def waiting(message: str) -> None:
-        print(f"machine-agent: {message}", file=sys.stderr, flush=True)
-
     # Opening the session already writes (credentials, the bootstrap data's files).
     with node_lock(host, args.command, wait=not args.no_wait, on_wait=waiting):
         session = open_session(host, [os.path.abspath(f) for f in args.config],
@@ -100,7 +102,7 @@ def _doctor(args: argparse.Namespace) -> int:
         return EXIT_NOT_RUN
     diagnosis = diagnose(Host(args.root, netns=args.netns),
                          [os.path.abspath(f) for f in args.config], args.phase)
-    if args.json:
+    if args.format == "json":
         print(json.dumps(diagnosis.document(), indent=2))
     else:
         print(render_text(diagnosis))

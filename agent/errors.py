@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from agent.printable import printable
+
 SHOWN = 40
 """Characters of a value an error echoes: a hostile value may be megabytes."""
 
@@ -53,6 +55,7 @@ class Reason(enum.StrEnum):
     CommandFailed = "CommandFailed"
     CommandTimeout = "CommandTimeout"
     InternalError = "InternalError"
+    NotOnImage = "NotOnImage"
     # management cluster
     ManagementUnreachable = "ManagementUnreachable"
     ManagementUnauthorized = "ManagementUnauthorized"
@@ -85,6 +88,7 @@ class Reason(enum.StrEnum):
     PreflightFailed = "PreflightFailed"
     NodeNameConflict = "NodeNameConflict"
     APIServerUnreachable = "APIServerUnreachable"
+    APIServerUntrusted = "APIServerUntrusted"
     KubeletNotHealthy = "KubeletNotHealthy"
     JoinTimeout = "JoinTimeout"
     ControlPlaneNotReady = "ControlPlaneNotReady"
@@ -112,14 +116,18 @@ REASONS: dict[Reason, ReasonInfo] = {
         "A phase installed as a plugin completed and was verified (its condition's "
         "message says what it did).", "Nothing to do.", healthy=True),
     Reason.InProgress: ReasonInfo(
-        "The phase is running now.", "Wait; `machine-agent status --wait` follows it.",
+        "The phase is running now (on NodeBootstrapped: the message names the phase "
+        "running and those done).", "Wait; `machine-agent status --wait` follows it.",
         healthy=True),
     Reason.Pending: ReasonInfo(
         "The phase has not started: an earlier phase has not completed.",
         "Look at the first phase that is not True.", healthy=True),
     Reason.Skipped: ReasonInfo(
-        "The phase was left out by --skip/--only or by the configuration.",
-        "Run it with `machine-agent run --only PHASE` when wanted.", healthy=True),
+        "The phase was left out by --skip/--only or by the configuration; on "
+        "KubeadmReset: the node was not reset because KubeadmControlPlane's kcp-cleanup "
+        "hook was on the Machine (KCP removes its etcd member with the kubelet working).",
+        "Run it with `machine-agent run --only PHASE` when wanted; on KubeadmReset "
+        "nothing: the infrastructure provider deletes the node.", healthy=True),
     Reason.UpToDate: ReasonInfo(
         "The phase completed earlier with the same inputs; nothing was applied.",
         "Nothing to do.", healthy=True),
@@ -135,6 +143,12 @@ REASONS: dict[Reason, ReasonInfo] = {
         "/var/lib/machine-agent or a file a phase writes, as the message names.",
         "Free space, or remount read-write the file system holding the path the message "
         "names; the journal is intact."),
+    Reason.NotOnImage: ReasonInfo(
+        "An image tree (`--root` without `--netns`) was asked for what only the running "
+        "node has: a running service, its clock, its kernel or cluster membership, or a "
+        "program the image lacks.",
+        "Run the agent on the node, where it does this at first boot; or give --netns to "
+        "change a test namespace from this host."),
     Reason.CommandFailed: ReasonInfo(
         "A command the phase runs exited non-zero.",
         "Read the command's output tail in the message or `machine-agent status`."),
@@ -227,6 +241,14 @@ REASONS: dict[Reason, ReasonInfo] = {
     Reason.APIServerUnreachable: ReasonInfo(
         "The workload cluster's API server cannot be reached.",
         "Check controlPlaneEndpoint and the route to it."),
+    Reason.APIServerUntrusted: ReasonInfo(
+        "The workload cluster's API server answered with a certificate the node does not "
+        "accept: not signed by the CA its kubeconfig holds (kubelet.conf, admin.conf: the "
+        "pin is in the message; or the join's discovery file), not for the server's name, "
+        "or outside its validity.",
+        "Compare the pin with the cluster's CA (`<cluster>-ca` Secret; kubeadm's "
+        "caCertHashes form): after the cluster's CA changed, `kubeadm reset -f` and join "
+        "again; else fix the endpoint or the clock as the message says."),
     Reason.KubeletNotHealthy: ReasonInfo(
         "The kubelet did not become healthy after join, or did not register its Node "
         "on the workload cluster.",
@@ -339,9 +361,11 @@ class FieldError:
     origin: str | None = None
 
     def __str__(self) -> str:
+        """One line: a key of the document (an interface's name, a unit's) may hold a
+        newline or an escape sequence, printed escaped."""
         where = f"{self.origin}: " if self.origin else ""
         tail = f" ({self.hint})" if self.hint else ""
-        return f"{where}{self.path}: {self.message}{tail}"
+        return printable(f"{where}{self.path}: {self.message}{tail}")
 
 
 MAX_LISTED = 50

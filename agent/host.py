@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import logging
 import math
 import os
@@ -25,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, TypeVar
 
-from agent.errors import CommandError, CommandTimeoutError, PermanentError, StateError
+from agent.errors import (
+    CommandError,
+    CommandTimeoutError,
+    PermanentError,
+    Reason,
+    StateError,
+)
+from agent.hostpath import DEFAULT_READ_LIMIT, read_regular, resolve_in_root
 from agent.logs import REDACT, Redactor
 
 if TYPE_CHECKING:
@@ -53,6 +61,7 @@ service starts from systemd's environment): where programs are, and a site's pro
 
 _TEMP_FILE = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp")
 """How `write_file` names its temp file (tempfile.mkstemp's 8 random characters)."""
+ROOT = Path("/")
 _HELD: dict[tuple[str, int], int] = {}
 """Lock files held, by thread, with how many times (Host.lock is re-entrant)."""
 
@@ -183,27 +192,42 @@ class Host:
 
     # -- files ------------------------------------------------------------------------
 
-    def path(self, system_path: str | PurePosixPath) -> Path:
-        """Where a system path lives under the root. Refuses relative paths and `..`."""
+    def path(self, system_path: str | PurePosixPath, *, follow_last: bool = True) -> Path:
+        """Where a system path lives under the root, its links resolved inside the root
+        as the booted node would resolve them (agent/hostpath.py): nothing lands outside
+        an image tree. `follow_last=False` leaves the last component's own link (what a
+        write or removal replaces). Refuses relative paths and `..`."""
         p = PurePosixPath(system_path)
         if not p.is_absolute():
             raise PermanentError(f"path {str(system_path)!r} is not absolute",
+                                 reason=Reason.ConfigInvalid,
                                  hint="give a path starting with /")
         if ".." in p.parts or any("\n" in part or "\0" in part for part in p.parts):
-            raise PermanentError(f"path {str(system_path)!r} is not a plain absolute path",
+            raise PermanentError(f"path {str(system_path)!r} is not a plain absolute "
+                                 "path", reason=Reason.ConfigInvalid,
                                  hint="no '..', newline or NUL in paths")
-        return self.root.joinpath(*p.parts[1:])
+        if self.root == ROOT:  # the running node: the kernel resolves as it always does
+            return self.root.joinpath(*p.parts[1:])
+        try:
+            return resolve_in_root(self.root, p.parts[1:], follow_last=follow_last)
+        except OSError as err:
+            raise PermanentError(f"path {system_path} under {self.root}: {err.strerror}",
+                                 reason=Reason.StateUnwritable,
+                                 hint="fix the links in the tree") from err
 
     def exists(self, system_path: str) -> bool:
         return self.path(system_path).exists()
 
-    def read_bytes(self, system_path: str) -> bytes:
-        return self.path(system_path).read_bytes()
+    def read_bytes(self, system_path: str, *, limit: int = DEFAULT_READ_LIMIT) -> bytes:
+        """A regular file's bytes, refused (UnreadableFileError, an OSError) when it is a
+        FIFO, a device or a socket, or holds more than `limit` bytes."""
+        return read_regular(self.path(system_path), limit)
 
-    def read_text(self, system_path: str, default: str | None = None) -> str | None:
-        """The file's text, or `default` when it does not exist."""
+    def read_text(self, system_path: str, default: str | None = None, *,
+                  limit: int = DEFAULT_READ_LIMIT) -> str | None:
+        """The file's text (as `read_bytes`), or `default` when it does not exist."""
         try:
-            return self.path(system_path).read_text()
+            return self.read_bytes(system_path, limit=limit).decode()
         except FileNotFoundError:
             return default
 
@@ -225,7 +249,7 @@ class Host:
     ) -> None:
         """Atomically replace a file: temp file in the same directory, fsync, rename."""
         self.check_writable(f"write {system_path}")
-        target = self.path(system_path)
+        target = self.path(system_path, follow_last=False)
         self._make_dirs(target.parent, dir_mode)
         payload = data.encode() if isinstance(data, str) else data
         try:  # a read-only or full file system fails here already
@@ -264,11 +288,16 @@ class Host:
         """Remove a file; False when there was none."""
         self.check_writable(f"remove {system_path}")
         try:
-            self.path(system_path).unlink()
+            self.path(system_path, follow_last=False).unlink()
         except FileNotFoundError:
             return False
         self.effects.record(f"remove {system_path}")
         return True
+
+    def is_real_dir(self, system_path: str) -> bool:
+        """A directory itself, not a link to one."""
+        target = self.path(system_path, follow_last=False)
+        return not target.is_symlink() and target.is_dir()
 
     def is_executable(self, system_path: str) -> bool:
         """A regular file the agent may execute (what a runtime needs of a CNI plugin)."""
@@ -289,21 +318,21 @@ class Host:
         """Atomically move `source` over `target` (same file system), then fsync the
         target's directory so the rename survives a crash."""
         self.check_writable(f"rename {source} {target}")
-        dst = self.path(target)
+        dst = self.path(target, follow_last=False)
         self._make_dirs(dst.parent, 0o755)
         try:
-            os.replace(self.path(source), dst)
+            os.replace(self.path(source, follow_last=False), dst)
         except OSError as err:
             raise StateError(f"cannot move {source} to {target}: {err.strerror}") from err
         self._fsync_dir(dst.parent)
         self.effects.record(f"rename {source} {target}")
 
     def remove_tree(self, system_path: str) -> bool:
-        """Remove a directory and everything in it (never following links); False when
-        there was none."""
+        """Remove a directory and everything in it (never following links), or a file;
+        False when there was none."""
         self.check_writable(f"remove tree {system_path}")
-        target = self.path(system_path)
-        if target.is_symlink():  # the link goes, never what it points at
+        target = self.path(system_path, follow_last=False)
+        if target.is_symlink() or target.is_file():  # a link goes, never its target
             os.unlink(target)
             self.effects.record(f"remove {system_path}")
             return True
@@ -366,7 +395,8 @@ class Host:
         """Whether this thread holds the lock on `system_path` already."""
         import threading
 
-        return _HELD.get((str(self.path(system_path)), threading.get_ident()), 0) > 0
+        return _HELD.get((str(self.path(system_path, follow_last=False)),
+                          threading.get_ident()), 0) > 0
 
     @contextlib.contextmanager
     def lock(self, system_path: str, *, holder: str | None = None,
@@ -382,9 +412,9 @@ class Host:
         sees, so it is not counted as a side effect.
         """
         import fcntl
-
-        target = self.path(system_path)
         import threading
+
+        target = self.path(system_path, follow_last=False)
 
         key = (str(target), threading.get_ident())
         if _HELD.get(key, 0) > 0:
@@ -396,8 +426,14 @@ class Host:
             return
         self._make_dirs(target.parent, 0o700)
         try:
-            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # never through a link: its target (any file) would be truncated to the holder
+            fd = os.open(target, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                         0o600)
         except OSError as err:  # a read-only or full state directory: said, not a traceback
+            if err.errno == errno.ELOOP:
+                raise StateError(f"the lock file {system_path} is a symbolic link; the "
+                                 "agent takes locks on regular files only",
+                                 hint=f"remove the link {system_path}") from err
             raise StateError(f"cannot write {system_path}: {err.strerror}") from err
         try:
             try:
@@ -599,8 +635,7 @@ class Host:
                 self.effects.record(f"defer {shown}")
             return CommandResult(args, 0, f"deferred to first boot: {why}", "", 0.0)
         raise PermanentError(f"refused on the image tree {self.root}: {shown}: {why}",
-                             hint="run the agent on the node, or give --netns to change "
-                                  "a test namespace from this host")
+                             reason=Reason.NotOnImage)
 
     def _launched(self, args: tuple[str, ...], env: Mapping[str, str] | None,
                   timeout: float, sandboxed: bool) -> tuple[str, ...]:

@@ -5,6 +5,8 @@ redacted from every one.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import json
 import logging
@@ -15,8 +17,10 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, TextIO
+
+from agent.printable import printable
 
 REDACTED = "***"
 
@@ -65,7 +69,7 @@ class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         where = getattr(record, "phase", None) or record.name.removeprefix("agent.")
-        line = f"{stamp} {record.levelname:<7} {where}: {record.getMessage()}"
+        line = f"{stamp} {record.levelname:<7} {where}: {printable(record.getMessage())}"
         if record.exc_info and record.levelno >= logging.DEBUG and logging.root.level <= 10:
             line += "\n" + self.formatException(record.exc_info)
         return REDACT(line)
@@ -74,6 +78,31 @@ class _TextFormatter(logging.Formatter):
 FIELDS = ("phase", "reason", "attempt")
 """`extra=` keys of a log record that become fields: the phase at work, the condition
 reason of a failure, the attempt of a retried step."""
+
+PHASE: contextvars.ContextVar[str | None] = contextvars.ContextVar("phase", default=None)
+"""The phase at work (set by the orchestrator around it): every line logged meanwhile,
+the phase's own modules' included, carries it as the field PHASE."""
+
+
+@contextlib.contextmanager
+def in_phase(name: str) -> Iterator[None]:
+    token = PHASE.set(name)
+    try:
+        yield
+    finally:
+        PHASE.reset(token)
+
+
+class _PhaseField(logging.Filter):
+    """Gives a record without `phase` the phase at work, if any."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "phase", None) is None:
+            current = PHASE.get()
+            if current is not None:
+                record.phase = current
+        return True
+
 
 CONTEXT: dict[str, str] = {}
 """Fields of every line from now on, e.g. MACHINE once the Machine is known."""
@@ -130,7 +159,8 @@ class JournalHandler(logging.Handler):
         self.text = _TextFormatter()
 
     def fields(self, record: logging.LogRecord) -> dict[str, str]:
-        message = record.getMessage()
+        # one entry whatever its lines: only the other control characters are escaped
+        message = printable(record.getMessage(), lines=True)
         if record.exc_info and (logging.root.level <= logging.DEBUG or
                                 record.levelno >= logging.CRITICAL):
             message += "\n" + self.text.formatException(record.exc_info)
@@ -257,6 +287,8 @@ def setup_logging(fmt: str = "text", level: str = "info", stream: TextIO | None 
     for old in root.handlers:
         if isinstance(old, JournalHandler):
             old.close()
+    for each in handlers:
+        each.addFilter(_PhaseField())
     root.handlers[:] = handlers
     root.setLevel(level.upper())
     # Libraries log request URLs and headers at debug level; keep them out.

@@ -17,13 +17,18 @@ from agent.errors import AgentError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
+from agent.kube.reporter import MachineReporter
+from agent.logs import in_phase
 from agent.phases import registry
 from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, Results
-from agent.report import SUMMARY, Conditions, Reporter, read_status
+from agent.report import SUMMARY, Conditions, Reporter, last_outcome
 from agent.retry import Backoff, retry
 from agent.state import Journal, digest
 
 log = logging.getLogger(__name__)
+
+MACHINE_DELETED = "the Machine was deleted: no more bootstrapping for it"
+"""Why a run stops when a report finds the Machine gone (404 on its status)."""
 
 Outcome = Literal["applied", "up-to-date", "skipped", "failed", "pending"]
 
@@ -87,8 +92,10 @@ class Orchestrator:
         self.host = host
         self.phases = phases if phases is not None else registry.load()
         self.reporters = reporters or []
+        self._summarize = True
+        """Whether the run sets the summary (run(summarize=...))."""
         self.journal = Journal.load(host)
-        last = read_status(host)
+        last = last_outcome(host)
         self.conditions = Conditions(host, [p.condition for p in self.phases],
                                      last[0] if last else None)
         self.results = Results({
@@ -130,6 +137,7 @@ class Orchestrator:
         publish the final report (the daemon's trial of a changed configuration holds
         both back until it knows whether the change stays)."""
         selected = select_phases(self.phases, only, skip)
+        self._summarize = summarize
         result = RunResult()
         blocked: PhaseOutcome | None = None
         for phase in selected:
@@ -137,6 +145,13 @@ class Orchestrator:
                 self.conditions.set(phase.condition, "True", Reason.Skipped,
                                     "skipped by spec.skipPhases")
                 result.outcomes.append(PhaseOutcome(phase.name, "skipped"))
+                continue
+            if blocked is None and self._machine_deleted():
+                self.conditions.set(phase.condition, "Unknown", Reason.Pending,
+                                    MACHINE_DELETED)
+                result.outcomes.append(PhaseOutcome(phase.name, "pending",
+                                                    message=MACHINE_DELETED))
+                result.temporary = False
                 continue
             if blocked is not None:
                 message = f"waiting for the {blocked.phase} phase ({blocked.reason})"
@@ -153,6 +168,10 @@ class Orchestrator:
         return result
 
     def _run_phase(self, phase: Phase) -> PhaseOutcome:
+        with in_phase(phase.name):
+            return self._run_phase_now(phase)
+
+    def _run_phase_now(self, phase: Phase) -> PhaseOutcome:
         name = phase.name
         inputs = digest(phase.inputs(self.config))
         if self.journal.is_current(name, inputs):
@@ -168,6 +187,7 @@ class Orchestrator:
             log.warning("completed %s with the same inputs, but the node no longer shows "
                         "it; applying again", rec.finished_at, extra={"phase": name})
         self.conditions.set(phase.condition, "Unknown", Reason.InProgress, "running")
+        self._summary_running(phase)
         self._publish(final=False)
         self.journal.start(name, inputs)
         ctx = self._context(self.host, phase)
@@ -184,6 +204,8 @@ class Orchestrator:
         spec = self.config.spec.retry
         backoff = Backoff(base=spec.initial_delay, cap=spec.max_delay, attempts=spec.attempts)
         def retrying(err: AgentError, n: int, pause: float) -> None:
+            if self._machine_deleted():  # no Machine waits for this node any more
+                raise PermanentError(MACHINE_DELETED, reason=Reason.MachineNotFound)
             log.warning("attempt %d failed (%s); retrying in %.1fs", n, err, pause,
                         extra={"phase": name, "reason": str(err.reason), "attempt": n})
             self.journal.retrying(name)
@@ -218,6 +240,19 @@ class Orchestrator:
         return PhaseOutcome(phase.name, "failed", reason=str(reason), message=message,
                             temporary=temporary)
 
+    def _summary_running(self, phase: Phase) -> None:
+        """The summary while a bootstrap runs: which phase runs and which are done (CAPI
+        shows it in the Machine's Ready message). A node that has bootstrapped keeps its
+        True summary (a phase applied again does not make the Machine not Ready), and a
+        run that holds its summary back (a trial of a changed configuration) too."""
+        if not self._summarize or self.conditions.get(SUMMARY).status == "True":
+            return
+        done = [p.condition for p in self.phases
+                if self.conditions.get(p.condition).status == "True"]
+        self.conditions.set(SUMMARY, "Unknown", Reason.InProgress,
+                            f"{phase.name} running ({phase.condition})"
+                            + (f"; done: {', '.join(done)}" if done else ""))
+
     def summarize(self) -> None:
         """Set the summary condition from the phases' conditions; publish as final."""
         states = [self.conditions.get(p.condition) for p in self.phases]
@@ -231,6 +266,11 @@ class Orchestrator:
             waiting = ", ".join(c.type for c in states if c.status != "True")
             self.conditions.set(SUMMARY, "Unknown", Reason.Pending, f"not yet done: {waiting}")
         self._publish(final=True)
+
+    def _machine_deleted(self) -> bool:
+        """Whether a report found the Machine gone (MachineReporter.machine_deleted)."""
+        return any(isinstance(r, MachineReporter) and r.machine_deleted
+                   for r in self.reporters)
 
     def _publish(self, final: bool) -> None:
         for reporter in self.reporters:

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import types
 import typing
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def loads(text: str | bytes) -> Any:
+    """JSON the agent reads back (its journal, status file, a server's answer): anything
+    else is a ValueError, JSON nested deeper than the decoder recurses included (a
+    RecursionError would be a traceback)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
 
 
 SECRET = "***"

@@ -148,17 +148,21 @@ class Journal:
             text = host.read_text(JOURNAL)
         except OSError as err:
             raise StateError(f"cannot read the journal {JOURNAL}: {err.strerror}") from err
+        except UnicodeDecodeError as err:
+            raise StateError(f"the journal {JOURNAL} is unreadable (not UTF-8 text)",
+                             hint="move it aside to start over; the agent re-plans from "
+                                  "the host's state") from err
         journal = cls(host)
         if text is None:
             return journal
         try:
-            doc = json.loads(text)
+            doc = records.loads(text)
             journal.phases = {name: PhaseRecord(**rec) for name, rec in doc["phases"].items()}
             # "extra": the sections' name in the file since format 1, kept so that a node
             # upgraded in place (or downgraded) reads what the other version wrote
             journal.stored = dict(doc.get("extra", {}))
             journal._written = text
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise StateError(
                 f"the journal {JOURNAL} is unreadable ({err})",
                 hint="move it aside to start over; the agent re-plans from the host's state",

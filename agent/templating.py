@@ -91,3 +91,73 @@ def render(name: str, **values: Any) -> str:
         raise ConfigError([FieldError(f"{e.path} (rendering {name})" if e.path ==
                                       "a value" else e.path, e.message, hint=e.hint,
                                       origin=e.origin) for e in err.errors]) from None
+
+
+class UndefinedVariable(Exception):
+    """A template that came with data asked for a variable its values do not hold."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+        """Its dotted path, e.g. `ds.meta_data.instance_id`."""
+
+
+class TemplateProblem(Exception):
+    """A template that came with data does not parse, or its rendering failed."""
+
+
+class _Scope(dict[str, Any]):
+    """A mapping of the values that knows where it is, so that a variable missing below
+    it is named by its whole path."""
+
+    def __init__(self, items: dict[str, Any], path: str) -> None:
+        super().__init__({k: _scoped(v, f"{path}.{k}" if path else k)
+                          for k, v in items.items()})
+        self.path = path
+
+
+def _scoped(value: Any, path: str) -> Any:
+    return _Scope(value, path) if isinstance(value, dict) else value
+
+
+@functools.cache
+def _data_environment() -> jinja2.Environment:
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
+
+    class Missing(jinja2.StrictUndefined):
+        """Fails on any use but `is defined` and `default`, naming the whole path."""
+
+        @property
+        def _undefined_message(self) -> str:
+            owner = self._undefined_obj
+            where = owner.path if isinstance(owner, _Scope) else ""
+            name = str(self._undefined_name)
+            raise UndefinedVariable(f"{where}.{name}" if where else name)
+
+    # As cloud-init renders user-data (cloudinit/templater.py): trim_blocks, the `do`
+    # extension; sandboxed, as the data comes from elsewhere.
+    return SandboxedEnvironment(undefined=Missing, trim_blocks=True, autoescape=False,
+                                keep_trailing_newline=True, finalize=_finalize,
+                                extensions=["jinja2.ext.do"])
+
+
+def render_data_template(text: str, values: dict[str, Any]) -> str:
+    """Render a jinja template that came with data (not one of the repository's), with
+    `values`. Raises UndefinedVariable naming the first variable `values` does not hold,
+    TemplateProblem when it does not parse or fails, ConfigError when an expression's
+    output holds a line or record separator."""
+    import jinja2
+
+    try:
+        template = _data_environment().from_string(text)
+    except jinja2.TemplateSyntaxError as err:
+        raise TemplateProblem(f"line {err.lineno}: {err.message}") from None
+    try:
+        return template.render(_Scope(values, ""))
+    except UndefinedVariable:
+        raise
+    except ConfigError:
+        raise
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError) as err:
+        raise TemplateProblem(shown(str(err), 200)) from None

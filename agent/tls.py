@@ -44,12 +44,18 @@ it."""
 
 
 def system_bundle(root: str | PathLike[str] = "/") -> str | None:
-    """The operating system's CA bundle under `root` (the Host's root), as a real path;
-    None when the system has none."""
+    """The operating system's CA bundle under `root` (the Host's root), as a real path,
+    its links resolved inside the root (an image's bundle linked to /etc/... is the
+    image's, never the build host's); None when the system has none."""
     import os
+    from pathlib import Path, PurePosixPath
 
+    from agent.hostpath import resolve_in_root
+
+    top = Path(root)
     for path in SYSTEM_BUNDLES:
-        found = os.path.join(os.fspath(root), path.lstrip("/"))
+        found = (os.fspath(path) if os.path.realpath(top) == "/"
+                 else os.fspath(resolve_in_root(top, PurePosixPath(path).parts[1:])))
         if os.path.isfile(found):
             return found
     return None
@@ -121,3 +127,53 @@ def _innermost(err: BaseException) -> str:
     while err.__context__ is not None:
         err = err.__context__
     return re.sub(r" \(_ssl\.c:\d+\)$", "", str(err))[:300]
+
+
+def ca_pins(pem: bytes) -> list[str]:
+    """The public key pins of the certificates in a PEM bundle, in kubeadm's
+    caCertHashes form (`sha256:` and the SHA-256 of the DER SubjectPublicKeyInfo,
+    app/util/pubkeypin/pubkeypin.go): how a user compares the CA a kubeconfig trusts with
+    the cluster's. A block that does not parse is left out."""
+    import base64
+    import binascii
+    import hashlib
+
+    pins = []
+    for block in re.findall(rb"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----",
+                            pem, re.S):
+        try:
+            spki = _spki(base64.b64decode(b"".join(block.split())))
+        except (ValueError, IndexError, binascii.Error):
+            continue
+        pins.append("sha256:" + hashlib.sha256(spki).hexdigest())
+    return pins
+
+
+def _spki(der: bytes) -> bytes:
+    """The SubjectPublicKeyInfo of a DER certificate (RFC 5280: Certificate ::=
+    SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL, serialNumber, signature,
+    issuer, validity, subject, subjectPublicKeyInfo, ... } ... })."""
+    _, start, _ = _tlv(der, 0)  # Certificate: its contents
+    _, start, _ = _tlv(der, start)  # tbsCertificate: its contents
+    at = start
+    if der[at] == 0xA0:  # [0] EXPLICIT version
+        at = _tlv(der, at)[2]
+    for _ in range(5):  # serialNumber, signature, issuer, validity, subject
+        at = _tlv(der, at)[2]
+    tag, _, end = _tlv(der, at)
+    if tag != 0x30:
+        raise ValueError("no SubjectPublicKeyInfo")
+    return der[at:end]
+
+
+def _tlv(der: bytes, at: int) -> tuple[int, int, int]:
+    """A DER element at `at`: its tag, where its contents start, where it ends."""
+    tag, length, at = der[at], der[at + 1], at + 2
+    if length & 0x80:
+        count = length & 0x7F
+        if not 0 < count <= 4:
+            raise ValueError("bad DER length")
+        length, at = int.from_bytes(der[at:at + count], "big"), at + count
+    if at + length > len(der):
+        raise ValueError("DER element past the end")
+    return tag, at, at + length

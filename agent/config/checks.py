@@ -304,13 +304,23 @@ def command_name(value: str) -> str | None:
     return f"{_shown(value)} is not a program name or absolute path"
 
 
+_SPLITS_FLAGS = re.compile(r"[\s\"'\\]")
+
+
 def kubelet_args(value: dict[str, str]) -> str | None:
-    """kubelet flags by name (no leading dashes) with one-line values."""
+    """kubelet flags by name (no leading dashes) with one-word values: kubeadm writes
+    them into one variable of /var/lib/kubelet/kubeadm-flags.env, which the kubelet unit
+    splits at white space, so a value `a=b --kubeconfig=/tmp/x` would be two flags (and
+    a quote or backslash would end the variable's quoting)."""
     for name, arg in value.items():
         if not _FLAG_NAME.fullmatch(name):
             return f"{_shown(name)} is not a kubelet flag name (lower case, digits, '-')"
         if problem := safe_text(arg):
             return f"value of {name}: {problem}"
+        if _SPLITS_FLAGS.search(arg):
+            return (f"value of {name}: {_shown(arg)} holds white space, a quote or a "
+                    "backslash, which would split it into more kubelet flags (give one "
+                    "word; lists are comma-separated)")
     return None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from agent import __version__
+from agent.config import yamlkeys
 from agent.config.model import API_VERSION, KIND
 from agent.errors import FieldError, shown
 
@@ -44,14 +45,17 @@ def parse_fragment(text: str, origin: str, errors: list[FieldError]) -> Fragment
                                  f"limit of {MAX_BYTES}", "give a configuration under 1 MiB",
                                  origin=origin))
         return None
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        refused = yaml_structure_problem(text, loader)
+        refused = yaml_structure_problem(text, yamlkeys.BASE)
         if refused is not None:
             errors.append(FieldError("(document)", refused[0], refused[1], origin=origin))
             return None
         # libyaml's parser when PyYAML has it: the same safe loader, several times faster.
-        doc = yaml.load(text, Loader=loader)
+        doc = yamlkeys.load(text)
+    except yamlkeys.DuplicateKey as err:
+        errors.append(FieldError("(document)", str(err.problem), "give each key once (YAML "
+                                 "would keep only the last one)", origin=origin))
+        return None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -92,8 +92,9 @@ class RouteSpec:
 class MatchSpec:
     name: str | None = setting("Kernel name of the link.", default=None,
                                check=checks.interface_name)
-    mac_address: str | None = setting("Permanent MAC address of the link.", default=None,
-                                      check=checks.mac_address)
+    mac_address: str | None = setting(
+        "Permanent MAC address of the link (a veth has none: match it by name).",
+        default=None, check=checks.mac_address)
     driver: str | None = setting("Kernel driver of the link (as `ethtool -i` shows).",
                                  default=None, check=checks.driver_name)
 
@@ -210,8 +211,26 @@ class InterfaceSpec:
         "Accept IPv6 router advertisements on this link. Default: only when IPv6 is left "
         "to DHCP. Live, accept_ra is set to 0, or to 2 (accepted although a node "
         "forwards).", default=None, key="acceptRA")
+    link_local: list[Literal["ipv4", "ipv6"]] | None = setting(
+        "Families given a link-local address (netplan link-local, networkd "
+        "LinkLocalAddressing=): [ipv6], or [] for none (live: addr_gen_mode none). "
+        "Default: networkd's, IPv6 except on a bridge port or bond member. IPv4 link-local "
+        "(169.254/16) is refused: it needs networkd's IPv4LL client, which the live apply "
+        "does not run.", default=None, key="linkLocal")
+    ipv6_privacy: bool = setting(
+        "IPv6 privacy addresses from router advertisements (RFC 8981; netplan ipv6-privacy, "
+        "networkd IPv6PrivacyExtensions=yes, live use_tempaddr 2).", default=False,
+        key="ipv6Privacy")
+    optional: bool = setting(
+        "Boot does not wait for this link (netplan optional, networkd "
+        "RequiredForOnline=no); the live apply checks only gateways and the management "
+        "endpoint either way.", default=False)
 
     def validate(self) -> Iterator[Problem]:
+        if self.link_local is not None and "ipv4" in self.link_local:
+            yield ("linkLocal", "ipv4 is refused: an IPv4 link-local address (169.254/16) "
+                   "needs networkd's IPv4LL client, which the live apply does not run",
+                   "give [ipv6] or []")
         if self.rename and self.match is None:
             yield ("rename", "renames the link `match` finds; this entry has no match",
                    "add match, or drop rename")
@@ -275,7 +294,9 @@ class InterfaceSpec:
                          "address (static, IPAM or DHCP)",
                    f"give the interface an IPv{ip.version} address" +
                    (", or use the router's link-local address" if ip.version == 6 else ""))
-        if subnets and not any(ip in net for net, _ in subnets):
+        # a link-local next hop is on every link, whatever its global subnets (the usual
+        # IPv6 gateway at hosters: fe80::1 beside a global /64)
+        if subnets and not ip.is_link_local and not any(ip in net for net, _ in subnets):
             yield (path, f"{hop} is outside the interface's subnets "
                          f"({', '.join(f'{net} of {given}' for net, given in subnets)})",
                    "a gateway must be on the link; fix the address or the prefix length")

@@ -63,8 +63,10 @@ class Taint:
 
 @dataclass(frozen=True)
 class NodeRegistration:
-    name: str | None = setting("Node name; default: the Machine's name.", default=None,
-                               check=checks.k8s_name)
+    name: str | None = setting(
+        "Node name of the JoinConfiguration the agent renders; default: the Machine's "
+        "name. Bootstrap data names its own (its nodeRegistration.name, else the host "
+        "name, lowercased, as kubeadm takes it).", default=None, check=checks.k8s_name)
     cri_socket: str = setting("Container runtime endpoint.", default=DEFAULT_CRI_SOCKET,
                               check=checks.unix_socket_url)
     kubelet_extra_args: dict[str, str] = setting(

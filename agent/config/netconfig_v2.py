@@ -21,7 +21,11 @@ REFUSED_SECTIONS = ("wifis", "modems", "tunnels", "vrfs", "dummy-devices",
                     "virtual-ethernets", "nm-devices", "openvswitch")
 EXTENSION = "x-machine-agent"
 COMMON = {"addresses", "dhcp4", "dhcp6", "gateway4", "gateway6", "mtu", "routes",
-          "nameservers", "accept-ra", "renderer", EXTENSION}
+          "nameservers", "accept-ra", "renderer", "optional", "link-local", "ipv6-privacy",
+          EXTENSION}
+BOOLEANS = {"true": True, "yes": True, "on": True, "y": True,
+            "false": False, "no": False, "off": False, "n": False}
+"""The spellings netplan reads as a boolean (its parser's handle_bool), any case."""
 KEYS = {"ethernet": COMMON | {"match", "set-name"},
         "bond": COMMON | {"interfaces", "parameters"},
         "bridge": COMMON | {"interfaces", "parameters"},
@@ -155,7 +159,7 @@ def _device(out: Translation, ident: str, kind: str, entry: dict[str, Any], wher
             f"{where}.{EXTENSION}.ipam[{i}]"
         addresses.append({"ipam": claim})
     for family in ("4", "6"):
-        value = entry.get(f"dhcp{family}", False)
+        value = boolean(entry.get(f"dhcp{family}", False))
         if value is True:
             addresses.append({"dhcp": f"ipv{family}"})
         elif value is not False:
@@ -163,15 +167,23 @@ def _device(out: Translation, ident: str, kind: str, entry: dict[str, Any], wher
     if addresses:
         iface["addresses"] = addresses
     for v2_key, key in (("gateway4", "gateway"), ("gateway6", "gateway6"), ("mtu", "mtu"),
-                        ("accept-ra", "acceptRA")):
+                        ("accept-ra", "acceptRA"), ("optional", "optional"),
+                        ("link-local", "linkLocal"), ("ipv6-privacy", "ipv6Privacy")):
         if v2_key in entry:
-            iface[key] = entry[v2_key]
+            iface[key] = boolean(entry[v2_key]) if v2_key in (
+                "accept-ra", "optional", "ipv6-privacy") else entry[v2_key]
             out.paths[f"{here}.{key}"] = f"{where}.{v2_key}"
     routes = _routes(out, entry.get("routes"), f"{where}.routes", here)
     if routes:
         iface["routes"] = routes
     _nameservers(out, iface, entry.get("nameservers"), f"{where}.nameservers", here)
     out.interfaces.append(iface)
+
+
+def boolean(value: Any) -> Any:
+    """`value` as netplan reads a boolean ("yes", "on", ...); anything else as it is, for
+    the decoder to refuse by name."""
+    return BOOLEANS.get(value.lower(), value) if isinstance(value, str) else value
 
 
 def _listed(out: Translation, value: Any, where: str) -> list[Any]:
@@ -233,6 +245,8 @@ def _aggregate(out: Translation, iface: dict[str, Any], kind: str, entry: dict[s
             value = _number(out, path, value, _SECONDS, "seconds (15 or 15s)")
         elif key == "primary":
             value = names.get(str(value), value)
+        elif key == "stp":
+            value = boolean(value)
         section[known[key]] = value
         out.paths[f"{here}.{kind}.{known[key]}"] = path
     iface[kind] = section
@@ -274,7 +288,7 @@ def _routes(out: Translation, routes: Any, where: str, here: str) -> list[dict[s
                 out.refuse(f"{path}.{key}", "is not supported by machine-agent",
                            f"supported: {', '.join(ROUTE_KEYS)}")
                 continue
-            native[ROUTE_KEYS[key]] = value
+            native[ROUTE_KEYS[key]] = boolean(value) if key == "on-link" else value
             out.paths[f"{here}.routes[{len(done)}].{ROUTE_KEYS[key]}"] = f"{path}.{key}"
         if native.get("to") in ("0.0.0.0/0", "::/0") and native.get("via") is not None:
             native["to"] = "default"

@@ -20,6 +20,7 @@ from agent.console.killswitch import disabled_by
 from agent.console.timeline import analyze, seconds_between
 from agent.errors import Reason
 from agent.host import Host
+from agent.printable import printable
 from agent.report import SUMMARY, from_previous_boot, read_status_document
 from agent.state import Journal, PhaseRecord
 
@@ -142,9 +143,15 @@ def render_table(view: StatusView) -> str:
 def _row(cells: tuple[str, str, str, str], widths: list[int]) -> str:
     head = "  ".join(cell.ljust(w) for cell, w in zip(cells[:3], widths, strict=True))
     indent = " " * (len(head) + 2)
-    message = cells[3].splitlines() or [""]
+    message = _lines(cells[3])
     return "\n".join([f"{head}  {message[0]}".rstrip(),
                       *(f"{indent}{more}".rstrip() for more in message[1:])])
+
+
+def _lines(message: str) -> list[str]:
+    """A message's lines, every other control character escaped (a carriage return or
+    an escape sequence in a command's output would rewrite the terminal)."""
+    return printable(message, lines=True).rstrip("\n").split("\n")
 
 
 def render_long(view: StatusView, phase_of: dict[str, str]) -> str:
@@ -173,7 +180,7 @@ def render_long(view: StatusView, phase_of: dict[str, str]) -> str:
             lines.append(f"  phase:    {rec.phase}, {rec.state}, {attempts}")
             lines.append(f"  started:  {rec.started_at}")
             lines.append(f"  finished: {rec.finished_at or '-'} ({timing})")
-        message = c["message"].splitlines() or [""]
+        message = _lines(c["message"])
         lines.append(f"  message:  {message[0]}")
         lines += [f"            {more}" for more in message[1:]]
         if c["status"] != "True" and c["reason"] in Reason.__members__:

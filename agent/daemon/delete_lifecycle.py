@@ -25,6 +25,8 @@ from agent.daemon.deletion import (
     hold,
     hook_release_due,
     hooked,
+    kcp_holds,
+    let_go,
     waiting_for_hook,
 )
 from agent.daemon.deletion import SUMMARY as DELETION_SUMMARY
@@ -114,6 +116,11 @@ class DeleteLifecycle:
         self._current = current
         self.state = DeleteState.IDLE
         self._failures = 0
+        self._kcp_cleanup = False
+        """KubeadmControlPlane's hook was on the Machine when its deletion was last seen."""
+        self.holding: bool | None = None
+        """Whether the agent's hook is on its Machine as this daemon last set it (None:
+        not set yet by this daemon)."""
 
     def _move(self, to: DeleteState) -> None:
         if to not in MOVES[self.state]:
@@ -124,6 +131,7 @@ class DeleteLifecycle:
     def gone(self) -> None:
         """The Machine is gone: nothing more to do for it."""
         self._move(DeleteState.IDLE)
+        self.holding = False  # gone with it
 
     def again(self) -> None:
         """A DeleteAgain came due."""
@@ -157,6 +165,7 @@ class DeleteLifecycle:
                          facts.namespace, facts.name)
                 self._move(DeleteState.DRAINING)
             return
+        self._kcp_cleanup = kcp_holds(obj)
         if self.state in (DeleteState.RETRY, DeleteState.STOPPED):
             return  # DeleteAgain runs it again; or a person decides
         self._run_policy()
@@ -176,7 +185,7 @@ class DeleteLifecycle:
         error = DeletePolicy(self.host, session.loaded.config, orchestrator.journal,
                              orchestrator.conditions, publisher(orchestrator), facts.uid,
                              PluginEnv(self.host, facts, session.client),
-                             orchestrator.results).run()
+                             orchestrator.results, self._kcp_cleanup).run()
         if error is None:
             self._release_hook()
         elif error.temporary:
@@ -244,6 +253,46 @@ class DeleteLifecycle:
     def check_credential_in(self, seconds: float) -> None:
         put_after(self._put, seconds, CredentialCheck())
 
+    def hold_while_running(self) -> None:
+        """Put the agent's pre-terminate hook on its Machine while the agent runs for it:
+        from the start of the bootstrap (a Machine deleted meanwhile is held, and its
+        delete policy runs once the bootstrap ends) until the agent stops (`let_go`).
+        Off when the configuration runs no delete policy. A Machine already being
+        deleted keeps it as it is: put on now, it could stop CAPI past that point; taken
+        off, CAPI would go on without the delete policy. No request when the hook is
+        already as wanted."""
+        session, _ = self._current()
+        if session is None or session.machine is None or session.client is None or \
+                session.machine.deletion_timestamp:
+            return
+        lifecycle = session.loaded.config.spec.lifecycle
+        held = lifecycle.watch and bool(lifecycle.on_delete.steps)
+        if self.holding is held:
+            return
+        if self.hold(held) and held:
+            self.check_credential()
+
+    def let_go(self) -> None:
+        """The agent stops (a stop, a shutdown, or it gives up): a Machine that is not
+        being deleted is not held by an agent that no longer runs, so the hook comes
+        off; the next start puts it on again. While its deletion is under way the delete
+        policy keeps the hook (the next start runs it)."""
+        session, _ = self._current()
+        if not self.holding or self.state is not DeleteState.IDLE or session is None or \
+                session.machine is None or session.client is None:
+            return
+        try:
+            if let_go(session.client, session.machine):
+                self.holding = False
+                log.info("stopping: the pre-terminate hook %s is off (the Machine is held "
+                         "only while the agent runs)", HOOK)
+            else:
+                log.info("stopping: the Machine is being deleted; the pre-terminate hook "
+                         "%s stays for the delete policy, which the next start runs", HOOK)
+        except AgentError as err:
+            log.warning("stopping: could not take the pre-terminate hook %s off: %s",
+                        HOOK, err)
+
     def hold(self, held: bool) -> bool:
         """Put the agent's pre-terminate hook on its Machine or take it off; whether
         that was done."""
@@ -252,6 +301,7 @@ class DeleteLifecycle:
         assert session.client is not None
         try:
             hold(session.client, session.machine, held)
+            self.holding = held
             return True
         except AgentError as err:
             # Not put on (e.g. an RBAC without patch on machines): CAPI will not wait for

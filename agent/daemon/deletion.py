@@ -7,24 +7,28 @@ pre-drain hooks → drain of the Node → wait for volumes to detach → pre-ter
 deletion of the infrastructure → the Node deleted → its finalizer removed. Draining is the
 controller's job, and resetting the node during it would stop the kubelet while pods are
 being evicted. So the agent registers a pre-terminate hook ("Machine deletion phase
-hooks": the annotation `HOOK` on its Machine, put there by the daemon once it follows the
-Machine) and runs the policy only once CAPI waits on pre-terminate hooks: v1beta2
+hooks": the annotation `HOOK` on its Machine, on while the daemon runs for the Machine:
+from the start of its bootstrap until the daemon stops, `let_go`, unless the Machine is
+being deleted by then) and runs the policy only once CAPI waits on pre-terminate hooks: v1beta2
 condition `Deleting` True with reason `WaitingForPreTerminateHook`, or (CAPI before
 v1beta2) v1beta1 condition `PreTerminateDeleteHookSucceeded` False with reason
 `WaitingExternalHook`.
 
-On a control-plane Machine (label `cluster.x-k8s.io/control-plane`) KubeadmControlPlane
-holds the same point with its own hook, `KCP_HOOK`, and removes the Machine's etcd member
-before it takes it off (cluster-api controlplane/kubeadm kubeadmcontrolplane_controller.go,
-reconcilePreTerminateHook). The order of the two hooks follows KCP's: for Kubernetes
-1.31 and later KCP waits until every other pre-terminate hook is gone ("the KCP
-pre-terminate hook should be the one executed last, so that kubelet is still working"),
-so the agent runs first, while etcd and the kubelet still work; waiting for KCP there
-would hold both for ever. Before 1.31 KCP does not wait: it removes the member at once,
-after checking that etcd stays healthy without it, which a node the agent had already
-reset would fail; so there the agent waits until KCP's hook is gone. Either way the
-member is KCP's to remove, never the agent's: on a control plane its reset skips
-kubeadm's remove-etcd-member phase (`--skip-phases=remove-etcd-member`). Workers are
+On a control-plane Machine KubeadmControlPlane holds the same point with its own hook,
+`KCP_HOOK`, and removes the Machine's etcd member before it takes it off (cluster-api
+controlplane/kubeadm kubeadmcontrolplane_controller.go, reconcilePreTerminateHook). KCP
+decides its order from its own spec.version, which the agent cannot see (in a rollout it
+is newer than the Machine's): from Kubernetes 1.31 it waits until every other
+pre-terminate hook is gone ("the KCP pre-terminate hook should be the one executed last,
+so that kubelet is still working"); before, it goes on without looking at them. Either
+way it needs the node's kubelet and etcd member working until its hook is off, and from
+1.31 it waits for the agent's. So the agent decides from the hooks on the Machine and
+never waits for KCP's: while `kcp-cleanup` is on it, the agent does not reset the node
+(the member and the node are KCP's and the infrastructure's to remove), runs its other
+steps and takes its hook off; once `kcp-cleanup` is gone (KCP removed the member) the
+reset runs as on any node. Either way the member is KCP's to remove, never the agent's:
+on a control plane its reset skips kubeadm's remove-etcd-member phase
+(`--skip-phases=remove-etcd-member`). Workers are
 not held. Then, in order:
 - `kubeadm reset -f` (the join undone: kubelet.conf, the kubelet's PKI and flags);
 - the release of the IPAM addresses the network phase claimed;
@@ -48,7 +52,7 @@ A step that fails keeps the hook, so the Machine (and with it the infrastructure
 until the node is cleaned up: the daemon runs the policy again after a temporary failure
 (backoff capped at 5 minutes, forever, as CAPI's own drain waits by default), and after
 a permanent one waits for a person (reported on the Machine; restarting the service
-tries again). The hook is never released on its own:
+tries again). After a failure the hook is never released on its own:
 letting CAPI go on would leak the addresses an IPAM backend outside the cluster holds
 (only the capi plugin's claims are owned by the Machine) or leave a node that still holds
 the join, and CAPI's contract leaves that call to the hook's owner. Removing the
@@ -59,10 +63,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime as dt
 import json
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +76,7 @@ from agent.errors import AgentError, CommandError, Reason
 from agent.host import Host
 from agent.ipam.base import PluginEnv
 from agent.ipam.release import release_all
+from agent.kube.bearer import read_token_file
 from agent.kube.client import Client, resource_path
 from agent.kube.kubeconfig import Credentials
 from agent.kube.machine import GROUP, MachineView
@@ -105,6 +110,8 @@ class Step:
     success: Reason
     run: Callable[[DeletePolicy], str]
     """Does the step; returns the condition's message."""
+    skip: Callable[[DeletePolicy], str | None] | None = None
+    """Why the step is left out this time (None: it runs)."""
 
 
 @dataclass
@@ -132,6 +139,8 @@ class DeletePolicy:
     """What the IPAM plugins that release the addresses may use."""
     results: Results
     """What the phases proved (the orchestrator's): a control plane, the CNI list."""
+    kcp_cleanup: bool = False
+    """KubeadmControlPlane's hook is on the Machine (`kcp_holds`): the node is not reset."""
 
     def record(self) -> DeleteRecord:
         """This Machine's record, created on first use."""
@@ -153,6 +162,13 @@ class DeletePolicy:
                      "%s: the node is left as it is", spec.policy)
         for step in steps:
             if step.name in rec.done:
+                continue
+            skipped = step.skip(self) if step.skip is not None else None
+            if skipped is not None:
+                log.info("on delete: %s skipped: %s", step.name, skipped)
+                rec.done.append(step.name)
+                self.journal.save()
+                self.conditions.set(step.condition, "True", Reason.Skipped, skipped)
                 continue
             self.conditions.set(step.condition, "Unknown", Reason.InProgress, "running")
             self.publish(False)
@@ -215,14 +231,35 @@ def hold(client: Client, machine: MachineView, held: bool) -> None:
         HOOK: HOOK_OWNER if held else None}}}, content_type=MERGE_PATCH)
 
 
+def let_go(client: Client, machine: MachineView) -> bool:
+    """The agent stops: take its hook off unless the Machine is being deleted (then the
+    delete policy owns the hook, and the next start runs it again). The Machine is read
+    first and patched at the version read (a merge patch carrying its resourceVersion:
+    a deletion in between answers 409 and the hook stays). One attempt each: a stop must
+    not wait out an outage. Whether the hook is off."""
+    facts = machine.facts
+    path = resource_path(GROUP, machine.version, "machines", namespace=facts.namespace,
+                         name=facts.name)
+    current = client.request("GET", path, attempts=STOP_ATTEMPTS)
+    if _field(current, "metadata", "deletionTimestamp") or not hooked(current):
+        return not hooked(current)
+    client.request("PATCH", path, body={"metadata": {
+        "resourceVersion": _field(current, "metadata", "resourceVersion"),
+        "annotations": {HOOK: None}}}, content_type=MERGE_PATCH, attempts=STOP_ATTEMPTS)
+    return True
+
+
+STOP_ATTEMPTS = 1
+"""Attempts of each request that takes the hook off when the agent stops: two requests
+of spec.management.requestTimeout (10 s) at most stay within the unit's TimeoutStopSec
+(30 s)."""
+
+
 def waiting_for_hook(machine: dict[str, Any]) -> bool:
     """Whether CAPI's machine controller waits on pre-terminate hooks (the drain and the
-    volume detach are over) and, on a control plane before Kubernetes 1.31,
-    KubeadmControlPlane's kcp-cleanup hook is gone (its etcd member removed). Read as
-    v1beta2 the v1beta1 conditions are under `status.deprecated.v1beta1`; read as v1beta1
-    the v1beta2 ones under `status.v1beta2`."""
-    if waiting_for_kcp(machine):
-        return False
+    volume detach are over). Read as v1beta2 the v1beta1 conditions are under
+    `status.deprecated.v1beta1`; read as v1beta1 the v1beta2 ones under
+    `status.v1beta2`. KubeadmControlPlane's hook is never waited for (`kcp_holds`)."""
     lists = [_field(machine, "status", "conditions"),
              _field(machine, "status", "v1beta2", "conditions"),
              _field(machine, "status", "deprecated", "v1beta1", "conditions")]
@@ -233,21 +270,12 @@ def waiting_for_hook(machine: dict[str, Any]) -> bool:
                for c in conditions if isinstance(c, dict))
 
 
-KCP_RUNS_LAST = (1, 31)
-"""From this Kubernetes version KCP's hook waits for every other pre-terminate hook."""
-
-
-def waiting_for_kcp(machine: dict[str, Any]) -> bool:
-    """Whether the agent must let KubeadmControlPlane's kcp-cleanup hook go first: it
-    is on the Machine, and the Machine's Kubernetes version is before 1.31 (from 1.31
-    KCP waits for the agent instead; an unknown version is not waited for, since a wait
-    on both sides would hold the Machine for ever)."""
+def kcp_holds(machine: dict[str, Any]) -> bool:
+    """Whether KubeadmControlPlane's kcp-cleanup hook is on the Machine: KCP has not
+    removed its etcd member yet and needs the node's kubelet and etcd until it has; from
+    Kubernetes 1.31 it also waits for the agent's hook to go first."""
     annotations = _field(machine, "metadata", "annotations")
-    if not isinstance(annotations, dict) or annotations.get(KCP_HOOK) is None:
-        return False
-    version = _field(machine, "spec", "version")
-    found = re.match(r"^v?(\d+)\.(\d+)", version) if isinstance(version, str) else None
-    return found is not None and (int(found[1]), int(found[2])) < KCP_RUNS_LAST
+    return isinstance(annotations, dict) and annotations.get(KCP_HOOK) is not None
 
 
 def is_control_plane(machine: dict[str, Any]) -> bool:
@@ -285,11 +313,8 @@ def hook_release_due(creds: Credentials) -> dt.datetime | None:
     its expiry."""
     token = creds.token
     if creds.token_file:
-        try:
-            with open(creds.token_file, encoding="utf-8") as handle:
-                token = handle.read().strip() or token
-        except (OSError, UnicodeDecodeError):
-            pass
+        with contextlib.suppress(OSError, ValueError):
+            token = read_token_file(creds.token_file)
     expiry = token_expiry(token)
     return expiry - dt.timedelta(seconds=EXPIRY_MARGIN) if expiry else None
 
@@ -312,6 +337,15 @@ def kubeadm_reset(policy: DeletePolicy) -> str:
     # The join was undone: a later bootstrap (another Machine) must join again.
     policy.journal.phases.pop("join", None)
     return f"{' '.join(argv)} undid the join"
+
+
+def reset_left_to_kcp(policy: DeletePolicy) -> str | None:
+    """Why the node is not reset: KubeadmControlPlane's hook is on the Machine."""
+    if not policy.kcp_cleanup:
+        return None
+    return (f"not reset: KubeadmControlPlane's hook {KCP_HOOK} is on the Machine; KCP "
+            "removes this node's etcd member with its kubelet still working, after the "
+            "agent's hook is off, and the infrastructure provider then deletes the node")
 
 
 def release_addresses(policy: DeletePolicy) -> str:
@@ -342,7 +376,7 @@ def remove_cni_config(policy: DeletePolicy) -> str:
 
 
 STEPS = (
-    Step("kubeadmReset", "KubeadmReset", Reason.NodeReset, kubeadm_reset),
+    Step("kubeadmReset", "KubeadmReset", Reason.NodeReset, kubeadm_reset, reset_left_to_kcp),
     Step("releaseAddresses", "AddressesReleased", Reason.AddressesReleased,
          release_addresses),
     Step("removeCniConfig", "CNIConfigRemoved", Reason.CNIConfigRemoved, remove_cni_config),

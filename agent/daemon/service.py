@@ -65,7 +65,7 @@ from agent.kube.machine_config import ConfigRef, ManagementSource, config_ref
 from agent.kube.reporter import MachineReporter
 from agent.orchestrator import EXIT_OK, EXIT_USAGE, Orchestrator
 from agent.phases.base import Phase
-from agent.report import SUMMARY, Conditions, LocalStatus, Reporter, read_status
+from agent.report import SUMMARY, Conditions, LocalStatus, Reporter, last_outcome
 from agent.retry import Backoff
 from agent.session import Session
 from agent.state import node_lock
@@ -143,6 +143,7 @@ class Daemon:
             return EXIT_OK
         finally:
             self._busy = False
+            self.deleting.let_go()
             if self.watches is not None:
                 self.watches.stop()
             self._close_reporters()
@@ -186,7 +187,7 @@ class Daemon:
         # A run starts: the outcome in the status file (perhaps from the boot before) is
         # no longer the one `status --wait` waits for, though opening the session can
         # take minutes (cloud-init, the bootstrap data).
-        last = read_status(self.host)
+        last = last_outcome(self.host)
         if last is not None and last[1]:
             LocalStatus(self.host).publish(last[0], final=False)
         try:
@@ -236,6 +237,7 @@ class Daemon:
                      machine.facts.namespace, machine.facts.name, machine.deletion_timestamp)
             publisher(orchestrator)(True)
         else:
+            self.deleting.hold_while_running()  # a Machine deleted meanwhile is held
             # After a change, AgentConfigApplied goes out with the final report.
             result = orchestrator.run(summarize=changed is None)
             if changed is not None:
@@ -284,7 +286,7 @@ class Daemon:
 
     def _report_summary(self, reason: Reason, message: str) -> None:
         """Say why the bootstrap could not start, where `status` and systemd look."""
-        last = read_status(self.host)
+        last = last_outcome(self.host)
         conditions = Conditions(self.host, [], last[0] if last else None)
         conditions.set(SUMMARY, "False", reason, message)
         for reporter in self.reporters:
@@ -298,13 +300,7 @@ class Daemon:
         if session is None or session.machine is None or session.client is None:
             return
         lifecycle = session.loaded.config.spec.lifecycle
-        # The hook is on while the daemon follows the Machine (it takes the hook off). A
-        # Machine already being deleted keeps it as it is: put on now, it could stop
-        # CAPI past that point; taken off, CAPI would go on without the delete policy.
-        if not session.machine.deletion_timestamp:
-            held = lifecycle.watch and bool(lifecycle.on_delete.steps)
-            if self.deleting.hold(held) and held:
-                self.deleting.check_credential()
+        self.deleting.hold_while_running()
         if not lifecycle.watch:
             return
         self.watches = Watches(session.client, session.machine, self.events.put)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agent.errors import AgentError
+from agent.errors import AgentError, StateError
 from agent.kube.client import resource_path
 from agent.kube.machine import GROUP
 from agent.kube.reporter import Reports
@@ -58,8 +58,8 @@ def _inconsistencies(journal: Journal, phases: tuple[str, ...]) -> Iterator[str]
 def _conditions(doctor: Doctor) -> Iterator[Check]:
     try:
         status = read_status(doctor.host)
-    except (ValueError, KeyError, TypeError) as err:
-        yield Check(PHASE, "conditions", "fail", f"the status file is unreadable ({err})",
+    except StateError as err:
+        yield Check(PHASE, "conditions", "fail", str(err),
                     "run `machine-agent run` again; it rewrites the file")
         return
     if status is None:

@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from agent import __version__
+from agent.errors import shown
+from agent.kube.bearer import read_token_file
+from agent.kube.bounded import loads
 from agent.kube.errors import Unreachable, error_from_status
 from agent.kube.kubeconfig import Credentials, proxy_settings
 from agent.kube.transport import Session
@@ -150,7 +153,7 @@ class Client:
             response = self._send(method, path, params, body, content_type, stream=False,
                                   timeout=self.timeout)
             try:
-                answer = response.json()
+                answer = loads(response.content)
             except ValueError as err:
                 raise Unreachable(f"{method} {path}: the answer is not JSON "
                                   f"({response.headers.get('Content-Type')})") from err
@@ -184,7 +187,7 @@ class Client:
         try:
             for line in response.iter_lines():
                 if line:
-                    yield dict(json.loads(line))
+                    yield dict(loads(line))
         except (OSError, ValueError) as err:  # requests' errors are OSErrors too
             log.info("watch %s broke off (%s); reconnecting", path, type(err).__name__)
         finally:
@@ -192,7 +195,7 @@ class Client:
 
     def _send(self, method: str, path: str, params: Mapping[str, str] | None,
               body: Object | None, content_type: str, *, stream: bool,
-              timeout: float) -> Answer:
+              timeout: float, reread_token: bool = True) -> Answer:
         from agent.kube.transport import tls_failure
 
         headers = dict(self.headers)
@@ -218,16 +221,24 @@ class Client:
                               f"{problem}", hint=hint) from err
         self.unanswered_since = None
         log.debug("%s -> %d", what, response.status_code)
-        if response.status_code == 401 and self._token_rotated():
+        if response.status_code == 401 and reread_token and self._token_rotated():
             response.close()
             log.info("%s: the credential was refused (401); %s holds a new token, sending "
                      "again with it", what, self.creds.token_file)
             return self._send(method, path, params, body, content_type, stream=stream,
-                              timeout=timeout)
+                              timeout=timeout, reread_token=False)  # once a request
+        if 300 <= response.status_code < 400:  # never followed: the agent's server is set
+            location = response.headers.get("Location")
+            response.close()
+            raise Unreachable(
+                f"{what}: {self.creds.server} answered {response.status_code}, a redirect "
+                f"to {shown(location or '(no Location)', 200)}, which the agent does not "
+                "follow", hint="give the API server's own address (spec.management's "
+                "server, or the kubeconfig's), not a proxy or load balancer that redirects")
         if response.status_code < 400:
             return response
         try:
-            status = response.json() if not stream else json.loads(response.content)
+            status = loads(response.content)
         except ValueError:
             status = {"message": response.text[:300]}
         finally:
@@ -242,15 +253,14 @@ class Client:
         if not self.creds.token_file:
             return False
         try:
-            with open(self.creds.token_file, encoding="utf-8") as handle:
-                token = handle.read().strip()
-        except (OSError, UnicodeDecodeError) as err:
+            token = read_token_file(self.creds.token_file)
+        except (OSError, ValueError) as err:
             log.warning("cannot read the token file %s again: %s", self.creds.token_file,
                         err)
             return False
-        if not token or self.headers.get("Authorization") == f"Bearer {token}":
-            return False
         REDACT.add(token)
+        if self.headers.get("Authorization") == f"Bearer {token}":
+            return False
         self.headers["Authorization"] = f"Bearer {token}"
         return True
 

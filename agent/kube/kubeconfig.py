@@ -28,6 +28,7 @@ from agent.config import checks
 from agent.config.management import ManagementSpec
 from agent.errors import PermanentError, Reason
 from agent.host import Host
+from agent.kube.bearer import MAX_TOKEN_FILE, TOKEN_FIX, token_problem
 from agent.logs import REDACT
 from agent.proxy import ProxySettings, ProxyURLInvalid, from_environment, parse_proxy_url
 from agent.tls import default_bundle
@@ -119,9 +120,13 @@ def load_credentials(spec: ManagementSpec, host: Host, *,
     return creds
 
 
-def _read(host: Host, path: str, where: str) -> str:
+MAX_FILE = 4 << 20
+"""A kubeconfig or CA bundle bigger than this is not one (a system trust store is ~200 KiB)."""
+
+
+def _read(host: Host, path: str, where: str, limit: int = MAX_FILE) -> str:
     try:
-        text = host.read_text(path)
+        text = host.read_text(path, limit=limit)
     except OSError as err:
         raise _bad(where, f"cannot read {path}: {err.strerror}",
                    "check the file and its permissions") from err
@@ -132,11 +137,8 @@ def _read(host: Host, path: str, where: str) -> str:
 
 def _from_files(spec: ManagementSpec, host: Host) -> Credentials:
     assert spec.server is not None and spec.token_file is not None
-    token = _read(host, spec.token_file, "spec.management.tokenFile").strip()
-    if not token:
-        raise _bad("spec.management.tokenFile", f"{spec.token_file} is empty",
-                   "write the bearer token into the file")
-    REDACT.add(token)
+    token = _token(_read(host, spec.token_file, "spec.management.tokenFile",
+                         MAX_TOKEN_FILE), "spec.management.tokenFile", spec.token_file)
     ca = None
     if spec.ca_file:
         _read(host, spec.ca_file, "spec.management.caFile")
@@ -144,6 +146,17 @@ def _from_files(spec: ManagementSpec, host: Host) -> Credentials:
     return Credentials(spec.server, token=token, ca_file=ca,
                        insecure=spec.insecure_skip_tls_verify,
                        token_file=str(host.path(spec.token_file)))
+
+
+def _token(text: str, where: str, source: str) -> str:
+    """The token in `text`, registered for redaction; refused naming `source` (its file)
+    and never showing the value."""
+    token = text.strip()
+    REDACT.add(token)  # before any message could hold it
+    problem = token_problem(token)
+    if problem:
+        raise _bad(where, f"the token in {source} {problem}", TOKEN_FIX)
+    return token
 
 
 def _named(doc: dict[str, Any], kind: str, name: str, where: str) -> dict[str, Any]:
@@ -189,11 +202,11 @@ def _from_kubeconfig(path: str, host: Host, allow_insecure: bool,
                    "spec.management.insecureSkipTLSVerify: true to accept the risk")
     token = user.get("token")
     token_file = None
-    if not token and user.get("tokenFile"):
-        token_file = _resolve(base, str(user["tokenFile"]))
-        token = _read(host, token_file, where).strip()
     if token:
-        REDACT.add(str(token))
+        token = _token(str(token), where, "the user's token")
+    elif user.get("tokenFile"):
+        token_file = _resolve(base, str(user["tokenFile"]))
+        token = _token(_read(host, token_file, where, MAX_TOKEN_FILE), where, token_file)
     server_name = cluster.get("tls-server-name")
     problem = checks.host_name(str(server_name)) if server_name is not None else None
     if problem:

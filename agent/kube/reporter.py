@@ -30,7 +30,7 @@ from typing import Any
 from agent.errors import AgentError
 from agent.host import Host
 from agent.kube.client import Client
-from agent.kube.errors import AlreadyExists, Unauthorized
+from agent.kube.errors import AlreadyExists, NotFound, Unauthorized
 from agent.kube.events import clip, events_path, transition_event
 from agent.kube.machine import GROUP, MachineView
 from agent.report import MAX_MESSAGE, Condition
@@ -92,6 +92,9 @@ class MachineReporter:
         self._failures = 0
         self._unauthorized = False
         """Set by a 401: this process's credentials will not be accepted again."""
+        self.machine_deleted = False
+        """Set by a 404 on the Machine's status: it was deleted; the orchestrator stops
+        the run, since no Machine waits for this node any more."""
         self._closed = False
         """Set by close(): a timer that fired meanwhile must not send (the daemon's next
         reporter shares the journal's state)."""
@@ -133,12 +136,17 @@ class MachineReporter:
         just answered again, e.g. a watch reconnected); True when nothing is left. Runs
         on the thread that owns the journal, which it saves."""
         with self._lock:
-            if self.pending and not self._unauthorized:
+            if self.pending and not self._stopped:
                 self._cancel_timer()
                 if not self._try_deliver() and self.keep_trying:
                     self._deliver_soon()
                 self.journal.save()
             return not self.pending
+
+    @property
+    def _stopped(self) -> bool:
+        """No delivery is worth trying: refused credentials, or no Machine any more."""
+        return self._unauthorized or self.machine_deleted
 
     def close(self) -> None:
         """Stop the timer (what is pending stays in the journal)."""
@@ -170,7 +178,7 @@ class MachineReporter:
         """Try now if the interval and the backoff allow, else when they do. A try that
         fails for now schedules the next one after its backoff, rather than waiting for
         a publish that may never come (the daemon's final report after an outage)."""
-        if self._unauthorized:
+        if self._stopped:
             return
         now = self.clock.monotonic()
         due = max(self._last_send + self.interval, self._not_before)
@@ -197,7 +205,7 @@ class MachineReporter:
             self._timer = None
 
     def _deliver_final(self) -> None:
-        if self._unauthorized:
+        if self._stopped:
             return
         for attempt in range(self.final_attempts):
             if not self.pending or self._try_deliver(permanent_stops=True):
@@ -234,6 +242,11 @@ class MachineReporter:
                 self._not_before = self.clock.monotonic() + pause
                 log.warning("reporting to the management cluster failed (%s); kept in the "
                             "journal, next try in %.1fs", err, pause)
+            elif isinstance(err, NotFound):
+                self._failures = 0
+                self.machine_deleted = True
+                log.error("Machine %s was deleted (its status answers 404): no more "
+                          "reports, and no more bootstrapping for it", self.state.machine)
             else:
                 self._failures = 0
                 self._unauthorized = isinstance(err, Unauthorized)

@@ -10,9 +10,12 @@ agent.tls.default_bundle found; with none, OpenSSL's default paths), a client
 certificate, a server name other than the URL's host (a kubeconfig's tls-server-name,
 also sent as SNI), answers streamed by line (watches), and HTTP proxies (a CONNECT
 tunnel for https; which proxy a URL takes is `agent.proxy`'s, decided by the caller from a
-kubeconfig's proxy-url and the environment). Verification is off only for `verify=False`,
-which the callers pass only when configured to. It reads no environment itself (no
-REQUESTS_CA_BUNDLE, no .netrc) and never follows a redirect.
+kubeconfig's proxy-url and the environment). Every answer is bounded
+(agent/kube/bounded.py): its size, a watch line's length, and the time it takes: a
+request ends at its connect plus read time-out, however slowly the server sends.
+Verification is off only for `verify=False`, which the callers pass only when configured
+to. It reads no environment itself (no REQUESTS_CA_BUNDLE, no .netrc) and never follows a
+redirect.
 
 Failures are OSErrors (requests' exceptions are too, so a client given a requests
 session handles both alike): ssl.SSLError for TLS, TimeoutError, ConnectionError, and
@@ -23,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import select
 import socket
 import ssl
@@ -32,6 +34,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
+from agent.kube.bounded import MAX_ANSWER, MAX_LINE, loads
 from agent.proxy import NONE, Proxy, ProxySettings
 
 
@@ -79,22 +82,73 @@ def _closed_on_failure(conn: http.client.HTTPConnection, what: str) -> Iterator[
         raise
 
 
+class _Deadline:
+    """Ends a request at its time-out however the server sends (one byte every half
+    second never trips a socket's per-read time-out): at the deadline the connection's
+    socket is shut down, which wakes any read blocked on it."""
+
+    def __init__(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._conn = conn
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        self.expired = True
+        sock = self._conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def check(self, err: BaseException | None = None) -> None:
+        """TimeoutError when the deadline ended the answer (what else failed with it
+        was its consequence)."""
+        if self.expired:
+            raise TimeoutError(f"no complete answer within {self.seconds:g}s") from err
+
+
 class Response:
-    """One answer. Unless streamed, its body is read at once and the connection goes
-    back to the pool."""
+    """One answer. Unless streamed, its body is read at once, at most MAX_ANSWER bytes
+    and within the request's time-out, and the connection goes back to the pool."""
 
     def __init__(self, raw: http.client.HTTPResponse, conn: http.client.HTTPConnection,
-                 release: Session | None) -> None:
+                 release: Session | None, deadline: _Deadline) -> None:
         self.status_code = raw.status
         self.headers: http.client.HTTPMessage = raw.headers
         self._raw = raw
         self._conn: http.client.HTTPConnection | None = conn
         self._content: bytes | None = None
+        self._deadline = deadline
         if release is not None:
             with _closed_on_failure(conn, "the answer was cut short"):
-                self._content = raw.read()
+                self._content = self._read_all()
             self._conn = None
             release._give_back(conn, reusable=not raw.will_close)
+
+    def _read_all(self) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while chunk := self._raw.read1(1 << 16):
+                size += len(chunk)
+                if size > MAX_ANSWER:
+                    raise TransportError(f"the answer is larger than {MAX_ANSWER} bytes")
+                chunks.append(chunk)
+            if self._raw.length:  # read1 says a cut at EOF by no more than b""
+                raise http.client.IncompleteRead(b"".join(chunks), self._raw.length)
+            self._raw.read()  # b"" now; marks the answer complete, freeing the connection
+        except (OSError, http.client.HTTPException) as err:
+            self._deadline.check(err)
+            raise
+        finally:
+            self._deadline.cancel()
+        self._deadline.check()
+        return b"".join(chunks)
 
     @property
     def sock(self) -> socket.socket | None:
@@ -106,7 +160,7 @@ class Response:
     def content(self) -> bytes:
         if self._content is None:
             try:
-                self._content = self._raw.read()
+                self._content = self._read_all()
             except http.client.HTTPException as err:
                 raise TransportError(f"the answer was cut short: {err!r}") from err
             finally:
@@ -118,19 +172,28 @@ class Response:
         return self.content.decode("utf-8", "replace")
 
     def json(self) -> Any:
-        return json.loads(self.content)
+        return loads(self.content)
 
     def iter_lines(self) -> Iterator[bytes]:
-        """The streamed body, line by line, without line ends."""
+        """The streamed body, line by line, without line ends; a line longer than
+        MAX_LINE ends it with a TransportError."""
         try:
-            while line := self._raw.readline():
+            while line := self._raw.readline(MAX_LINE + 1):
+                if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                    raise TransportError(f"a line of the stream is longer than {MAX_LINE} "
+                                         "bytes")
                 yield line.rstrip(b"\r\n")
-        except http.client.HTTPException as err:
+        except (OSError, http.client.HTTPException) as err:
+            self._deadline.check(err)
+            if isinstance(err, OSError):
+                raise
             raise TransportError(f"the stream was cut short: {err!r}") from err
+        self._deadline.check()
 
     def close(self) -> None:
         """A streamed answer's connection is closed, not reused: the rest of its body is
         never read."""
+        self._deadline.cancel()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -194,14 +257,20 @@ class Session:
             target = f"http://{parts.netloc}{target}"  # a proxy is asked the absolute URL
         conn = self._take(key) or self._connection(key, connect)
         body = data.encode() if isinstance(data, str) else data
-        with _closed_on_failure(conn, "no valid answer"):
-            if conn.sock is None:
-                conn.connect()
-            assert conn.sock is not None
-            conn.sock.settimeout(read)
-            conn.request(method, target, body=body, headers=dict(headers or {}))
-            raw = conn.getresponse()
-        return Response(raw, conn, None if stream else self)
+        deadline = _Deadline(conn, connect + read)
+        try:
+            with _closed_on_failure(conn, "no valid answer"):
+                if conn.sock is None:
+                    conn.connect()
+                assert conn.sock is not None
+                conn.sock.settimeout(read)
+                conn.request(method, target, body=body, headers=dict(headers or {}))
+                raw = conn.getresponse()
+        except BaseException as err:
+            deadline.cancel()
+            deadline.check(err)
+            raise
+        return Response(raw, conn, None if stream else self, deadline)
 
     def close(self) -> None:
         with self._lock:

@@ -12,13 +12,18 @@ only from files.
 from __future__ import annotations
 
 import base64
+import contextlib
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
-from agent.tls import Trust, default_bundle, explain
+from agent.hostpath import read_regular
+from agent.kube.bearer import token_problem
+from agent.kube.kubeconfig import MAX_FILE
+from agent.logs import REDACT
+from agent.tls import Trust, ca_pins, default_bundle, explain
 
 if TYPE_CHECKING:
     from agent.kube.transport import Response
@@ -58,7 +63,11 @@ class KubeconfigCluster:
 
         self.reason = reason
         self.kubeconfig = kubeconfig
-        text = host.read_text(kubeconfig)
+        try:
+            text = host.read_text(kubeconfig, limit=MAX_FILE)
+        except (OSError, UnicodeDecodeError) as err:
+            raise WorkloadAPIError(f"the kubeconfig {kubeconfig} cannot be read ({err})",
+                                   reason=reason) from err
         if text is None:
             raise WorkloadAPIError(f"the kubeconfig {kubeconfig} does not exist",
                                    reason=reason, hint=missing_hint)
@@ -76,14 +85,18 @@ class KubeconfigCluster:
         self.session = Session()
         # Without a CA in the kubeconfig: the bundle the environment names, else the
         # operating system's trust store (agent.tls.default_bundle), never certifi's.
-        self.verify: str = self._file(host, cluster, "certificate-authority", "ca.crt") \
-            or default_bundle(host.root, environment=True)
+        self.own_ca = self._file(host, cluster, "certificate-authority", "ca.crt")
+        self.verify: str = self.own_ca or default_bundle(host.root, environment=True)
         cert = self._file(host, user, "client-certificate", "client.crt")
         key = self._file(host, user, "client-key", "client.key")
         self.cert = (cert, key) if cert and key else None
         self.headers: dict[str, str] = {}
         if user.get("token"):
-            self.headers["Authorization"] = f"Bearer {user['token']}"
+            token = str(user["token"]).strip()
+            REDACT.add(token)
+            if problem := token_problem(token):  # never shown: a header error would
+                raise WorkloadAPIError(f"the token in {kubeconfig} {problem}", reason=reason)
+            self.headers["Authorization"] = f"Bearer {token}"
         self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
 
     def _file(self, host: Host, section: dict[str, Any], key: str, name: str) -> str | None:
@@ -172,16 +185,26 @@ class KubeconfigCluster:
             problem, fix = explain(err, self._trust())
             raise TemporaryError(f"TLS verification of the workload API server "
                                  f"{self.server} failed: {problem}",
-                                 reason=Reason.APIServerUnreachable, hint=fix) from err
+                                 reason=Reason.APIServerUntrusted, hint=fix) from err
 
     def _trust(self) -> Trust:
         """How the workload API server is verified, in the kubeconfig's terms."""
         from urllib.parse import urlsplit
 
+        pins = []
+        if self.own_ca:
+            with contextlib.suppress(OSError):  # unreadable: said as "no CA that parses"
+                pins = ca_pins(read_regular(Path(self.own_ca), MAX_FILE))
+        held = (f"the CA it holds has the pin {', '.join(pins)}" if pins else
+                "it holds no CA that parses" if self.own_ca else
+                "it names no CA: the system's trust store is used")
         return Trust(
             trusted=self.verify,
             ca_fix=f"{self.kubeconfig} must hold the workload cluster's CA "
-                   "(certificate-authority-data, as kubeadm writes it)",
+                   f"(certificate-authority-data, as kubeadm writes it); {held}, compare "
+                   "it with the cluster's CA (its `<cluster>-ca` Secret, or the join's "
+                   "discovery caCertHashes); after the cluster's CA changed, `kubeadm "
+                   "reset -f` and join again",
             name=urlsplit(self.server).hostname or "",
             name_setting=f"the server in {self.kubeconfig}")
 

@@ -10,7 +10,7 @@ import struct
 
 from agent.netlink.rtnl import IFINFOMSG, NLM_F_CREATE, NLM_F_EXCL, RTM_NEWLINK, Request, attr
 
-IFLA_IFNAME, IFLA_LINK, IFLA_LINKINFO = 3, 5, 18
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_LINK, IFLA_LINKINFO = 1, 3, 5, 18
 IFLA_INFO_KIND, IFLA_INFO_DATA = 1, 2
 
 IFLA_BOND_MODE, IFLA_BOND_MIIMON, IFLA_BOND_PRIMARY = 1, 3, 11
@@ -86,12 +86,16 @@ def macvlan_data(mode: str) -> bytes:
     return u32(IFLA_MACVLAN_MODE, MACVLAN_MODES[mode])
 
 
-def new_link(name: str, kind: str, data: bytes = b"", parent: int | None = None) -> Request:
+def new_link(name: str, kind: str, data: bytes = b"", parent: int | None = None,
+             address: bytes | None = None) -> Request:
     """The request that creates link `name` of `kind` (riding on link index `parent`,
-    for a VLAN or macvlan); it fails with EEXIST when the name is taken."""
+    for a VLAN or macvlan; with MAC `address`, else the kernel's); it fails with EEXIST
+    when the name is taken."""
     body = IFINFOMSG.pack(0, 0, 0, 0, 0)
     if parent is not None:
         body += u32(IFLA_LINK, parent)
+    if address is not None:
+        body += attr(IFLA_ADDRESS, address)
     body += attr(IFLA_IFNAME, name.encode() + b"\0")
     info = attr(IFLA_INFO_KIND, kind.encode())  # no NUL, as iproute2 sends it
     if data:

@@ -40,6 +40,7 @@ IFF_UP = 1
 IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER = 1, 3, 4, 5, 10
 IFLA_LINKINFO, IFLA_PERM_ADDRESS, IFLA_INFO_KIND = 18, 54, 1
 IFLA_AF_SPEC, IFLA_INET6_CONF, DEVCONF_ACCEPT_RA = 26, 2, 3
+IFLA_INET6_ADDR_GEN_MODE, DEVCONF_USE_TEMPADDR = 8, 10
 LINK_FIELDS = frozenset({IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_LINK, IFLA_MASTER,
                          IFLA_LINKINFO, IFLA_PERM_ADDRESS, IFLA_AF_SPEC})
 IFA_ADDRESS, IFA_LOCAL, IFA_BROADCAST = 1, 2, 4
@@ -64,6 +65,10 @@ class LinkState:
     when they carry a NIC's address as their current one."""
     accept_ra: int | None = None
     """net.ipv6.conf.LINK.accept_ra; None when the link has no IPv6."""
+    addr_gen_mode: int | None = None
+    """IFLA_INET6_ADDR_GEN_MODE (1: none, no IPv6 link-local address); None without IPv6."""
+    use_tempaddr: int | None = None
+    """net.ipv6.conf.LINK.use_tempaddr (2: privacy addresses preferred); None without IPv6."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,9 @@ class Observed:
         """The part of the state on `names`, by name: what a rollback must restore."""
         return {
             name: (None if (link := self.link(name)) is None else
-                   (link.kind, link.mtu, link.up, link.accept_ra, self.name_of(link.master),
+                   (link.kind, link.mtu, link.up, link.accept_ra, link.addr_gen_mode,
+                    link.use_tempaddr,
+                    self.name_of(link.master),
                     sorted(self.addresses_of(name)),
                     sorted((r.key, r.proto, r.scope) for r in self.routes_of(name))))
             for name in sorted(names)}
@@ -192,17 +199,27 @@ def _link(body: memoryview) -> LinkState:
         mtu=_u32(nla, IFLA_MTU) or 0, up=bool(flags & IFF_UP),
         master=_u32(nla, IFLA_MASTER), parent=_u32(nla, IFLA_LINK),
         perm_mac=bytes(perm).hex(":") if perm is not None else None,
-        accept_ra=_accept_ra(nla.get(IFLA_AF_SPEC)))
+        accept_ra=_devconf(nla.get(IFLA_AF_SPEC), DEVCONF_ACCEPT_RA),
+        use_tempaddr=_devconf(nla.get(IFLA_AF_SPEC), DEVCONF_USE_TEMPADDR),
+        addr_gen_mode=_addr_gen_mode(nla.get(IFLA_AF_SPEC)))
 
 
-def _accept_ra(spec: memoryview | None) -> int | None:
-    """accept_ra from IFLA_AF_SPEC / AF_INET6 / IFLA_INET6_CONF, an array of s32 by
-    DEVCONF_* index: netlink reads it, though only /proc/sys can change it."""
+def _addr_gen_mode(spec: memoryview | None) -> int | None:
+    inet6 = attributes(spec, 0, len(spec)).get(socket.AF_INET6) if spec is not None else None
+    mode = attributes(inet6, 0, len(inet6)).get(IFLA_INET6_ADDR_GEN_MODE) \
+        if inet6 is not None else None
+    return mode[0] if mode is not None and len(mode) else None
+
+
+def _devconf(spec: memoryview | None, index: int) -> int | None:
+    """A net.ipv6.conf value (accept_ra, use_tempaddr) from IFLA_AF_SPEC / AF_INET6 /
+    IFLA_INET6_CONF, an array of s32 by DEVCONF_* index: netlink reads it, though only
+    /proc/sys can change it."""
     inet6 = attributes(spec, 0, len(spec)).get(socket.AF_INET6) if spec is not None else None
     conf = attributes(inet6, 0, len(inet6)).get(IFLA_INET6_CONF) if inet6 is not None else None
-    if conf is None or len(conf) < 4 * (DEVCONF_ACCEPT_RA + 1):
+    if conf is None or len(conf) < 4 * (index + 1):
         return None
-    return int(struct.unpack_from("=i", conf, 4 * DEVCONF_ACCEPT_RA)[0])
+    return int(struct.unpack_from("=i", conf, 4 * index)[0])
 
 
 def _address(body: memoryview) -> tuple[int, str] | None:

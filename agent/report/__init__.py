@@ -18,6 +18,7 @@ from agent.report.local import (
     LocalStatus,
     boot_id,
     from_previous_boot,
+    last_outcome,
     read_status,
     read_status_document,
     wait_kind,
@@ -26,5 +27,5 @@ from agent.report.sentinel import SENTINEL, Sentinel
 
 __all__ = ["BOOT_ID", "MAX_MESSAGE", "NODE_READY", "SENTINEL", "STATUS_FILE", "SUMMARY",
            "Condition", "Conditions", "LocalStatus", "Reporter", "Sentinel", "Status",
-           "boot_id", "from_previous_boot", "read_status", "read_status_document",
+           "boot_id", "from_previous_boot", "last_outcome", "read_status", "read_status_document",
            "wait_kind"]

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import asdict
 from typing import Any
 
+from agent import records
+from agent.errors import StateError
 from agent.host import Host
 from agent.report.conditions import Condition
 from agent.state import STATE_DIR
 
 STATUS_FILE = f"{STATE_DIR}/status.json"
+log = logging.getLogger(__name__)
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 """The kernel's id of this boot: the status file names the boot it was written in, since
 it outlives a reboot (`status --wait` must wait for this boot's outcome)."""
+
 
 class LocalStatus:
     """The status file `machine-agent status`, `status --wait` and `analyze` read: the
@@ -85,7 +90,7 @@ def _stamp(host: Host) -> str:
 def _read_doc(host: Host) -> dict[str, Any] | None:
     try:
         text = host.read_text(STATUS_FILE)
-        doc = json.loads(text) if text else None
+        doc = records.loads(text) if text else None
     except (OSError, ValueError):
         return None  # unreadable: a new file is written
     return doc if isinstance(doc, dict) else None
@@ -97,28 +102,59 @@ def boot_id(host: Host) -> str | None:
     return text.strip() or None if text is not None else None
 
 
+MAX_STATUS = 4 << 20
+"""The status file holds the conditions (10 KiB messages) and a timeline: far less."""
+
+
 def from_previous_boot(host: Host) -> bool:
     """Whether the status file was written in an earlier boot than this one."""
-    text = host.read_text(STATUS_FILE)
-    if text is None:
+    doc = read_status_document(host)
+    if doc is None:
         return False
-    written, now = json.loads(text).get("boot"), boot_id(host)
+    written, now = doc.get("boot"), boot_id(host)
     return written is not None and now is not None and written != now
 
 
 def read_status_document(host: Host) -> dict[str, Any] | None:
-    """The status file as written (conditions, timeline); None if there is none."""
-    text = host.read_text(STATUS_FILE)
+    """The status file as written (conditions, timeline); None if there is none;
+    StateError saying why when it cannot be read (cut short, not a file, too big)."""
+    try:
+        text = host.read_text(STATUS_FILE, limit=MAX_STATUS)
+    except (OSError, UnicodeDecodeError) as err:
+        raise _unreadable(str(err)) from err
     if text is None:
         return None
-    doc: dict[str, Any] = json.loads(text)
+    try:
+        doc = records.loads(text)
+    except ValueError as err:
+        raise _unreadable(str(err)) from err
+    if not isinstance(doc, dict):
+        raise _unreadable("not a JSON object")
     return doc
 
 
 def read_status(host: Host) -> tuple[list[Condition], bool] | None:
-    """The last published conditions and whether the run had finished; None if none."""
-    text = host.read_text(STATUS_FILE)
-    if text is None:
+    """The last published conditions and whether the run had finished; None if none;
+    StateError when the file cannot be read."""
+    doc = read_status_document(host)
+    if doc is None:
         return None
-    doc = json.loads(text)
-    return [Condition(**c) for c in doc["conditions"]], bool(doc["final"])
+    try:
+        return [Condition(**c) for c in doc["conditions"]], bool(doc["final"])
+    except (KeyError, TypeError) as err:
+        raise _unreadable(f"no conditions and final: {err}") from err
+
+
+def last_outcome(host: Host) -> tuple[list[Condition], bool] | None:
+    """`read_status` for a run about to write the file anew: an unreadable one counts
+    as none (said in the log), since the run replaces it."""
+    try:
+        return read_status(host)
+    except StateError as err:
+        log.warning("%s; a new one is written", err)
+        return None
+
+
+def _unreadable(why: str) -> StateError:
+    return StateError(f"the status file {STATUS_FILE} is unreadable ({why})",
+                      hint="`machine-agent run` (or the daemon) writes it anew")

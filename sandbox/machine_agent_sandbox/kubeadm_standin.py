@@ -9,15 +9,16 @@ kubeadm's own words (copied from kubernetes/kubernetes cmd/kubeadm, file named a
 cluster (its etcd, its tokens); a JoinConfiguration with controlPlane runs the control-
 plane preflight, prepare (certificates, downloaded with certificateKey) and etcd join;
 `reset -f [--skip-phases=...]` removes what they wrote (and the etcd member); exit
-status as kubeadm's (1, 3 for validation); `version -o short` prints the version.
+status and error format as kubeadm's of the world's version (before 1.33: 1, 2 for a bare
+preflight error, 3 for validation; from 1.33: 1 and "error: ", machine_agent_sandbox.
+kubeadm.errors); `version -o short` prints the version.
 
-After a successful join it also does what the kubelet then does on a real node: its
-kubelet.conf carries the credential the cluster issued it (TLS bootstrap), and with it
-the kubelet registers its Node, NotReady until a CNI configuration is in /etc/cni/net.d
-(the kubelet's network readiness). Simplified: the cluster is an API stand-in
-(machine_agent_sandbox/apiserver), which authenticates bearer tokens only, so the credential is a
-token for `system:node:<name>` (group `system:nodes`) issued through its sandbox hook, not
-a client certificate; kubelet.conf carries it inline.
+After a successful join it also does what the kubelet then does on a real node: its TLS
+bootstrap ends in a client certificate for `system:node:<name>` (group `system:nodes`)
+signed by the cluster (the API stand-in's CSR signer hook), stored as the kubelet stores
+it and named by kubelet.conf (machine_agent_sandbox.kubeadm.tls_bootstrap); with it the
+kubelet registers its Node, NotReady until a CNI configuration is in /etc/cni/net.d (the
+kubelet's network readiness).
 
 The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
   version             kubeadm/kubelet version, default v1.31.2
@@ -59,7 +60,6 @@ import hmac
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import ssl
@@ -74,14 +74,24 @@ from typing import Any
 import yaml
 
 from machine_agent_sandbox.files import write_atomic
+from machine_agent_sandbox.kubeadm import kubelet, tls_bootstrap
+from machine_agent_sandbox.kubeadm.discovery import unpinned_token_discovery
+from machine_agent_sandbox.kubeadm.errors import exit_with
+from machine_agent_sandbox.kubeadm.flags import (
+    extra_args,
+    kubelet_flag,
+    kubelet_flags,
+    kubelet_node_name,
+)
+from machine_agent_sandbox.kubeadm.hostname import node_name
+from machine_agent_sandbox.kubeadm.preflight import manifests_dir_check
+from machine_agent_sandbox.kubeadm.reset import cleanup_node
 
-STACK_HINT = "To see the stack trace of this error execute with --v=5 or higher"
 KUBELET_CONF = "etc/kubernetes/kubelet.conf"
 BOOTSTRAP_CONF = "etc/kubernetes/bootstrap-kubelet.conf"
 CA_CERT = "etc/kubernetes/pki/ca.crt"
 KUBELET_CONFIG = "var/lib/kubelet/config.yaml"
 KUBELET_FLAGS = "var/lib/kubelet/kubeadm-flags.env"
-WRITTEN = (KUBELET_CONF, BOOTSTRAP_CONF, CA_CERT, KUBELET_CONFIG, KUBELET_FLAGS)
 PKI_DIR = "etc/kubernetes/pki"
 MANIFESTS_DIR = "etc/kubernetes/manifests"
 ETCD_MANIFEST = f"{MANIFESTS_DIR}/etcd.yaml"
@@ -91,7 +101,6 @@ MANIFESTS = tuple(f"{MANIFESTS_DIR}/{c}.yaml" for c in (
     "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"))
 CONTROL_PLANE_KUBECONFIGS = tuple(f"etc/kubernetes/{n}.conf" for n in (
     "admin", "super-admin", "controller-manager", "scheduler"))
-CONTROL_PLANE_FILES = (*MANIFESTS, *CONTROL_PLANE_KUBECONFIGS)
 # app/phases/certs/certs.go SharedCertificateExists: what every control plane shares
 # (with a local etcd), provided by the bootstrap data or downloaded with certificateKey.
 SHARED_CERTS = ("ca.crt", "ca.key", "sa.key", "sa.pub", "front-proxy-ca.crt",
@@ -223,15 +232,15 @@ def main(argv: list[str]) -> int:
                     write_atomic(Path(world_path), json.dumps(world, indent=1))
         raise Failed(f"unknown command {' '.join(argv[:1])!r} for \"kubeadm\"")
     except Failed as err:
-        print(f"{err}\n{STACK_HINT}", file=sys.stderr)
-        return err.code
+        return exit_with(str(err), err.code, version)
 
 
 def reset(root: Path, world: dict[str, Any], args: list[str]) -> int:
     """app/cmd/reset.go with its phases (app/cmd/phases/reset): preflight,
     remove-etcd-member (a control plane's stacked etcd member, removed through the etcd
-    cluster: resetremoveetcdmember.go), cleanup-node (cleanupnode.go: the kubeconfig
-    files, the static Pod manifests, the PKI directory, the kubelet's files)."""
+    cluster: resetremoveetcdmember.go), cleanup-node (machine_agent_sandbox.kubeadm.reset:
+    the kubelet stopped, its directory, the manifests and PKI emptied, the kubeconfig
+    files deleted)."""
     skip: set[str] = set()
     force = False
     while args:
@@ -256,24 +265,13 @@ def reset(root: Path, world: dict[str, Any], args: list[str]) -> int:
         print("[reset] Skipping phase remove-etcd-member")
     if "cleanup-node" in skip:
         return 0
-    print("[reset] Stopping the kubelet service")
-    for rel in (*WRITTEN, *CONTROL_PLANE_FILES):
-        if (root / rel).exists():
-            (root / rel).unlink()
-            print(f"[reset] Deleted /{rel}")
-    for rel in (PKI_DIR, MANIFESTS_DIR):
-        if (root / rel).is_dir():
-            shutil.rmtree(root / rel)
-            print(f"[reset] Deleting contents of /{rel}")
+    for line in cleanup_node(root):
+        print(line)
     return 0
 
 
 def _node_name_of(root: Path) -> str:
-    try:
-        flags = (root / KUBELET_FLAGS).read_text()
-    except OSError:
-        return os.uname().nodename
-    return flags.split("--hostname-override=", 1)[-1].split('"')[0].split()[0]
+    return kubelet_node_name(root) or node_name(root)
 
 
 def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
@@ -281,7 +279,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
     cfg = load_join_configuration(root / config_path.lstrip("/"))
     reg = cfg.get("nodeRegistration") or {}
     ignored |= {str(x).lower() for x in reg.get("ignorePreflightErrors") or []}
-    name = reg.get("name") or os.uname().nodename
+    name = node_name(root, reg.get("name"))
     failure = (world.get("failNext") or [None])[0]
     if failure is not None:
         world["failNext"] = world["failNext"][1:]
@@ -291,7 +289,8 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
     # join writes, and for the CA certificate only on a worker join (a control-plane
     # join's bootstrap data brings the CA files with it).
     files = (KUBELET_CONF, BOOTSTRAP_CONF) + (() if cfg.get("controlPlane") else (CA_CERT,))
-    _files_available(root, files, failure, ignored)
+    _files_available(root, files, failure, ignored,
+                     manifests_dir_check(root, world.get("version", "v1.31.2")))
 
     endpoint = _discover(root, cfg, world)
     control_plane = cfg.get("controlPlane")
@@ -312,8 +311,9 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
                          "this new joining Node")
         _write(root / KUBELET_CONFIG, "apiVersion: kubelet.config.k8s.io/v1beta1\n"
                                       "kind: KubeletConfiguration\n")
-        _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
+        _write(root / KUBELET_FLAGS, kubelet_flags(root, name, extra_args(reg)))
         print("[kubelet-start] Starting the kubelet")
+        kubelet.start(root)
         if failure and failure.startswith("phase-error:"):
             _, phase, message = failure.split(":", 2)  # app/cmd/phases/workflow/runner.go
             raise Failed(f"error execution phase {phase}: {message}")
@@ -323,7 +323,7 @@ def join(root: Path, world: dict[str, Any], args: list[str]) -> int:
             _kubelet_unhealthy(world.get("version", "v1.31.2"))
         print("[kubelet-start] Waiting for the kubelet to perform the TLS Bootstrap")
         api = world.get("apiServer")
-        credential = _issue(endpoint, api, name) if api else None
+        credential = _issue(root, endpoint, api, name) if api else None
         _write_kubeconfig(root / KUBELET_CONF,
                           _kubeconfig(endpoint, "default-auth", api, credential))
         if failure == "killed-after:kubelet-conf":
@@ -394,12 +394,13 @@ def _init_node_checks(root: Path, ignored: set[str]) -> None:
 
 
 def _files_available(root: Path, files: Sequence[str], failure: str | None,
-                     ignored: set[str]) -> None:
-    """app/preflight/checks.go FileAvailableCheck for each of `files`, plus a failure the
-    world injects (`preflight:CHECK:MESSAGE`); those not ignored end the run with
-    Error.Error's wording."""
-    errors = [(f"FileAvailable--{rel.replace('/', '-')}", f"/{rel} already exists")
-              for rel in files if (root / rel).exists()]
+                     ignored: set[str], found: Sequence[tuple[str, str]] = ()) -> None:
+    """app/preflight/checks.go FileAvailableCheck for each of `files`, after the errors
+    of other checks (`found`), plus a failure the world injects
+    (`preflight:CHECK:MESSAGE`); those not ignored end the run with Error.Error's
+    wording."""
+    errors = [*found, *((f"FileAvailable--{rel.replace('/', '-')}", f"/{rel} already exists")
+                        for rel in files if (root / rel).exists())]
     if failure and failure.startswith("preflight:"):
         _, check, message = failure.split(":", 2)
         errors.append((check, message))
@@ -475,7 +476,7 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
     init_cfg, cluster_cfg = load_init_configuration(root / config_path.lstrip("/"))
     reg = init_cfg.get("nodeRegistration") or {}
     ignored |= {str(x).lower() for x in reg.get("ignorePreflightErrors") or []}
-    name = reg.get("name") or os.uname().nodename
+    name = node_name(root, reg.get("name"))
     failure = (world.get("failNext") or [None])[0]
     if failure is not None:
         world["failNext"] = world["failNext"][1:]
@@ -494,8 +495,9 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
     _control_plane_files(root, endpoint, name)
     _write(root / KUBELET_CONFIG, "apiVersion: kubelet.config.k8s.io/v1beta1\n"
                                   "kind: KubeletConfiguration\n")
-    _write(root / KUBELET_FLAGS, f"KUBELET_KUBEADM_ARGS=\"--hostname-override={name}\"\n")
+    _write(root / KUBELET_FLAGS, kubelet_flags(root, name, extra_args(reg)))
     print("[kubelet-start] Starting the kubelet")
+    kubelet.start(root)
     if failure and failure.startswith("phase-error:"):
         _, phase, message = failure.split(":", 2)
         raise Failed(f"error execution phase {phase}: {message}")
@@ -518,7 +520,7 @@ def init(root: Path, world: dict[str, Any], args: list[str]) -> int:
         print("[bootstrap-token] Creating the \"cluster-info\" ConfigMap in the "
               "\"kube-public\" namespace")
         publish_cluster_info(endpoint, api, tokens)
-    credential = _issue(endpoint, api, name) if api else None
+    credential = _issue(root, endpoint, api, name) if api else None
     _write_kubeconfig(root / KUBELET_CONF, _kubeconfig(endpoint, "default-auth", api, credential))
     if api and credential and failure != "node-not-registered":
         _register_node(root, endpoint, api, credential, name)
@@ -592,6 +594,9 @@ def load_join_configuration(path: Path) -> dict[str, Any]:
         # returned as an Aggregate before any phase runs: exit status 3.
         raise Failed("discovery: Invalid value: \"\": bootstrapToken or file must be set",
                      EXIT_VALIDATION)
+    problem = unpinned_token_discovery(discovery.get("bootstrapToken"))
+    if problem:
+        raise Failed(problem, EXIT_VALIDATION)
     return doc
 
 
@@ -957,7 +962,7 @@ def _join_args(args: list[str]) -> tuple[str, set[str]]:
 
 
 def _kubeconfig(server: str, user: str, api: dict[str, str] | None = None,
-                token: str | None = None) -> str:
+                certificate: Path | None = None) -> str:
     cluster: dict[str, str] = {"server": server}
     if api:
         cluster["certificate-authority-data"] = base64.b64encode(
@@ -967,18 +972,24 @@ def _kubeconfig(server: str, user: str, api: dict[str, str] | None = None,
         "clusters": [{"name": "default-cluster", "cluster": cluster}],
         "contexts": [{"name": "default-context",
                       "context": {"cluster": "default-cluster", "user": user}}],
-        "users": [{"name": user, "user": {"token": token} if token else {}}]})
+        "users": [{"name": user, "user": tls_bootstrap.kubeconfig_user() if certificate
+                   else {}}]})
 
 
-def _api(server: str, ca: str, token: str, method: str, path: str,
+def _api(server: str, ca: str, credential: str | Path, method: str, path: str,
          body: dict[str, Any] | None = None,
          content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
-    """One request to the workload API stand-in; `ca` is its CA certificate (PEM)."""
+    """One request to the workload API stand-in; `ca` is its CA certificate (PEM);
+    `credential` a bearer token, or the file of a client certificate and its key."""
+    headers = {"Content-Type": content_type}
+    if isinstance(credential, str):
+        headers["Authorization"] = f"Bearer {credential}"
     request = urllib.request.Request(
         f"{server}{path}", method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"Bearer {token}", "Content-Type": content_type})
+        data=json.dumps(body).encode() if body is not None else None, headers=headers)
     context = ssl.create_default_context(cadata=ca)
+    if isinstance(credential, Path):
+        context.load_cert_chain(credential)
     try:
         with urllib.request.urlopen(request, timeout=API_TIMEOUT, context=context) as resp:
             return resp.status, json.loads(resp.read() or b"{}")
@@ -989,15 +1000,17 @@ def _api(server: str, ca: str, token: str, method: str, path: str,
                      f"{err}") from err
 
 
-def _issue(server: str, api: dict[str, str], name: str) -> str:
-    """The kubelet's credential, as TLS bootstrap gets it signed by the cluster."""
+def _issue(root: Path, server: str, api: dict[str, str], name: str) -> Path:
+    """The kubelet's TLS bootstrap: a client certificate for system:node:<name> (group
+    system:nodes) signed by the cluster (the API stand-in's CSR signer hook), stored as
+    the kubelet stores it (machine_agent_sandbox.kubeadm.tls_bootstrap); its file."""
     status, doc = _api(server, Path(api["ca"]).read_text(), api["signerToken"], "POST",
-                       "/sandbox/v1/tokens",
+                       "/sandbox/v1/certificates",
                        {"user": f"system:node:{name}", "groups": ["system:nodes"]})
     if status != 201:
         raise Failed("error execution phase kubelet-start: error waiting for the kubelet "
                      f"to perform the TLS Bootstrap: HTTP {status}: {doc.get('message')}")
-    return str(doc["token"])
+    return tls_bootstrap.store(root, str(doc["certificate"]), str(doc["key"]))
 
 
 REGISTRATIONS = "kubeadm-standin.machine-agent.test/registrations"
@@ -1012,24 +1025,28 @@ def registrations(node: dict[str, Any] | None) -> int:
     return int(annotations.get(REGISTRATIONS, "0"))
 
 
-def _register_node(root: Path, server: str, api: dict[str, str], token: str,
+def _register_node(root: Path, server: str, api: dict[str, str], credential: Path,
                    name: str) -> None:
-    """What the kubelet does once it runs: register its Node (an existing one is taken
-    over, pkg/kubelet/kubelet_node_status.go tryRegisterWithAPIServer), then post its
+    """What the kubelet does once it runs: register its Node (with the --provider-id its
+    flags carry; an existing one is taken over, pkg/kubelet/kubelet_node_status.go
+    tryRegisterWithAPIServer), then post its
     status, NotReady until the runtime finds a CNI configuration."""
     ca = Path(api["ca"]).read_text()
-    status, doc = _api(server, ca, token, "POST", "/api/v1/nodes", {
+    status, doc = _api(server, ca, credential, "POST", "/api/v1/nodes", {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
                                               "kubernetes.io/os": "linux"},
-                     "annotations": {REGISTRATIONS: "1"}}})
+                     "annotations": {REGISTRATIONS: "1"}},
+        # pkg/kubelet/kubelet_node_status.go initialNode: --provider-id
+        **({"spec": {"providerID": provider}}
+           if (provider := kubelet_flag(root, "provider-id")) else {})})
     for _ in range(5):  # bounded: only this node's kubelet writes its Node
         if status != 409:
             break
-        status, doc = _api(server, ca, token, "GET", f"/api/v1/nodes/{name}")
+        status, doc = _api(server, ca, credential, "GET", f"/api/v1/nodes/{name}")
         if status == 200:  # taken over: one more join registered it (resourceVersion
             # makes the count a compare-and-swap)
-            status, doc = _api(server, ca, token, "PATCH", f"/api/v1/nodes/{name}", {
+            status, doc = _api(server, ca, credential, "PATCH", f"/api/v1/nodes/{name}", {
                 "metadata": {"resourceVersion": doc["metadata"]["resourceVersion"],
                              "annotations": {REGISTRATIONS: str(registrations(doc) + 1)}}},
                 "application/merge-patch+json")
@@ -1037,16 +1054,20 @@ def _register_node(root: Path, server: str, api: dict[str, str], token: str,
     if status != 201:
         raise Failed(f"error execution phase kubelet-start: registering Node {name}: "
                      f"HTTP {status}: {doc.get('message')}")
-    post_node_status(server, ca, token, name, network_ready(root))
+    post_node_status(server, ca, credential, name, network_ready(root))
 
 
 def kubelet_sync(root: Path, posted: dict[str, str]) -> None:
     """One look of the running kubelet of the node under `root`: once it has joined and a
     CNI configuration is in place, post its Node Ready (again after a new join).
-    `posted` holds, per root, the kubelet.conf it was posted with."""
+    `posted` holds, per root, the kubelet.conf it was posted with. A stopped kubelet
+    (kubeadm reset stops it) posts nothing."""
     try:
         conf = (root / KUBELET_CONF).read_text()
     except OSError:
+        posted.pop(str(root), None)
+        return
+    if not kubelet.running(root):
         posted.pop(str(root), None)
         return
     if posted.get(str(root)) == conf or not network_ready(root):
@@ -1063,16 +1084,18 @@ def kubelet_ready(root: Path) -> bool:
     joined."""
     try:
         conf = yaml.safe_load((root / KUBELET_CONF).read_text())
-        flags = (root / KUBELET_FLAGS).read_text()
     except OSError:
         return False
-    cluster, user = conf["clusters"][0]["cluster"], conf["users"][0]["user"]
-    if "certificate-authority-data" not in cluster or "token" not in user:
+    name = kubelet_node_name(root)
+    if name is None:
         return False
-    name = flags.split("--hostname-override=", 1)[1].split('"')[0].split()[0]
+    cluster, user = conf["clusters"][0]["cluster"], conf["users"][0]["user"] or {}
+    credential = tls_bootstrap.credential_file(root, user)
+    if "certificate-authority-data" not in cluster or credential is None:
+        return False
     post_node_status(cluster["server"],
                      base64.b64decode(cluster["certificate-authority-data"]).decode(),
-                     user["token"], name, True)
+                     credential, name, True)
     return True
 
 
@@ -1090,7 +1113,8 @@ _NO_PRESSURE = (("MemoryPressure", "KubeletHasSufficientMemory",
 """The pressure conditions a healthy kubelet posts with Ready (nodestatus/setters.go)."""
 
 
-def post_node_status(server: str, ca: str, token: str, name: str, ready: bool) -> None:
+def post_node_status(server: str, ca: str, credential: str | Path, name: str,
+                     ready: bool) -> None:
     """The kubelet's Ready condition and its pressure conditions, none under pressure
     (pkg/kubelet/nodestatus/setters.go ReadyCondition, MemoryPressureCondition, ...)."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -1104,7 +1128,7 @@ def post_node_status(server: str, ca: str, token: str, name: str, ready: bool) -
     conditions = [{"type": kind, "status": "False", "reason": reason, "message": message,
                    "lastHeartbeatTime": now, "lastTransitionTime": now}
                   for kind, reason, message in _NO_PRESSURE]
-    status, doc = _api(server, ca, token, "PATCH", f"/api/v1/nodes/{name}/status",
+    status, doc = _api(server, ca, credential, "PATCH", f"/api/v1/nodes/{name}/status",
                        {"status": {"conditions": [*conditions, condition]}},
                        "application/merge-patch+json")
     if status != 200:

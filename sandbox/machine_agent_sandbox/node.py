@@ -22,6 +22,7 @@ from machine_agent_sandbox.chrony import Client
 from machine_agent_sandbox.cleanup import Registry
 from machine_agent_sandbox.cluster import POOL, Admin
 from machine_agent_sandbox.files import write_atomic
+from machine_agent_sandbox.kubeadm.hostname import KERNEL_HOSTNAME
 from machine_agent_sandbox.kubeadm_standin import install
 from machine_agent_sandbox.netns import (
     DATA_LINK,
@@ -99,6 +100,7 @@ class Node:
         relay."""
         for path, text in HEALTHY_PROC.items():
             self.write(path, text)
+        self.write(f"/{KERNEL_HOSTNAME}", f"{self.name}\n")  # its own, not the host's
         self.runtime_socket.parent.mkdir(parents=True, exist_ok=True)
         self.save_world()
         install(self.home / "bin", self.root, self.world)

@@ -11,6 +11,7 @@ on Ctrl-C or a failure), unless the sandbox is kept for inspection.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,18 @@ IPAM_PLUGIN = "capi"
 CNI_PLUGINS = Path("/usr/lib/cni")
 """Where Debian's containernetworking-plugins put the real plugins."""
 START_WAIT = 10.0
+
+
+def install_cni_plugins(bin_dir: Path) -> None:
+    """The real plugins in a node root's `bin_dir`: hard links (copies across file
+    systems), never symbolic links, which the agent resolves inside the node's root as
+    the booted node would (an absolute link to /usr/lib/cni would name the root's own)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for plugin in CNI_PLUGINS.iterdir():
+        try:
+            os.link(plugin, bin_dir / plugin.name)
+        except OSError:  # another file system, or links not allowed: a copy
+            shutil.copy2(plugin, bin_dir / plugin.name)
 
 
 @dataclass
@@ -153,10 +166,7 @@ class Sandbox:
         proved with ADD/CHECK/DEL."""
         if not (self.features.cni_phase and self.features.cni_plugins):
             return {}
-        bin_dir = node.root / "opt/cni/bin"
-        bin_dir.mkdir(parents=True)
-        for plugin in CNI_PLUGINS.iterdir():
-            (bin_dir / plugin.name).symlink_to(plugin)
+        install_cni_plugins(node.root / "opt/cni/bin")
         return {"cni": {"conflist": {"template": "bridge",
                                      "values": {"subnet": "203.0.113.128/25"}}}}
 

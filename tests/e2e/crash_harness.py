@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 from machine_agent_sandbox.cluster import CAPI, CLUSTER, IPAM, seed_machine
+from machine_agent_sandbox.kubeadm.tls_bootstrap import credential_file
 from machine_agent_sandbox.kubeadm_standin import registrations
 from machine_agent_sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT
 from machine_agent_sandbox.node import Addressing, Node
@@ -299,8 +300,9 @@ def _files(root: Path, subst: dict[str, str]) -> dict[str, str]:
         if rel in BOOKKEEPING or path.is_socket():
             continue
         mode = oct(path.lstat().st_mode & 0o7777)
+        rel = _STAMPED.sub("kubelet-client-<issued>.pem", rel)
         if path.is_symlink():
-            out[rel] = f"-> {path.readlink()}"
+            out[rel] = f"-> {_STAMPED.sub('kubelet-client-<issued>.pem', str(path.readlink()))}"
         elif path.is_dir():
             out[rel] = f"dir {mode}"
         else:
@@ -332,12 +334,17 @@ def _named_namespaces(*logs: list[str]) -> set[str]:
 
 
 def _kubelet_credential(root: Path) -> str | None:
+    """The kubelet's client certificate and key (its TLS bootstrap's, new each join)."""
     try:
         conf = yaml.safe_load((root / "etc/kubernetes/kubelet.conf").read_text())
+        pem = credential_file(root, conf["users"][0]["user"] or {})
+        return pem.read_text() if pem is not None else None
     except OSError:
         return None
-    token = conf["users"][0]["user"].get("token")
-    return str(token) if token else None
+
+
+_STAMPED = re.compile(r"kubelet-client-\d{4}(?:-\d\d){5}\.pem")
+"""The kubelet's certificate file is named after the time it was issued."""
 
 
 def _node_ready(box: Sandbox, node: Node) -> str:

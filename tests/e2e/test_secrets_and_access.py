@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from machine_agent_sandbox.cluster import CAPI, IPAM, TOKEN, Admin
+from machine_agent_sandbox.kubeadm.tls_bootstrap import credential_file
 from machine_agent_sandbox.sandbox import Sandbox
 
 from agent.daemon.deletion import HOOK
@@ -31,9 +32,14 @@ def node_token(root: Path) -> str:
 
 
 def kubelet_credential(root: Path) -> str:
-    """The credential the workload cluster issued the kubelet at the join."""
+    """The secret of the credential the workload cluster issued the kubelet at the join:
+    its client certificate's private key (the first line of its PEM block, in any copy
+    of the key)."""
     doc = yaml.safe_load((root / KUBELET_CONF).read_text())
-    return str(doc["users"][0]["user"]["token"])
+    pem = credential_file(root, doc["users"][0]["user"])
+    assert pem is not None, "kubelet.conf names no client certificate"
+    key = pem.read_text().split("-----BEGIN PRIVATE KEY-----\n", 1)[1]
+    return key.splitlines()[0]
 
 
 def as_node(box: Sandbox, token: str) -> Admin:
@@ -190,9 +196,11 @@ def test_files_holding_secrets_are_private_and_the_state_directory_is_0700(
     # The join configuration is written as the bootstrap data asks: CABPK's 0640
     # root:root (cluster-api bootstrap/kubeadm/internal/cloudinit/node.go); group root
     # only, never others. Every other file with a secret is 0600, kubelet.conf as kubeadm
-    # writes it (client-go clientcmd.WriteToFile).
+    # writes it (client-go clientcmd.WriteToFile), the kubelet's certificate and key as
+    # its file store does.
     assert holding.pop(JOIN_CONFIG) == "0o640"
-    assert holding == {"etc/machine-agent/management.kubeconfig": "0o600",
-                       KUBELET_CONF: "0o600"}
+    issued = [p for p in holding if p.startswith("var/lib/kubelet/pki/kubelet-client-")]
+    assert len(issued) == 1 and holding.pop(issued[0]) == "0o600"
+    assert holding == {"etc/machine-agent/management.kubeconfig": "0o600"}
     state = node.root / "var/lib/machine-agent"
     assert oct(stat.S_IMODE(state.stat().st_mode)) == "0o700"

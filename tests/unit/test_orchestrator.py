@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from agent.errors import PermanentError, Reason
 from agent.host import Clock, Host
 from agent.orchestrator import Orchestrator
 from agent.phases.base import Phase, PhaseContext, PhasePlan
-from agent.report import LocalStatus, read_status
+from agent.report import SUMMARY, Condition, LocalStatus, read_status
 from agent.state import Journal
 from tests.phases_for_tests import LOG, FilesPhase
 
@@ -208,3 +209,50 @@ def test_plan_leaves_out_the_phases_the_configuration_skips(
     planned = [line.split(":")[0] for line in capsys.readouterr().out.splitlines()
                if not line.startswith(" ")]
     assert "join" not in planned and "network" in planned
+
+
+class TimePhase(FilesPhase):
+    """A second phase after network (its own name and condition, the same files)."""
+
+    name = "time"
+    condition = "TimeSynchronized"
+    success = Reason.TimeSynchronized
+
+
+def test_the_summary_says_which_phase_runs_and_which_are_done(tmp_path: Path) -> None:
+    """NodeBootstrapped (CAPI shows it in the Machine's Ready message) moves with the run:
+    Unknown naming the phase that runs, then True; never "not started" once it began."""
+    host = Host(tmp_path)
+    seen: list[tuple[str, str, str]] = []
+
+    class Recorder:
+        def publish(self, conditions: list[Condition], final: bool) -> None:
+            summary = next(c for c in conditions if c.type == SUMMARY)
+            seen.append((summary.status, summary.reason, summary.message))
+
+    Orchestrator(load_config(host, []), host, phases=[FilesPhase(), TimePhase()],
+                 reporters=[Recorder()]).run()
+    assert seen == [
+        ("Unknown", "InProgress", "network running (NetworkReady)"),
+        ("Unknown", "InProgress", "time running (TimeSynchronized); done: NetworkReady"),
+        ("True", "Bootstrapped", "all phases completed"),
+    ]
+
+
+def test_a_bootstrapped_node_keeps_its_summary_while_a_phase_is_applied_again(
+        tmp_path: Path) -> None:
+    host = Host(tmp_path)
+    Orchestrator(load_config(host, []), host, phases=[FilesPhase()],
+                 reporters=[LocalStatus(host)]).run()
+    seen: list[str] = []
+
+    class Gone(FilesPhase):
+        def still_holds(self, ctx: PhaseContext, result: Any) -> bool:
+            return False  # the node no longer shows the result: applied again
+
+    class Recorder:
+        def publish(self, conditions: list[Condition], final: bool) -> None:
+            seen.append(next(c for c in conditions if c.type == SUMMARY).status)
+
+    Orchestrator(load_config(host, []), host, phases=[Gone()], reporters=[Recorder()]).run()
+    assert seen == ["True", "True"]

@@ -43,6 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agent import records
 from agent.config.fragment import Fragment, parse_fragment
 from agent.errors import FieldError, Reason, TemporaryError
 from agent.host import Host
@@ -115,7 +116,7 @@ def _unfinished_stage(host: Host) -> str | None:
     if host.exists(RESULT):
         return None
     try:
-        status = json.loads(host.read_text(STATUS) or "{}").get("v1") or {}
+        status = records.loads(host.read_text(STATUS) or "{}").get("v1") or {}
     except (OSError, ValueError, AttributeError):
         # Written atomically by cloud-init, so a bad read is a moment before it exists.
         return f"{STATUS} not readable yet"
@@ -143,7 +144,7 @@ def _instance_data(host: Host,
                                  origin=origin))
         return None, path
     try:
-        data = json.loads(text)
+        data = records.loads(text)
     except ValueError as err:
         errors.append(FieldError("(file)", f"is not valid JSON: {err}", origin=origin))
         return None, path
@@ -189,7 +190,7 @@ def _user_data_fragments(host: Host, data: dict[str, Any], data_file: str,
     path = f"{INSTANCES}/{iid.replace('/', '_')}/user-data.txt"
     origin = f"cloud-init user-data ({path})"
     try:
-        raw = host.read_bytes(path)
+        raw = host.read_bytes(path, limit=MAX_USER_DATA)
     except FileNotFoundError:
         errors.append(FieldError("(file)", f"does not exist, though {data_file} names "
                                  f"instance {iid!r}", "check `cloud-init status --long`",
@@ -278,7 +279,12 @@ def datasource_network_config(host: Host, errors: list[FieldError]
                                  origin=f"cloud-init ({data_file})"))
         return None
     path = f"{INSTANCES}/{iid.replace('/', '_')}/{NETWORK_CONFIG}"
-    text = host.read_text(path)
+    try:
+        text = host.read_text(path)
+    except (OSError, UnicodeDecodeError) as err:
+        errors.append(FieldError("(file)", f"cannot read: {err}",
+                                 origin=f"cloud-init ({path})"))
+        return None
     if text is None:
         errors.append(FieldError(
             "spec.network.networkConfigFrom",
@@ -288,7 +294,7 @@ def datasource_network_config(host: Host, errors: list[FieldError]
             "/etc/cloud/cloud.cfg.d (docs/network-config-v2.md)"))
         return None
     try:
-        return json.loads(text), path
+        return records.loads(text), path
     except ValueError as err:
         errors.append(FieldError("(file)", f"is not valid JSON: {err}",
                                  origin=f"cloud-init ({path})"))

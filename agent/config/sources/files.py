@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from agent.config.fragment import MAX_BYTES, Fragment, parse_fragment
 from agent.errors import FieldError
 from agent.host import Host
+from agent.hostpath import UnreadableFileError
 
 BAKED_FILE = "/etc/machine-agent/config.yaml"
 DROP_IN_DIR = "/etc/machine-agent/config.d"
@@ -30,20 +31,11 @@ class FileSource:
         if self.outside_root:
             host = Host("/", read_only=True)
         try:
-            size = host.path(self.path).stat().st_size
-            if size > MAX_BYTES:
-                errors.append(FieldError("(file)", f"is {size} bytes, over the limit of "
-                                         f"{MAX_BYTES}", "give a configuration under 1 MiB",
-                                         origin=self.path))
-                return []
-        except FileNotFoundError:
-            pass
-        except OSError as err:
-            errors.append(FieldError("(file)", f"cannot read: {err.strerror}",
-                                     origin=self.path))
+            text = host.read_text(self.path, limit=MAX_BYTES)
+        except UnreadableFileError as err:
+            errors.append(FieldError("(file)", f"cannot read: {err}", "give a configuration "
+                                     "under 1 MiB, as a regular file", origin=self.path))
             return []
-        try:
-            text = host.read_text(self.path)
         except (OSError, UnicodeDecodeError) as err:
             errors.append(FieldError("(file)", f"cannot read: {err}", origin=self.path))
             return []

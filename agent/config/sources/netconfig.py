@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from agent.config import checks
+from agent.config import checks, yamlkeys
+from agent.config.fragment import yaml_structure_problem
 from agent.config.loaded import Origins
 from agent.config.network import CLOUD_INIT
 from agent.config.sources.cloudinit import datasource_network_config
@@ -42,15 +43,25 @@ def read_network_config(host: Host, document: dict[str, Any], origins: Origins,
             return  # the decoder reports the path itself
         origin = f"network-config v2 file {source}"
         try:
-            raw = host.read_bytes(source)
+            raw = host.read_bytes(source, limit=MAX_SIZE)
         except (OSError, PermanentError) as err:
             errors.append(FieldError(FROM, f"cannot read {source}: {err}"))
             return
-        if len(raw) > MAX_SIZE:
-            errors.append(FieldError(FROM, f"{source} is larger than {MAX_SIZE} bytes"))
-            return
         try:
-            doc = yaml.safe_load(raw.decode())
+            text = raw.decode()
+            # aliases and deep nesting refused before anything is built (a bomb, or a
+            # RecursionError in the YAML composer)
+            refused = yaml_structure_problem(text, getattr(yaml, "CSafeLoader",
+                                                           yaml.SafeLoader))
+            if refused is not None:
+                errors.append(FieldError("(file)", refused[0], refused[1], origin=origin))
+                return
+            doc = yamlkeys.load(text)
+        except yamlkeys.DuplicateKey as err:
+            errors.append(FieldError("(file)", str(err.problem), "give each key once: netplan "
+                                     "merges an interface written twice, YAML keeps only "
+                                     "the last one; write it once", origin=origin))
+            return
         except (UnicodeDecodeError, yaml.YAMLError) as err:
             errors.append(FieldError("(file)", f"is not YAML: {err}", origin=origin))
             return

@@ -14,6 +14,7 @@ agent's own): that is where the bridge plugin creates its bridge, as with a runt
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import ipaddress
 import json
@@ -100,11 +101,12 @@ def _leftovers(host: Host, spec: CheckSpec) -> list[str]:
     agent's to touch."""
     tokens = []
     for name in host.list_dir(spec.data_dir):
-        entry = host.path(f"{spec.data_dir}/{name}")
-        marker = entry / MARKER
-        if (_OWN.fullmatch(name) and entry.is_dir() and not entry.is_symlink()
-                and marker.is_file() and marker.read_text().strip() == name):
-            tokens.append(name[len(PREFIX):])
+        entry = f"{spec.data_dir}/{name}"
+        if not _OWN.fullmatch(name) or not host.is_real_dir(entry):
+            continue
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            if (host.read_text(f"{entry}/{MARKER}", limit=4096) or "").strip() == name:
+                tokens.append(name[len(PREFIX):])
     return tokens
 
 

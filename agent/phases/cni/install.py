@@ -51,7 +51,7 @@ def fetch_bundle(host: Host, source: PluginSource) -> Bundle | None:
     if source.source == "bundle":
         assert source.path is not None
         try:
-            payload = host.read_bytes(source.path)
+            payload = host.read_bytes(source.path, limit=MAX_BUNDLE)
         except OSError as err:
             raise BundleError(f"cannot read the plugin bundle {source.path}: {err.strerror}",
                               hint="put the bundle in the image or fix spec.cni.plugins.path"

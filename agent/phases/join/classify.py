@@ -86,11 +86,28 @@ _RULES: list[tuple[re.Pattern[str], Reason, str, bool]] = [
     (re.compile(r"The kubelet is not healthy after|It seems like the kubelet isn't running "
                 r"or healthy"),
      Reason.KubeletNotHealthy, "the kubelet did not become healthy", True),
+    # Go's crypto/x509 refusing the API server's certificate (file discovery verifies it
+    # with the kubeconfig's CA, app/discovery/file/file.go; token discovery's second,
+    # pinned fetch too): it answered, but is not the cluster the join trusts.
+    (re.compile(r"x509: certificate signed by unknown authority|x509: certificate is "
+                r"valid for |x509: certificate has expired or is not yet valid"),
+     Reason.APIServerUntrusted, "the API server's certificate is not one the join trusts",
+     False),
     # app/discovery/token/token.go, getClusterInfo: the API server did not answer (any
     # dial but the kubelet's own healthz port, 10248).
     (re.compile(r"failed to request the cluster-info ConfigMap|dial tcp (?!\S*:10248: )\S+: "
                 r"(connect: connection refused|connect: no route to host|i/o timeout)"),
      Reason.APIServerUnreachable, "the API server could not be reached", True),
+    # A field-error Aggregate of the configuration's validation
+    # (app/apis/kubeadm/validation, apimachinery's field.Error: "<path>: <type>: <detail>",
+    # several in "[..., ...]"), returned before any phase runs: before 1.33 it exits 3
+    # (decided above), from 1.33 1 like every error, so its words decide. Anchored at the
+    # line's start (after 1.33's "error: "): a phase's error starts "error execution
+    # phase".
+    (re.compile(r"^(?:error: )?\[?[A-Za-z][\w.\[\]-]*: (?:Invalid value|Required value|"
+                r"Unsupported value|Duplicate value|Forbidden|Too long|Too many): ",
+                re.MULTILINE),
+     Reason.ConfigInvalid, "kubeadm refused its configuration (validation)", False),
     # app/util/config/common.go (validateSupportedVersion), strict decoding, or an
     # unregistered version: the JoinConfiguration itself is wrong.
     (re.compile(r"your configuration file uses an old API spec|strict decoding error|"

@@ -25,6 +25,7 @@ from typing import Any
 from agent.config import checks
 from agent.config.fragment import yaml_structure_problem
 from agent.errors import PermanentError, Reason, shown
+from agent.phases.join.template import InstanceData, render_cloud_config
 
 SENTINEL = "/run/cluster-api/bootstrap-success.complete"
 """CABPK's success sentinel (cluster-api: bootstrap/kubeadm/internal/cloudinit/cloudinit.go)."""
@@ -34,12 +35,6 @@ _B64 = {"b64", "base64"}
 _GZ = {"gz", "gzip"}
 _GZ_B64 = {"gz+base64", "gzip+base64", "gz+b64", "gzip+b64"}
 _PLAIN = {"text/plain", ""}
-
-# Instance-data variables CABPK puts in its jinja template header (`## template: jinja`);
-# they all name this node.
-_NODE_NAME_VARS = {"ds.meta_data.local_hostname", "ds.meta_data.hostname",
-                   "v1.local_hostname", "local_hostname"}
-_JINJA_VAR = re.compile(r"\{\{\s*([A-Za-z0-9_.]+)\s*\}\}")
 
 _SENTINEL_COMMAND = f"echo success > {SENTINEL}"
 
@@ -75,6 +70,14 @@ class Command:
     argv: tuple[str, ...]
     shown: str
     text: str = ""
+    label: str | None = None
+    """What names it in errors and the journal (None: its runcmd or bootcmd entry)."""
+    stops: bool = False
+    """Whether its failure ends the bootstrap before kubeadm (Ignition's /etc/kubeadm.sh
+    under `set -e`); cloud-init's runcmd goes on past a failure."""
+    env_files: tuple[str, ...] = ()
+    """systemd EnvironmentFile= paths whose variables it runs with (kubeadm.service's
+    drop-ins: agent.phases.join.dropins)."""
 
 
 @dataclass(frozen=True)
@@ -118,14 +121,15 @@ class CloudConfig:
         return next((f for f in self.files if f.path == path), None)
 
 
-def parse_cloud_config(text: str, *, node_name: str | None) -> CloudConfig:
-    """Parse CABPK cloud-config; `{{ ds.meta_data.local_hostname }}` becomes `node_name`."""
+def parse_cloud_config(text: str, *, node_name: str | None,
+                       instance: InstanceData | None = None) -> CloudConfig:
+    """Parse CABPK cloud-config; a `## template: jinja` document is rendered first with
+    the node's cloud-init instance data (agent.phases.join.template), or without it with
+    `node_name` as the node-name variables."""
     import yaml
 
+    text = render_cloud_config(text, instance, node_name)
     lines = text.splitlines()
-    if lines and lines[0].strip() == "## template: jinja":
-        lines = lines[1:]
-        text = _render_instance_vars("\n".join(lines) + "\n", node_name)
     if not lines or lines[0].strip() != "#cloud-config":
         raise BootstrapDataError("the bootstrap data is not a cloud-config document "
                                  "(its first line is not #cloud-config)",
@@ -141,7 +145,7 @@ def parse_cloud_config(text: str, *, node_name: str | None) -> CloudConfig:
                                  f"{shown(str(err), 200)}") from None
     if not isinstance(doc, dict):
         raise BootstrapDataError("the bootstrap data is not a cloud-config mapping")
-    files = [_write_file(entry, i) for i, entry in enumerate(_list(doc, "write_files"))]
+    files = _write_files(doc)
     if sum(len(f.content) for f in files) > MAX_FILES_BYTES:
         raise BootstrapDataError(f"the bootstrap data's write_files unpack to more than "
                                  f"{MAX_FILES_BYTES} bytes together")
@@ -159,22 +163,6 @@ def _boot_step(entry: Any, index: int) -> Command:
     return step
 
 
-def _render_instance_vars(text: str, node_name: str | None) -> str:
-    def substitute(match: re.Match[str]) -> str:
-        if match.group(1) in _NODE_NAME_VARS:
-            if node_name is None:
-                raise BootstrapDataError(
-                    f"the bootstrap data names the node by {match.group(1)!r}, and no "
-                    "Machine was read to give the name",
-                    hint="set spec.join.nodeRegistration.name")
-            return node_name
-        raise BootstrapDataError(
-            f"the bootstrap data uses the template variable {match.group(1)!r}, which the "
-            "agent does not know", hint="use ds.meta_data.local_hostname for the node name")
-
-    return _JINJA_VAR.sub(substitute, text)
-
-
 def _list(doc: dict[str, Any], key: str) -> list[Any]:
     value = doc.get(key) or []
     if not isinstance(value, list):
@@ -182,17 +170,48 @@ def _list(doc: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
+_WRITE_FILE_KEYS = {"path", "content", "owner", "permissions", "encoding", "append", "defer"}
+
+
+def _write_files(doc: dict[str, Any]) -> list[WriteFile]:
+    """write_files in the order cloud-init writes them: the others in its init stage, the
+    `defer: true` ones (cc_write_files_deferred) in its final stage, still before the
+    runcmd script (scripts-user comes after write-files-deferred in cloud_final_modules).
+    Deferring only waits for users and packages, which the agent does not make."""
+    entries = _list(doc, "write_files")
+    files = [(_write_file(entry, i), _flag(entry, "defer", i))
+             for i, entry in enumerate(entries)]
+    return [f for f, defer in files if not defer] + [f for f, defer in files if defer]
+
+
+def _flag(entry: dict[str, Any], key: str, index: int) -> bool:
+    value = entry.get(key, False)
+    if not isinstance(value, bool):
+        raise BootstrapDataError(f"cloud-config write_files[{index}].{key}: {value!r} is not "
+                                 "true or false")
+    return value
+
+
 def _write_file(entry: Any, index: int) -> WriteFile:
     where = f"write_files[{index}]"
     if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
         raise BootstrapDataError(f"cloud-config {where} has no path")
+    for key in entry:
+        if key == "source":
+            raise BootstrapDataError(f"cloud-config {where}.source: the agent fetches no "
+                                     "file contents from a URL",
+                                     hint="give the contents in `content` (CABPK puts a "
+                                          "contentFrom Secret's data there)")
+        if key not in _WRITE_FILE_KEYS:
+            raise BootstrapDataError(f"cloud-config {where}.{key}: not a write_files key "
+                                     "cloud-init knows", hint="remove it")
     path = entry["path"]
     if problem := checks.absolute_path(path):
         raise BootstrapDataError(f"cloud-config {where}.path: {problem}")
     return WriteFile(path, _decode(entry.get("content", ""), entry.get("encoding", ""), where),
                      _mode(entry.get("permissions", "0644"), where),
                      _owner(entry.get("owner", "root:root"), where),
-                     bool(entry.get("append", False)))
+                     _flag(entry, "append", index))
 
 
 def _gunzip(raw: bytes, where: str) -> bytes:

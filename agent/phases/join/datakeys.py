@@ -11,10 +11,15 @@ output: the same from pkg/ignition/clc/clc.go, as passwd.users, systemd units an
 - `ntp`: delegated to the time phase, which owns time synchronisation on an agent node;
   accepted when every server it names is in `spec.time.servers` (or it is disabled or
   empty), refused otherwise: two owners of chrony.conf would undo each other.
-- `users` (ignition: `passwd.users`): refused when not empty. Accounts are the image's:
+- `ntp` in Ignition: CABPK writes `ntpd.service` (enabled) and /etc/ntp.conf with its
+  `server` lines; ignition.py reads them back into this same `ntp` key.
+- `users` (ignition: `passwd.users`, `.groups`): refused when not empty. Accounts are the image's:
   the agent runs no useradd from data a management cluster hands out.
 - `disk_setup`, `fs_setup`, `mounts` (ignition: `storage.disks`, `storage.filesystems`,
   mount units): refused when not empty. The agent never partitions or formats a disk.
+- Ignition's fields for fetching remote configs and contents (`ignition.config`,
+  `.security`, `.timeouts`, `.proxy`) and for the network (`networkd.units`): refused when
+  set. The agent fetches nothing, and the network phase owns the network.
 - anything else: refused; it is not what CABPK writes, and the agent cannot know what it
   should do.
 """
@@ -25,15 +30,27 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.phases.join.cloudconfig import BootstrapDataError
+from agent.printable import printable
 
 _USERS_FIX = ("bake the accounts into the image (or create them in preKubeadmCommands), "
               "and remove `users` from the KubeadmConfig")
 _DISK_FIX = ("partition, format and mount in the image, or with systemd mount units in "
              "the image; remove diskSetup and mounts from the KubeadmConfig")
+_FETCH_FIX = ("it only concerns configs and contents fetched from elsewhere, and the "
+              "agent fetches nothing: inline them (as data: URLs) and remove it")
+NTP_SHOWN = {"ignition": "ntp (ntpd.service and /etc/ntp.conf)"}
+"""How a format spells the KubeadmConfig's ntp."""
 REFUSED: dict[str, str] = {
-    "users": _USERS_FIX, "passwd.users": _USERS_FIX,
+    "users": _USERS_FIX, "passwd.users": _USERS_FIX, "passwd.groups": _USERS_FIX,
     "disk_setup": _DISK_FIX, "fs_setup": _DISK_FIX, "mounts": _DISK_FIX,
-    "storage.disks": _DISK_FIX, "storage.filesystems": _DISK_FIX,
+    "storage.disks": _DISK_FIX, "storage.filesystems": _DISK_FIX, "storage.raid": _DISK_FIX,
+    "storage.luks": _DISK_FIX,
+    "storage.directories": "create directories in the image or in preKubeadmCommands",
+    "storage.links": "create links in the image or in preKubeadmCommands",
+    "ignition.config": _FETCH_FIX, "ignition.security": _FETCH_FIX,
+    "ignition.timeouts": _FETCH_FIX, "ignition.proxy": _FETCH_FIX,
+    "networkd.units": "the network phase owns the node's network: describe it in "
+                      "spec.network, and remove the units",
 }
 
 
@@ -44,16 +61,26 @@ def check_other_keys(other: dict[str, Any], config: AgentConfig, kind: str) -> l
     for key, value in sorted(other.items()):
         if key == "ntp":
             problem = _ntp(value, config)
+            key = NTP_SHOWN.get(kind, key)
             if problem is None:
-                notes.append(f"{kind} ntp: delegated to the time phase (spec.time.servers "
+                notes.append(f"{kind} {key}: delegated to the time phase (spec.time.servers "
                              "holds every server it names)")
             else:
                 refused.append(f"{kind} {key}: {problem}")
+        elif key == "systemd.units.kubeadm.service.dropins":
+            notes.append(f"{kind} kubeadm.service drop-ins: {' '.join(value)}: the agent "
+                         "runs the script once the boot started these units")
         elif key in REFUSED:
             if _empty(value):
                 continue
             refused.append(f"{kind} {key}: the agent does not carry this out; "
                            f"{REFUSED[key]}")
+        elif key.startswith("systemd.units.") and isinstance(value, dict) \
+                and set(value) <= {"name", "enabled", "enable"}:
+            refused.append(f"{kind} {key}: the agent does not enable the image's units; "
+                           "enable it in the image (`systemctl enable "
+                           f"{printable(str(value.get('name')))}` "
+                           "when building it), and remove it from the bootstrap data")
         elif key.startswith("systemd.units."):
             refused.append(f"{kind} {key}: the agent does not install units from bootstrap "
                            "data; ship the unit in the image (NTP: spec.time; mounts: a "

@@ -35,7 +35,8 @@ def checks(phase: Phase, doctor: Doctor) -> Iterator[Check]:
     yield Check(PHASE, "source", "pass",
                 f"{source.facts.api_version} JoinConfiguration from {source.origin}, "
                 f"Node {source.target.node_name}, Kubernetes {source.version}")
-    state = node_state(doctor.host, source.target.expected_server)
+    state = node_state(doctor.host, source.target.expected_server,
+                       brought=source.target.brought)
     server = source.target.expected_server or "the cluster"
     if state == "joined":
         yield Check(PHASE, "node", "pass", f"joined: {KUBELET_CONF} points at {server}")

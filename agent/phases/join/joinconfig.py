@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.config import checks
+from agent.config.fragment import yaml_structure_problem
 from agent.config.join import DEFAULT_CRI_SOCKET, ControlPlaneJoin, JoinSpec, Taint
 from agent.errors import PermanentError, Reason, shown
 from agent.logs import REDACTED
@@ -141,6 +142,8 @@ class JoinFacts:
     instead of the controlPlaneEndpoint (kubeadm's ControlPlaneKubeletLocalMode)."""
     secrets: tuple[str, ...] = ()
     """Other secrets in the file (bootstrap tokens init creates, tlsBootstrapToken)."""
+    name_replaced: bool = False
+    """nodeRegistration.name is a placeholder the preKubeadmCommands replace."""
 
 
 def read_join_configuration(text: str) -> JoinFacts:
@@ -148,13 +151,21 @@ def read_join_configuration(text: str) -> JoinFacts:
     return read_kubeadm_configuration(text, "join")
 
 
-def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
+def read_kubeadm_configuration(text: str, command: str,
+                               replaced_by: tuple[str, ...] = ()) -> JoinFacts:
     """What `kubeadm join` (a JoinConfiguration) or `kubeadm init` (an InitConfiguration
     and at most one ClusterConfiguration, as CABPK writes /run/kubeadm/kubeadm.yaml)
-    will do, from its config file."""
+    will do, from its config file. `replaced_by`: the commands that run before kubeadm
+    (preKubeadmCommands); a nodeRegistration.name that is no node name but which one of
+    them names is a placeholder they replace (Flatcar's `__REPLACE_NODE_NAME__` and
+    `sed`), left unchecked here (`JoinFacts.name_replaced`): the file is read again once
+    they ran."""
     import yaml
 
-    try:
+    try:  # aliases and deep nesting refused before a value is built (a bomb)
+        refused = yaml_structure_problem(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        if refused is not None:
+            raise JoinConfigError(f"the kubeadm config file {refused[0]}", hint=refused[1])
         docs = [d for d in yaml.safe_load_all(text) if d]
     except yaml.YAMLError as err:
         raise JoinConfigError(f"the kubeadm config file is not valid YAML: {err}") from err
@@ -216,6 +227,8 @@ def read_kubeadm_configuration(text: str, command: str) -> JoinFacts:
              checks.host_port),
             ("nodeRegistration.name", facts.node_name, checks.k8s_name)):
         if value is not None and (problem := check(value)):
+            if what == "nodeRegistration.name" and any(value in c for c in replaced_by):
+                return replace(facts, name_replaced=True)
             raise JoinConfigError(f"{kind} {what}: {problem}")
     return facts
 

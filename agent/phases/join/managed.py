@@ -13,7 +13,7 @@ output (kept after a time-out too), secrets redacted.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from agent.logs import REDACT
 from agent.phases.base import PhaseContext
 from agent.phases.join.classify import Classified, classify_output, last_line
 from agent.phases.join.cloudconfig import WriteFile
+from agent.phases.join.ondisk import current_content
 from agent.phases.join.result import JoinAttempt, JoinInFlight, JoinRecord, KubeadmReset
 from agent.retry import Backoff
 
@@ -65,6 +66,11 @@ class JoinTarget:
     """A control plane's own API server URL, which its kubelet.conf may name instead."""
 
     @property
+    def brought(self) -> frozenset[str]:
+        """The paths the bootstrap data writes (no sign of an earlier kubeadm)."""
+        return frozenset(wf.path for wf in self.files)
+
+    @property
     def servers(self) -> tuple[str, ...]:
         """The servers a kubelet.conf of this node joined to this cluster names."""
         return tuple(s for s in (self.expected_server, self.local_server) if s)
@@ -95,14 +101,16 @@ def kubeconfig_server(text: str | None) -> str | None:
 
 
 def node_state(host: Host, expected_server: str | tuple[str, ...] | None,
-               record: JoinRecord | None = None) -> NodeState:
+               record: JoinRecord | None = None, brought: Collection[str] = ()) -> NodeState:
     """Joined to `expected_server` (one of them: a control plane's kubelet.conf may name
     its own API server), partly joined, or clean. `record` is the join phase's journal
     section: a join journaled as started (`in_flight`: before kubeadm starts; kubeadm
     writes kubelet.conf long before it is done, a control plane's etcd member and
     mark-control-plane come after) and not as finished (the agent was killed while
     kubeadm ran) counts as joined only on evidence a completed join leaves
-    (`completed_join`); else the node is partly joined, and reset."""
+    (`completed_join`); else the node is partly joined, and reset. `brought` are the
+    paths the bootstrap data writes itself: no sign of kubeadm (CABPK writes the
+    cluster's CA files on every control plane, /etc/kubernetes/pki/ca.crt among them)."""
     server = kubeconfig_server(host.read_text(KUBELET_CONF))
     expected = (expected_server,) if isinstance(expected_server, str) else expected_server
     if server is not None and server in (expected or ()):
@@ -112,7 +120,8 @@ def node_state(host: Host, expected_server: str | tuple[str, ...] | None,
         # `plan` (a read-only host) cannot ask: the join stays planned, and the managed
         # join decides when it runs.
         return "joined" if not host.read_only and completed_join(host, started) else "partial"
-    return "partial" if any(host.exists(p) for p in JOIN_FILES) else "clean"
+    return "partial" if any(host.exists(p) for p in JOIN_FILES if p not in brought) \
+        else "clean"
 
 
 def completed_join(host: Host, started: JoinInFlight) -> bool:
@@ -150,7 +159,7 @@ class ManagedJoin:
                           attempts=limit)
         last: AgentError | None = None
         for attempt in range(1, limit + 1):
-            state = node_state(self.host, target.servers, self._journal())
+            state = node_state(self.host, target.servers, self._journal(), target.brought)
             if state == "joined":
                 self._finished()
                 self._record(attempt, "already-joined", None, reset=False)
@@ -174,7 +183,8 @@ class ManagedJoin:
                     self._record(attempt, "joined", None, reset=reset, output=output)
                     return
             self._record(attempt, "failed", outcome, reset=reset, output=output)
-            if node_state(self.host, target.servers, self._journal()) != "clean":
+            if node_state(self.host, target.servers, self._journal(),
+                          target.brought) != "clean":
                 self._reset(f"attempt {attempt} failed ({outcome.reason})")
             last = _error(outcome, attempt, target.command)
             if outcome.reason is Reason.TokenExpired:
@@ -254,7 +264,7 @@ class ManagedJoin:
         for wf in target.files:
             if wf.append:
                 continue
-            current = self.host.read_bytes(wf.path) if self.host.exists(wf.path) else None
+            current = current_content(self.host, wf.path)
             if current is None or before.get(wf.path, wf.content) != wf.content:
                 self.host.write_file(wf.path, wf.content, mode=wf.mode,
                                      owner=owner_ids(self.host, wf.owner))

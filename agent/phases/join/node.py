@@ -5,13 +5,28 @@ itself. kubeadm join can exit 0 before the kubelet has registered; the agent wai
 
 from __future__ import annotations
 
+import os
+
 from agent.errors import Reason, TemporaryError
 from agent.host import Host
 from agent.kube.workload import KUBELET_CONF
 from agent.phases.base import Progress
 
+KERNEL_HOSTNAME = "/proc/sys/kernel/hostname"
+
 POLL_INTERVAL = 2.0
 """Seconds between looks for the Node (the kubelet registers seconds after its start)."""
+
+
+def kubeadm_node_name(host: Host, configured: str | None) -> str:
+    """The Node name kubeadm gives this node (cmd/kubeadm/app/util GetHostname): the
+    configuration's nodeRegistration.name, else the host name as Go's os.Hostname reads
+    it (/proc/sys/kernel/hostname, else uname), trimmed and lowercased. CAPI's own
+    Ignition template names none: its Node is named after the host, not the Machine."""
+    name = configured or ""
+    if not name.strip():
+        name = host.read_text(KERNEL_HOSTNAME) or os.uname().nodename
+    return name.strip().lower()
 
 
 def confirm_node(host: Host, name: str, timeout: float, progress: Progress) -> str:

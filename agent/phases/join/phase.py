@@ -7,7 +7,8 @@ apply (the base class) runs them in order and journals each, so a failed run res
 the join, not at the first command.
 
 A failing pre- or post-command does not stop the others (as in cloud-init); the phase
-fails once every step ran, naming each failed command (see `JoinPhase.apply`).
+fails once every step ran, naming each failed command (see `JoinPhase.apply`). Ignition's
+/etc/kubeadm.sh runs under `set -e`: there a failure before kubeadm stops the phase.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_cha
 from agent.phases.facts import ClockChecked, ControlPlaneMember, NodeName
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
 from agent.phases.join.doctor import checks
+from agent.phases.join.dropins import environment
 from agent.phases.join.managed import ManagedJoin, node_state, owner_ids
 from agent.phases.join.node import confirm_node
+from agent.phases.join.ondisk import current_content
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.result import CommandRun, JoinRecord, JoinResult
 from agent.phases.join.source import JoinSource, resolve
@@ -67,8 +70,11 @@ class JoinPhase(PhaseOf[JoinResult]):
         what = ("initialise the cluster at" if facts.command == "init" else
                 "join as a control plane" if facts.control_plane else "join")
         kind = "InitConfiguration" if facts.command == "init" else "JoinConfiguration"
-        plan.notes.append(f"{what} {source.target.expected_server or 'the cluster'} as Node "
-                          f"{source.target.node_name}: {facts.api_version} {kind} from "
+        name = (f"the Node the preKubeadmCommands name (they replace nodeRegistration.name "
+                f"{facts.node_name})" if facts.name_replaced
+                else f"Node {source.target.node_name}")
+        plan.notes.append(f"{what} {source.target.expected_server or 'the cluster'} as "
+                          f"{name}: {facts.api_version} {kind} from "
                           f"{source.origin}, Kubernetes {source.version}")
         plan.notes.extend(source.notes)
         joined = node_state(ctx.host, source.target.servers,
@@ -112,9 +118,18 @@ class JoinPhase(PhaseOf[JoinResult]):
                 time_gate=_time_gate(ctx)))
             for warning in warnings:
                 ctx.log.warning("preflight (ignored): %s", warning)
+            # resolved again now, as kubeadm reads the config file: the pre-commands that
+            # ran may have put the node name in place of a placeholder (read from the
+            # node), or set the host name kubeadm names the node after when none is given
+            named = source.facts.name_replaced
+            target = resolve(ctx.config, ctx.machine, host, after_commands=named).target
+            if named:
+                ctx.journal.section(JoinRecord).named = target.node_name
+                ctx.journal.save()
             ManagedJoin(ctx, host, spec.kubeadm_path,
-                        lambda machine: resolve(ctx.config, machine, host).target,
-                        ).run(source.target)
+                        lambda machine: resolve(ctx.config, machine, host,
+                                                after_commands=named).target,
+                        ).run(target)
 
         return Change(JOIN_KEY,
                       f"{step.shown} (managed: preflight, classified failures, reset and "
@@ -141,7 +156,7 @@ class JoinPhase(PhaseOf[JoinResult]):
             super().apply(ctx, plan)
         except AgentError as err:
             if failed:  # the join failed after pre-commands did: the condition names both
-                err.message += (f"; before it, {len(failed)} runcmd command(s) failed: "
+                err.message += (f"; before it, {_count(failed)} failed: "
                                 + "; ".join(failed.values()))
                 err.args = (err.message,)
             raise
@@ -152,7 +167,7 @@ class JoinPhase(PhaseOf[JoinResult]):
                 ctx.journal.save()
         if failed:
             raise CommandError(
-                f"{len(failed)} runcmd command(s) failed (the other steps ran"
+                f"{_count(failed)} failed (the other steps ran"
                 f"{', the node joined' if JOIN_KEY in ctx.journal.phases[self.name].steps else ''}"
                 "): " + "; ".join(failed.values()),
                 hint="fix preKubeadmCommands/postKubeadmCommands; every command's exit "
@@ -170,10 +185,10 @@ class JoinPhase(PhaseOf[JoinResult]):
         record = ctx.journal.section(JoinRecord)
         last = {(c.kind or "runcmd", c.index): c for c in record.commands}
         registered = (plan.registered if isinstance(plan, JoinPlan) and plan.registered
-                      else confirm_node(ctx.host, source.target.node_name,
+                      else confirm_node(ctx.host, _node_name(ctx, source),
                                         float(ctx.config.spec.join.registration_timeout),
                                         ctx.progress))
-        return JoinResult(node=source.target.node_name, api_server=server,
+        return JoinResult(node=_node_name(ctx, source), api_server=server,
                           local_api_server=source.target.local_server,
                           kubeadm=source.facts.command if source.facts.command != "join"
                           else None,
@@ -182,6 +197,7 @@ class JoinPhase(PhaseOf[JoinResult]):
                           join_configuration=source.facts.api_version,
                           attempts=len(record.attempts), node_registered=registered,
                           failed_commands=[f"{kind}[{i}] `{c.command}`"
+                                           if not kind.startswith("/") else c.command
                                            for (kind, i), c in sorted(last.items())
                                            if c.exit_status != 0])
 
@@ -205,16 +221,40 @@ class JoinPhase(PhaseOf[JoinResult]):
 def _sentinel_change(ctx: PhaseContext, write: Change, source: JoinSource,
                      plan: JoinPlan) -> Change:
     """CABPK's sentinel says the node joined: written only once the kubelet registered
-    its Node, which `kubeadm join` exiting 0 does not prove."""
-    name = source.target.node_name
+    its Node, which `kubeadm join` exiting 0 does not prove. The Node's name is the one
+    kubeadm used: journaled when the pre-commands replaced it, else resolved again after
+    they ran (the host name they may have set)."""
     timeout = float(ctx.config.spec.join.registration_timeout)
 
     def confirm_then_write(host: Host) -> None:
+        name = _node_name(ctx, source) if source.facts.name_replaced else \
+            resolve(ctx.config, ctx.machine, host).target.node_name
         plan.registered = confirm_node(host, name, timeout, ctx.progress)
         write.action(host)
 
-    return replace(write, summary=f"{write.summary} once Node {name} is registered",
+    name = "the preKubeadmCommands' Node" if source.facts.name_replaced \
+        else f"Node {source.target.node_name}"
+    return replace(write, summary=f"{write.summary} once {name} is registered",
                    action=confirm_then_write)
+
+
+def _node_name(ctx: PhaseContext, source: JoinSource) -> str:
+    """The node's name: the bootstrap data's, or the one its preKubeadmCommands put in
+    the config file in place of a placeholder (journaled when kubeadm ran)."""
+    if not source.facts.name_replaced:
+        return source.target.node_name
+    named = ctx.journal.section(JoinRecord).named
+    if named is None:
+        raise PermanentError(
+            f"nodeRegistration.name {source.target.node_name!r} is replaced by the "
+            "preKubeadmCommands, and no kubeadm run journaled the name they set",
+            reason=Reason.KubeletNotHealthy, hint="run the agent again to join")
+    return named
+
+
+def _count(failed: dict[str, str]) -> str:
+    runcmd = all(key.startswith("runcmd:") for key in failed)
+    return f"{len(failed)} {'runcmd ' if runcmd else ''}command(s)"
 
 
 def _time_gate(ctx: PhaseContext) -> str | None:
@@ -237,7 +277,7 @@ def _file_change(host: Host, wf: WriteFile, source: JoinSource,
     AWS_SECRET_ACCESS_KEY=...), and a masking list cannot know them all; the contents
     with `plan --show-secrets`."""
     owner = owner_ids(host, wf.owner)
-    current = host.read_bytes(wf.path) if host.exists(wf.path) else None
+    current = current_content(host, wf.path)
     shown = "\n".join(REDACT(wf.content.decode(errors="replace")).splitlines()) + "\n"
     if wf.append:
         def append(h: Host) -> None:
@@ -278,25 +318,35 @@ def _command_change(ctx: PhaseContext, index: int, step: Command,
                     failed: dict[str, str], kind: str = "runcmd") -> Change:
     """Run one pre- or post-command (`kind` runcmd) or boot command (bootcmd); record
     its exit status and output tail in the journal; a failure goes in `failed` instead
-    of stopping the phase."""
+    of stopping the phase, unless the step stops the bootstrap (`Command.stops`)."""
     timeout = ctx.config.spec.join.timeout
-    key = f"{kind}:{index}:{digest(step.argv)[7:19]}"
+    key = f"{kind if step.label is None else 'script'}:{index}:{digest(step.argv)[7:19]}"
     shown = REDACT(step.shown)
+    named = f"{kind}[{index}] `{shown}`" if step.label is None else shown
 
     def run(host: Host) -> None:
         status: int | None
         try:
             result = host.run(list(step.argv), timeout=timeout, check=False,
-                              sandboxed=False, secret_args=True)
+                              sandboxed=False, secret_args=True,
+                              env=environment(host, step.env_files))
             status, tail = result.returncode, REDACT(result.tail(TAIL))
         except AgentError as err:  # not found (a list entry), or its time-out
             status, tail = None, REDACT(err.message)
         ctx.journal.section(JoinRecord).commands.append(
-            CommandRun(index, shown, status, tail, kind if kind != "runcmd" else None))
+            CommandRun(index, shown, status, tail,
+                       step.label if step.label is not None
+                       else kind if kind != "runcmd" else None))
         ctx.journal.save()
         if status != 0:
             how = f"exited {status}" if status is not None else "did not run to its end"
-            failed[key] = f"{kind}[{index}] `{shown}` {how}: {tail or '(no output)'}"
+            what = f"{named} {how}: {tail or '(no output)'}"
+            if step.stops:
+                raise CommandError(f"{what}; kubeadm was not run (the script runs with "
+                                   "`set -e`, so a failing command ends it)",
+                                   hint="fix preKubeadmCommands; the command's exit "
+                                        "status and output tail are in the journal")
+            failed[key] = what
             ctx.log.warning("%s", failed[key])
 
     return Change(key, f"run {shown}", run,

@@ -98,3 +98,6 @@ class JoinRecord(Section):
     attempts: list[JoinAttempt] = field(default_factory=list)
     resets: list[KubeadmReset] = field(default_factory=list)
     commands: list[CommandRun] = field(default_factory=list)
+    named: str | None = None
+    """The node name the kubeadm config file gave when kubeadm ran, where the
+    preKubeadmCommands replace a placeholder in it (Flatcar's `sed`)."""

@@ -13,6 +13,7 @@ from agent.logs import REDACT
 from agent.phases.join.cloudconfig import (
     BootstrapDataError,
     CloudConfig,
+    Command,
     KubeadmJoin,
     WriteFile,
     parse_cloud_config,
@@ -27,6 +28,9 @@ from agent.phases.join.joinconfig import (
     render_join_configuration,
 )
 from agent.phases.join.managed import JoinTarget, kubeconfig_server
+from agent.phases.join.node import kubeadm_node_name
+from agent.phases.join.ondisk import read_node_file
+from agent.phases.join.template import read_instance_data
 
 JOIN_CONFIG_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
 """Where CABPK puts the JoinConfiguration; the agent renders its own there too."""
@@ -46,7 +50,12 @@ class JoinSource:
     """What of the bootstrap data is delegated to another phase (for `plan`)."""
 
 
-def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> JoinSource:
+def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host, *,
+            after_commands: bool = False) -> JoinSource:
+    """The join the bootstrap data (or spec.join) asks for. `after_commands`: the
+    preKubeadmCommands have run, and the kubeadm config file is read from the node, as
+    they left it and kubeadm reads it (they may have set the node name: `sed` of a
+    placeholder)."""
     spec = config.spec.join
     node_name = spec.node_registration.name or (machine.name if machine else None)
     version_text = (machine.kubernetes_version if machine else None) or spec.kubernetes_version
@@ -76,29 +85,34 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host) -> Jo
         if data_format == "ignition":
             cloud = parse_ignition(data)
         else:
-            cloud = parse_cloud_config(data, node_name=node_name)
+            cloud = parse_cloud_config(data, node_name=node_name,
+                                       instance=read_instance_data(host))
         notes = check_other_keys(cloud.other, config, data_format)
         join = cloud.join
         written = cloud.file(join.config_path)
-        text_or_none = written.content.decode() if written else host.read_text(join.config_path)
+        text_or_none = (read_node_file(host, join.config_path, "the kubeadm config")
+                        if after_commands or not written else written.content.decode())
+        if text_or_none is None and written:
+            text_or_none = written.content.decode()
         if text_or_none is None:
             raise BootstrapDataError(f"the kubeadm config {join.config_path} is neither in "
                                      "the bootstrap data's write_files nor on the node")
         text = text_or_none
         masked = REDACT(text)
-    facts = read_kubeadm_configuration(text, cloud.join.command)
+    before = cloud.steps[:cloud.steps.index(cloud.join)]
+    facts = read_kubeadm_configuration(text, cloud.join.command, () if after_commands else
+                                       tuple(s.text for s in before if isinstance(s, Command)))
     for secret in (facts.token, facts.certificate_key, *facts.secrets):
         REDACT.add(secret)
     if facts.api_server_endpoint:
         server: str | None = f"https://{facts.api_server_endpoint}"
     else:
-        server = kubeconfig_server(host.read_text(facts.kube_config_path)
-                                   if facts.kube_config_path else None)
-    name = facts.node_name or node_name
-    if name is None:
-        raise PermanentError("no node name: the JoinConfiguration names none and no "
-                             "Machine was read", reason=Reason.ConfigInvalid,
-                             hint="set spec.join.nodeRegistration.name")
+        server = kubeconfig_server(
+            read_node_file(host, facts.kube_config_path, "discovery.file.kubeConfigPath")
+            if facts.kube_config_path else None)
+    # kubeadm names the node (app/util GetHostname): the configuration's name, else the
+    # host name at the time kubeadm runs (a pre-command may set it: resolved again then)
+    name = kubeadm_node_name(host, facts.node_name)
     local = f"https://{facts.local_endpoint}" if facts.local_endpoint else None
     target = JoinTarget(cloud.join.config_path, tuple(cloud.files), facts.token, server, name,
                         cloud.join.ignore_preflight_errors, control_plane=facts.control_plane,

@@ -50,7 +50,10 @@ from agent.netlink.rtnl import (
     attr,
     u32,
 )
+from agent.phases.network.hwaddr import machine_id, networkd_address
 from agent.phases.network.model import DEFAULT_METRIC, RT_TABLE_MAIN, NetworkPlan, RoutePlan
+from agent.phases.network.sysctls import restore as sysctls_restore
+from agent.phases.network.sysctls import wanted as sysctls_wanted
 
 if TYPE_CHECKING:
     from agent.host import Host
@@ -61,9 +64,6 @@ RTNH_F_ONLINK = 4
 IFA_F_NODAD = 0x02
 KERNEL_MODULE = {"vlan": "8021q", "bond": "bonding", "bridge": "bridge", "macvlan": "macvlan"}
 EOPNOTSUPP = 95
-ACCEPT_RA_ON = 2
-"""accept_ra when advertisements are wanted: 2 accepts them although the node forwards
-(a Kubernetes node does); networkd handles them itself and leaves the kernel's at 0."""
 
 
 @dataclass(frozen=True)
@@ -178,12 +178,8 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
         if link.mtu is not None and (state is None or state.mtu != link.mtu):
             diff.links.append(NetOp("link-set", name, (("mtu", link.mtu),),
                                     f"set MTU {link.mtu} on {name}"))
-        if link.accept_ra is not None:
-            value = ACCEPT_RA_ON if link.accept_ra else 0
-            # a link without IPv6 (state.accept_ra None) has nothing to set; a new one
-            # is set once made (the Host skips it when IPv6 is off)
-            if state is None or (state.accept_ra is not None and state.accept_ra != value):
-                sysctls.append(_accept_ra_op(name, value))
+        sysctls += [_sysctl_op(name, key, value)
+                    for key, value in sysctls_wanted(link, plan, state)]
         if state is None or not state.up or renamed or _going_down(diff, name):
             ups.append(NetOp("link-set", name, (("state", "up"),), f"set {name} up"))
         have = now.addresses_of(current) if state else set()
@@ -211,9 +207,9 @@ def forward(plan: NetworkPlan, now: Observed, names: dict[str, str], *,
     return diff
 
 
-def _accept_ra_op(name: str, value: int) -> NetOp:
-    return NetOp("sysctl", name, (("key", "accept_ra"), ("value", value)),
-                 f"set accept_ra {value} on {name}")
+def _sysctl_op(name: str, key: str, value: int) -> NetOp:
+    return NetOp("sysctl", name, (("key", key), ("value", value)),
+                 f"set {key} {value} on {name}")
 
 
 def _going_down(diff: Diff, name: str) -> bool:
@@ -284,8 +280,7 @@ def rollback(snapshot: Observed, now: Observed, names: Iterable[str]) -> list[Ne
         if state.mtu != was.mtu:
             ops.append(NetOp("link-set", name, (("mtu", was.mtu),),
                              f"restore MTU {was.mtu} on {name}"))
-        if was.accept_ra is not None and state.accept_ra not in (None, was.accept_ra):
-            ops.append(_accept_ra_op(name, was.accept_ra))
+        ops += [_sysctl_op(name, key, value) for key, value in sysctls_restore(was, state)]
         if state.up != was.up:
             ops.append(NetOp("link-set", name, (("state", "up" if was.up else "down"),),
                              f"restore {name} {'up' if was.up else 'down'}"))
@@ -405,7 +400,9 @@ class Executor:
             data = bridge_data(forward_delay=p.get("forward_delay"), stp=p.get("stp"))
         elif kind == "macvlan":
             data = macvlan_data(p["macvlan_mode"])
-        return new_link(op.link, kind, data, parent)
+        address = (networkd_address(machine_id(self.host), op.link) if kind == "bridge"
+                   else None)  # as networkd creates it: see hwaddr.py
+        return new_link(op.link, kind, data, parent, address)
 
     def request(self, op: NetOp) -> Request:
         """The netlink message of `op` (link indexes looked up now)."""

@@ -45,6 +45,15 @@ def resolve_names(host: Host, plan: NetworkPlan, now: Observed) -> dict[str, str
 
 def _hint(link: LinkPlan, now: Observed) -> str | None:
     current = sorted(s.name for s in now.links if link.match_mac and s.mac == link.match_mac)
+    # Not matched by its current address on purpose: the files say PermanentMACAddress=
+    # (netplan's too), so after a reboot networkd would not find it either.
+    bare = sorted(s.name for s in now.links if s.name in current and not s.perm_mac
+                  and s.kind not in CREATED_KINDS)
+    if bare:
+        return (f"{', '.join(bare)} carry {link.match_mac} but have no permanent MAC "
+                "address (a veth, some virtual NICs), which is what a MAC match uses, as "
+                "networkd's PermanentMACAddress= and netplan's match.macaddress: match "
+                "such a link by name (match.name) instead")
     if current:
         return (f"{', '.join(current)} carry {link.match_mac} as their current address "
                 "only; a MAC match is on the permanent address of a NIC, as networkd's "

@@ -87,6 +87,11 @@ class LinkPlan:
     nameservers: tuple[str, ...] = ()
     search: tuple[str, ...] = ()
     """DNS of this link alone (systemd-resolved's per-link DNS)."""
+    link_local: tuple[str, ...] | None = None
+    """Families with a link-local address (netplan link-local); None: networkd's default."""
+    ipv6_privacy: bool = False
+    optional: bool = False
+    """systemd-networkd-wait-online does not wait for the link (RequiredForOnline=no)."""
 
     @property
     def virtual(self) -> bool:
@@ -209,7 +214,9 @@ def _link(iface: InterfaceSpec, allocations: Mapping[tuple[str, int], Allocation
         nameservers=tuple(nameservers),
         search=tuple(iface.dns.search) if iface.dns else (),
         accept_ra=iface.accept_ra if iface.accept_ra is not None else (
-            None if dhcp6 else False))
+            None if dhcp6 else False),
+        link_local=tuple(iface.link_local) if iface.link_local is not None else None,
+        ipv6_privacy=iface.ipv6_privacy, optional=iface.optional)
 
 
 def _ordered(links: list[LinkPlan]) -> list[LinkPlan]:

@@ -13,6 +13,7 @@ Live changes are made only on the real root (`--root /`) or in a named namespace
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -155,7 +156,7 @@ class NetworkPhase(PhaseOf[NetworkResult]):
                                 diff.new_ipv4(), netplan)
             executor.run(diff.routes)
             result.gateways, result.management = self._check_on_the_wire(
-                ctx, spec, rtnl, netplan)
+                ctx, spec, rtnl, netplan, names)
         except BaseException as err:
             if executor.count:
                 self._rollback(ctx, rtnl, before, set(names.values()), err)
@@ -206,14 +207,19 @@ class NetworkPhase(PhaseOf[NetworkResult]):
                     f"(dadfailed or still tentative after {timeout:g}s)")
 
     def _check_on_the_wire(self, ctx: PhaseContext, spec: NetworkSpec, rtnl: Rtnl,
-                           netplan: NetworkPlan) -> tuple[list[str], str | None]:
+                           netplan: NetworkPlan, names: dict[str, str]
+                           ) -> tuple[list[str], str | None]:
         clock, timeout = ctx.host.clock, float(spec.verify.timeout)
         gateways = []
+        # a link-local gateway is asked for on its link: its index, read once
+        now = observe(rtnl, routes=False) if any(
+            ipaddress.ip_address(gw).is_link_local for _, gw in netplan.gateways) else None
         for link, gateway in netplan.gateways:
             ctx.progress(f"checking that gateway {gateway} answers on {link}")
             wait = timeout + netplan.carrier_delay([link])
+            state = now.link(names[link]) if now is not None else None
             if not gateway_resolves(ctx.host, rtnl, gateway, wait, clock.monotonic,
-                                    clock.sleep):
+                                    clock.sleep, state.index if state is not None else 0):
                 raise TemporaryError(
                     f"gateway {gateway} on {link} did not answer neighbour resolution "
                     f"within {wait:g}s; the network change was rolled back",
@@ -246,6 +252,18 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         if after.restricted(names) != before.restricted(names):
             ctx.log.error("rollback left a difference: before %s, after %s",
                           before.restricted(names), after.restricted(names))
+
+    def still_holds(self, ctx: PhaseContext, result: NetworkResult) -> bool:
+        """Nothing to change: the plan against the node as it is now (the kernel's links,
+        addresses and routes, the written files) is empty, so a run repairs whatever a
+        plan would report. One netlink dump and the files' reads."""
+        try:
+            return not self.plan(ctx).changes
+        except AgentError:
+            return False  # the run plans again and reports it
+        finally:
+            self._planned = None
+            self._close()
 
     # -- verify -----------------------------------------------------------------------
 

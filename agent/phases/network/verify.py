@@ -37,20 +37,25 @@ def management_endpoint(config: AgentConfig) -> tuple[str, int] | None:
 
 
 def gateway_resolves(host: Host, rtnl: Rtnl, gateway: str, timeout: float,
-                     monotonic: Callable[[], float], sleep: Callable[[float], None]) -> bool:
+                     monotonic: Callable[[], float], sleep: Callable[[float], None],
+                     ifindex: int = 0) -> bool:
     """Whether `gateway` answers ARP or neighbour discovery within `timeout`. A datagram
-    to its discard port makes the kernel resolve it; the neighbour table tells."""
+    to its discard port makes the kernel resolve it; the neighbour table tells. An IPv6
+    link-local gateway is sent to on its link (`ifindex`), the only place it exists."""
     family = socket.AF_INET6 if ":" in gateway else socket.AF_INET
+    target: tuple[str, int] | tuple[str, int, int, int] = (gateway, DISCARD_PORT)
+    if family == socket.AF_INET6:
+        target = (gateway, DISCARD_PORT, 0, ifindex)
     deadline = monotonic() + timeout
     with host.socket(family, socket.SOCK_DGRAM) as sock:
         while True:
             # no route yet or unreachable: the neighbour table is the answer either way
             with contextlib.suppress(OSError):
-                sock.sendto(b"", (gateway, DISCARD_PORT))
+                sock.sendto(b"", target)
             for _, body in rtnl.dump(RTM_GETNEIGH, NDMSG.pack(family, 0, 0, 0, 0)):
-                _, _, state, _, _ = NDMSG.unpack_from(body)
+                _, index, state, _, _ = NDMSG.unpack_from(body)
                 dst = attributes(body, NDMSG.size, len(body)).get(NDA_DST)
-                if (state & NUD_RESOLVED and dst is not None
+                if (state & NUD_RESOLVED and dst is not None and ifindex in (0, index)
                         and ip_text(family, dst) == gateway):
                     return True
             if monotonic() >= deadline:

@@ -9,6 +9,7 @@ import sys
 import threading
 
 from .apiserver import ApiServer
+from .compaction import DEFAULT_INTERVAL as DEFAULT_COMPACTION
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,10 +25,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ipam-conditions", action="store_true",
                         help="the pool controller sets no Ready condition (as the released "
                              "provider)")
+    parser.add_argument("--no-controllers", action="store_true",
+                        help="run no garbage collector and no pool controller: a bare "
+                             "kube-apiserver with etcd, as the recorded corpus was made")
+    parser.add_argument("--compaction-interval", type=float, default=DEFAULT_COMPACTION,
+                        metavar="SECONDS",
+                        help="compact the watch history this often, as kube-apiserver "
+                             "has etcd compacted (default %(default)g; 0: never)")
     args = parser.parse_args(argv)
     server = ApiServer(args.state_dir, host=args.host, port=args.port,
                        extra_ips=args.extra_ip, ipam=not args.no_ipam,
-                       ipam_conditions=not args.no_ipam_conditions).start()
+                       ipam_conditions=not args.no_ipam_conditions,
+                       controllers=not args.no_controllers,
+                       compaction_interval=args.compaction_interval or None).start()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())

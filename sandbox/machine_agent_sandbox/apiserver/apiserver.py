@@ -16,6 +16,9 @@ from machine_agent_sandbox.files import write_atomic
 
 from .auth import ADMIN_USER, MASTERS, Tokens, generate_tls, service_account_user
 from .calls import Call
+from .clientcerts import ClientCA
+from .compaction import DEFAULT_INTERVAL as DEFAULT_COMPACTION
+from .compaction import Compactor
 from .context import Context
 from .faults import Counters, Faults
 from .gc import GarbageCollector
@@ -43,13 +46,16 @@ class ApiServer:
     (Foreground deletions and terminating namespaces then stay as they are).
     `lease_interval` (seconds; None: never) renews the control plane's leader-election
     Leases as a real cluster does, so the resourceVersion moves on a quiet store.
+    `compaction_interval` (seconds; None: never) compacts the watch history as
+    kube-apiserver has etcd compacted (compaction.py); `compact()` does it at once.
     """
 
     def __init__(self, state_dir: str | Path, host: str = "127.0.0.1", port: int = 0,
                  extra_ips: Iterable[str] = (), history_size: int = 1000,
                  bookmark_interval: float = 1.0, ipam: bool = True,
                  ipam_conditions: bool = True, controllers: bool = True,
-                 lease_interval: float | None = 2.0) -> None:
+                 lease_interval: float | None = 2.0,
+                 compaction_interval: float | None = DEFAULT_COMPACTION) -> None:
         self.state_dir = Path(state_dir)
         self._host, self._port = host, port
         self._extra_ips = [*extra_ips] + ([host] if host not in ("0.0.0.0", "::") else [])
@@ -67,6 +73,8 @@ class ApiServer:
         self._pools = (PoolController(self.objects, ipam_conditions)
                        if ipam and controllers else None)
         self._leases = LeaseRenewer(self.objects, lease_interval) if lease_interval else None
+        self._compactor = (Compactor(self.store, compaction_interval)
+                           if compaction_interval else None)
         self._httpd: Server | None = None
         self._thread: threading.Thread | None = None
         self.ca_cert_pem = ""
@@ -81,6 +89,11 @@ class ApiServer:
         self.ca_cert_pem, self.ca_path = tls.ca_pem, tls.ca_path
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(tls.cert_path, tls.key_path)
+        # Client certificates signed by the cluster CA are users (--client-ca-file), as
+        # a kubelet's after its TLS bootstrap; a client may present none.
+        context.verify_mode = ssl.CERT_OPTIONAL
+        context.load_verify_locations(cadata=tls.ca_pem)
+        self._ctx.client_ca = ClientCA(tls.ca)
         httpd = Server((self._host, self._port), self._ctx)
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True,
                                            do_handshake_on_connect=False)
@@ -93,6 +106,8 @@ class ApiServer:
             self._gc.start()
         if self._leases is not None:
             self._leases.start()
+        if self._compactor is not None:
+            self._compactor.start()
         if self._pools is not None:
             self._pools.start()
         # Last, and whole: a waiting process (sandbox cluster.py) reads it as soon as it exists.
@@ -107,6 +122,8 @@ class ApiServer:
             self._gc.stop()
         if self._leases is not None:
             self._leases.stop()
+        if self._compactor is not None:
+            self._compactor.stop()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from cryptography import x509
 
 from machine_agent_sandbox.files import write_atomic
-from machine_agent_sandbox.testkit.certs import issue, key_pem, make_ca, pem
+from machine_agent_sandbox.testkit.certs import Issuer, issue, key_pem, make_ca, pem
 
 ADMIN_USER = "kubernetes-admin"
 MASTERS = "system:masters"
@@ -95,6 +95,8 @@ class TlsFiles:
     ca_path: Path
     cert_path: Path
     key_path: Path
+    ca: Issuer
+    """The CA itself: it signs the client certificates the cluster issues."""
 
 
 def generate_tls(directory: Path, extra_ips: list[str]) -> TlsFiles:
@@ -111,7 +113,7 @@ def generate_tls(directory: Path, extra_ips: list[str]) -> TlsFiles:
     directory.mkdir(parents=True, exist_ok=True)
     ca_pem = pem(ca.cert).decode()
     files = TlsFiles(ca_pem, directory / "ca.crt", directory / "apiserver.crt",
-                     directory / "apiserver.key")
+                     directory / "apiserver.key", ca)
     write_atomic(files.ca_path, ca_pem)
     write_atomic(files.cert_path, pem(cert))
     write_atomic(files.key_path, key_pem(key), mode=0o600)

@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 
 from .auth import Tokens
+from .clientcerts import ClientCA
 from .faults import Counters, Faults
 from .objects import Objects
 from .rbac import Authorizer
@@ -20,4 +21,6 @@ class Context:
     counters: Counters
     bookmark_interval: float
     address: str = ""
+    client_ca: ClientCA | None = None
+    """Verifies and issues client certificates (set once the server's TLS is made)."""
     stop: threading.Event = field(default_factory=threading.Event)

@@ -7,7 +7,9 @@ Admin (system:masters) only. Not part of any real Kubernetes API.
                                    "retry_after", "after_events"}
     DELETE /sandbox/v1/faults     clear every fault
     POST   /sandbox/v1/compact    forget the watch history -> {"resourceVersion": floor}
-    POST   /sandbox/v1/tokens     {"user", "groups"} -> {"token"}
+    POST   /sandbox/v1/tokens     {"user", "groups", "uid"} -> {"token"}
+    POST   /sandbox/v1/certificates {"user", "groups"} -> {"certificate", "key"}: a client
+                                  certificate signed by the cluster CA (the CSR signer's)
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ def handle(ctx: Context, user: User, method: str, parts: list[str], body: Any) -
     if what == "compact" and method == "POST":
         return 200, {"resourceVersion": str(ctx.objects.store.compact())}
     if what == "tokens" and method == "POST":
-        token = ctx.tokens.issue(str(body.get("user", "")), list(body.get("groups") or []))
+        token = ctx.tokens.issue(str(body.get("user", "")), list(body.get("groups") or []),
+                                 uid=str(body.get("uid") or ""))
         return 201, {"token": token}
+    if what == "certificates" and method == "POST" and ctx.client_ca is not None:
+        cert, key = ctx.client_ca.issue(str(body.get("user", "")),
+                                        [str(g) for g in body.get("groups") or []])
+        return 201, {"certificate": cert, "key": key}
     raise st.ApiError(404, "NotFound", "the server could not find the requested resource", {})

@@ -8,6 +8,7 @@ import datetime
 import json
 import logging
 import socket
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +19,7 @@ from . import decoding, discovery, protobuf, reviews, routes, sandboxapi, tables
 from . import status as st
 from .auth import ANONYMOUS_USER, User
 from .calls import Call, Reply
+from .clientcerts import user_of
 from .context import Context
 from .faults import Fault
 from .rbac import Attributes, denial
@@ -143,6 +145,13 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
 
     def _user(self) -> User:
+        # kube-apiserver's authenticators in order: a verified client certificate first
+        # (x509), then a bearer token.
+        peer = self.connection.getpeercert() if isinstance(self.connection,
+                                                           ssl.SSLSocket) else None
+        by_certificate = user_of(peer)
+        if by_certificate is not None:
+            return by_certificate
         header = self.headers.get("Authorization", "")
         if not header:
             return ANONYMOUS_USER

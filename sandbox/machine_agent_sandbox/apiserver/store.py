@@ -246,11 +246,14 @@ class Store:
             if sub in self._subs:
                 self._subs.remove(sub)
 
-    def compact(self) -> int:
-        """Forget the whole history now; returns the new floor (the current version)."""
+    def compact(self, upto: int | None = None) -> int:
+        """Forget the history up to `upto` (default: all of it, now), as etcd's compaction
+        does; returns the new floor: watches and lists from below it are too old."""
         with self.lock:
-            self._history.clear()
-            self._floor = self._rv
+            upto = self._rv if upto is None else min(upto, self._rv)
+            while self._history and self._history[0].rv <= upto:
+                self._history.popleft()
+            self._floor = max(self._floor, upto)
             return self._floor
 
     def wait_for(self, rv: int, timeout: float) -> bool:

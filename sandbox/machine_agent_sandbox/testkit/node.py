@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.kubeadm.hostname import KERNEL_HOSTNAME
 from machine_agent_sandbox.kubeadm_standin import install, kubelet_sync, spki_pin
 from machine_agent_sandbox.testkit.bootstrap import CA_HASH
 
@@ -43,10 +44,11 @@ class JoinWorld:
     """The workload cluster's API (an admin can read the Nodes there)."""
 
 
-def _healthy_root(root: Path) -> socket.socket:
-    """Make `root` a healthy node's: the /proc values kubeadm's preflight reads, and the
+def _healthy_root(root: Path, hostname: str) -> socket.socket:
+    """Make `root` a healthy node's: the /proc values kubeadm's preflight reads, its own
+    host name (the name kubeadm gives a node whose configuration names none), and the
     container runtime's socket, listening (returned: the caller closes it)."""
-    for path, text in HEALTHY_PROC.items():
+    for path, text in {**HEALTHY_PROC, KERNEL_HOSTNAME: f"{hostname}\n"}.items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
@@ -62,13 +64,15 @@ def _healthy_root(root: Path) -> socket.socket:
 
 
 @contextlib.contextmanager
-def joinable(root: Path, tools: Path, *, kubelet: bool = True) -> Iterator[JoinWorld]:
+def joinable(root: Path, tools: Path, *, kubelet: bool = True,
+             hostname: str = "worker-0") -> Iterator[JoinWorld]:
     """Prepare `root` as a healthy node and `tools` with the stand-in; sockets close after.
     With `kubelet`, a running kubelet turns the Node Ready once a CNI configuration is
-    in place (as the sandbox's do); without, the test plays that part.
+    in place (as the sandbox's do); without, the test plays that part. `hostname` is the
+    node's own host name.
 
     Keep `root` short: the runtime socket path must fit in sun_path (108 bytes)."""
-    runtime = _healthy_root(root)
+    runtime = _healthy_root(root, hostname)
     api = ApiServer(tools / "workload-api", ipam=False).start()
     stop = threading.Event()
 
@@ -122,7 +126,7 @@ def joinable_cluster(base: Path, names: tuple[str, ...]) -> Iterator[
     nodes: dict[str, ClusterNode] = {}
     for name in names:
         root = base / name
-        sockets.append(_healthy_root(root))
+        sockets.append(_healthy_root(root, name))
         install(tools / name, root, world)
         nodes[name] = ClusterNode(root, tools / name)
 

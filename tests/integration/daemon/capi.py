@@ -7,8 +7,11 @@ its finalizer on the Machine; once the Machine has a deletionTimestamp it drains
 annotation with the pre-terminate hook prefix remains, waits (`Deleting` True
 `WaitingForPreTerminateHook`, `status.deletion.waitForPreTerminateHookStartTime`, and
 the v1beta1 condition `PreTerminateDeleteHookSucceeded` False `WaitingExternalHook`
-under `status.deprecated.v1beta1`), then deletes the infrastructure and takes its finalizer off,
-so the Machine is gone."""
+under `status.deprecated.v1beta1`), then deletes the infrastructure
+(`WaitingForInfrastructureDeletion`), says `DeletionCompleted` and takes its finalizer off,
+so the Machine is gone; `status.phase` is `Deleting` throughout. The real controller's
+sequence, recorded (tests/fixtures/real-capi/), holds it to that:
+test_real_capi_deletion.py."""
 
 from __future__ import annotations
 
@@ -33,6 +36,9 @@ class MachineController:
         self.timeout = timeout
         self.reasons: list[str] = []
         """The `Deleting` reasons it went through, in order."""
+        self.trail: list[tuple[str, bool]] = []
+        """Each `Deleting` reason it wrote, with whether a pre-terminate hook was on the
+        Machine then (what the real controller's recorded sequence is compared on)."""
         self.hooks: list[str] = []
         """The pre-terminate hooks it waited on."""
         self.error: BaseException | None = None
@@ -76,28 +82,30 @@ class MachineController:
             machine = self._machine()
             if machine is None or not machine["metadata"].get("deletionTimestamp"):
                 continue
-            if not self.reasons:
-                self._deleting("DrainingNode", "Drain not completed yet")
-                self.drain()
-                continue
             hooks = sorted(k for k in machine["metadata"].get("annotations") or {}
                            if k.startswith(PRE_TERMINATE + "/"))
+            if not self.reasons:
+                self._deleting("DrainingNode", "Drain not completed yet", hooked=bool(hooks))
+                self.drain()
+                continue
             if hooks:
                 if self.reasons[-1] != "WaitingForPreTerminateHook":
                     self.hooks = [k.split("/", 1)[1] for k in hooks]
                     self._deleting("WaitingForPreTerminateHook",
                                    "Waiting for pre-terminate hooks to succeed (hooks: "
-                                   f"{', '.join(self.hooks)})", hook="False")
+                                   f"{', '.join(self.hooks)})", hook="False", hooked=True)
                 continue
             self.final = machine
             self._deleting("WaitingForInfrastructureDeletion", "Deleting infrastructure",
                            hook="True")
+            self._deleting("DeletionCompleted", "Deletion completed", hook="True")
             self.admin.call("PATCH", self.path, {"metadata": {"finalizers": None}},
                             content_type="application/merge-patch+json")
             self.reasons.append("Deleted")
             return
 
-    def _deleting(self, reason: str, message: str, hook: str | None = None) -> None:
+    def _deleting(self, reason: str, message: str, hook: str | None = None,
+                  hooked: bool = False) -> None:
         """`Deleting` with `reason`; `hook`: the v1beta1 pre-terminate condition's status
         (CAPI sets it once it reaches the pre-terminate hooks)."""
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -105,7 +113,7 @@ class MachineController:
                    "WaitingForPreTerminateHook": "waitForPreTerminateHookStartTime"}
         if reason in started:  # when each wait began (status.deletion)
             self._deletion[started[reason]] = now
-        status: dict[str, Any] = {"conditions": [{
+        status: dict[str, Any] = {"phase": "Deleting", "conditions": [{
             "type": "Deleting", "status": "True", "reason": reason, "message": message,
             "lastTransitionTime": now}], "deletion": dict(self._deletion)}
         if hook is not None:
@@ -119,3 +127,4 @@ class MachineController:
             "metadata": {"name": MACHINE, "namespace": self.admin.ns},
             "status": status}, MANAGER)
         self.reasons.append(reason)
+        self.trail.append((reason, hooked))

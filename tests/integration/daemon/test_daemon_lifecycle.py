@@ -10,6 +10,7 @@ again, without a restart."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from machine_agent_sandbox.sandbox import install_cni_plugins
 from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 
 from agent.daemon.deletion import HOOK, DeleteRecord
@@ -27,7 +29,7 @@ from agent.host import Host
 from agent.report import read_status
 from agent.state import Journal
 from tests.chronyd import chronyd, free_udp_ports, ntp_server, private_dir
-from tests.integration.daemon.capi import MachineController
+from tests.integration.daemon.capi import PRE_TERMINATE, MachineController
 from tests.integration.daemon.service import Systemd, start, stop, wakeups
 from tests.integration.kube.conftest import CONFIGMAP, MACHINE, Admin, Node
 
@@ -153,17 +155,9 @@ def test_idle_with_its_watches_open_it_never_wakes_and_sigterm_ends_the_blocked_
     assert not pending_reports(daemon.node.root)
 
 
-def link_cni_plugins(root: Path) -> None:
-    """The image's CNI plugins (Debian's), where spec.cni.binDir expects them."""
-    target = root / "opt/cni/bin"
-    target.mkdir(parents=True, exist_ok=True)
-    for plugin in Path("/usr/lib/cni").iterdir():
-        (target / plugin.name).symlink_to(plugin)
-
-
 def test_deleting_the_machine_resets_the_node_after_the_drain_and_reports_each_step(
         daemon: Daemon, admin: Admin, node: Node) -> None:
-    link_cni_plugins(node.root)
+    install_cni_plugins(node.root / "opt/cni/bin")  # Debian's, where binDir expects them
     node.write("/etc/machine-agent/config.d/50-cni.yaml", agent_config(
         "  cni:\n    conflist: {template: bridge, values: {subnet: 198.51.100.0/24}}\n"
         "    check: {enabled: false}\n"))
@@ -187,7 +181,8 @@ def test_deleting_the_machine_resets_the_node_after_the_drain_and_reports_each_s
     assert during_drain == [True], "the node was reset during the drain"
     assert capi.hooks == ["machine-agent"]
     assert capi.reasons == ["DrainingNode", "WaitingForPreTerminateHook",
-                            "WaitingForInfrastructureDeletion", "Deleted"]
+                            "WaitingForInfrastructureDeletion", "DeletionCompleted",
+                            "Deleted"]
     assert set(capi.final["status"]["deletion"]) == {"nodeDrainStartTime",
                                                      "waitForPreTerminateHookStartTime"}
     # What the Machine said when its hook came off: every step, while it still existed.
@@ -212,6 +207,65 @@ def test_deleting_the_machine_resets_the_node_after_the_drain_and_reports_each_s
     journal = Journal.load(Host(node.root))
     assert journal.section(DeleteRecord).finished
     assert "join" not in journal.phases and "cni" not in journal.phases
+
+
+
+REAL_CAPI = Path(__file__).parents[2] / "fixtures" / "real-capi" / "worker-lifecycle.json"
+INSTANT = ("DrainingNode", "WaitingForVolumeDetach")
+"""Deletion steps the real controller passed within one reconcile in the recording (no
+Pods to drain, no volumes), so its status never showed them; the stand-in always shows
+its drain, so they are left out of both sides."""
+
+
+def deletion_steps(trail: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Each `Deleting` reason as first written, with whether a pre-terminate hook was on
+    the Machine then."""
+    steps: list[tuple[str, bool]] = []
+    for reason, hooked in trail:
+        if reason not in INSTANT and reason not in [r for r, _ in steps]:
+            steps.append((reason, hooked))
+    return steps
+
+
+def real_deletion() -> tuple[list[tuple[str, bool]], list[str]]:
+    """What the real Machine controller did (Cluster API v1.14.0, recorded): its
+    deletion steps, and the Machine's phase while the agent's hook held it."""
+    sequence = json.loads(REAL_CAPI.read_text())["sequence"]["demo-worker-0"]
+    trail, held_phases = [], []
+    for state in sequence:
+        deleting = [c for c in state["conditions"]
+                    if c["type"] == "Deleting" and c["status"] == "True"]
+        hooked = any(k.startswith(PRE_TERMINATE + "/") for k in state["annotations"])
+        if deleting:
+            trail.append((deleting[0]["reason"], hooked))
+            if hooked:
+                held_phases.append(state["phase"])
+    assert sequence[-1]["event"] == "DELETED"
+    return deletion_steps(trail), held_phases
+
+
+def test_the_machine_controller_stand_in_deletes_as_the_real_one_did(
+        daemon: Daemon, admin: Admin) -> None:
+    """The differential: the deletion of a bootstrapped node, driven by the stand-in of
+    CAPI's Machine controller, goes through the steps the real controller went through
+    with the same agent, and the agent's hook comes off where it did there."""
+    real_steps, real_phases = real_deletion()
+    assert real_steps == [("WaitingForPreTerminateHook", True),
+                          ("WaitingForInfrastructureDeletion", False),
+                          ("DeletionCompleted", False)]  # what the recording says
+    with MachineController(admin) as capi:
+        daemon.start()
+        wait_until(lambda: is_true(admin, "NodeBootstrapped"), "the bootstrap")
+        wait_until(lambda: hooks(admin).get(HOOK), "the agent's hook")
+        admin.call("DELETE", machine_path(admin), ok=(200, 202))
+        held = wait_until(lambda: (m := admin.call("GET", machine_path(admin), ok=(200, 404)))
+                          .get("status", {}).get("phase") == "Deleting" and m, "phase Deleting")
+        wait_until(capi.gone, "CAPI to delete the Machine")
+    assert deletion_steps(capi.trail) == real_steps
+    # The phase while the hook held the Machine, once the controller had seen the deletion.
+    assert held["status"]["phase"] == real_phases[-1] == "Deleting"
+    assert admin.call("GET", machine_path(admin), ok=(404,))["reason"] == "NotFound"
+    daemon.stop()
 
 
 def failing_kubeadm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> Path:

@@ -113,3 +113,27 @@ def test_missing_root_could_not_run(tmp_path: Path, capsys: pytest.CaptureFixtur
 
     assert main(["--root", str(tmp_path / "nowhere"), "doctor"]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_the_files_the_bootstrap_data_writes_are_no_sign_of_a_half_joined_node(
+        local_node: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """CABPK writes the cluster's CA files on control planes: once the data's files are
+    on the node (before kubeadm), doctor still sees a node that has not joined."""
+    import yaml
+
+    root, _ = local_node
+    data = root / "etc/machine-agent/bootstrap.yaml"
+    header, _, body = data.read_text().partition("#cloud-config\n")
+    doc = yaml.safe_load(body)
+    doc["write_files"].append({"path": "/etc/kubernetes/pki/ca.crt", "owner": "root:root",
+                               "permissions": "0640", "content": "the cluster CA\n"})
+    data.write_text(header + "#cloud-config\n" + yaml.safe_dump(doc, sort_keys=False,
+                                                                width=10000))
+    (root / "etc/kubernetes/pki").mkdir(parents=True)
+    (root / "etc/kubernetes/pki/ca.crt").write_text("the cluster CA\n")
+    _, report = doctor(root, "--phase", "join", capsys=capsys)
+    checks = by_name(report)
+    assert ("join", "node") in checks, report["checks"]
+    node = checks[("join", "node")]
+    assert (node["status"], node["seen"]) == (
+        "pass", "not joined yet, nothing from an earlier attempt"), node

@@ -10,20 +10,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from machine_agent_sandbox.testkit.node import ca_pin, joinable_cluster
-
-from agent.kube.facts import MachineFacts
-from tests.cabpk import (
+from machine_agent_sandbox.testkit.bootstrap import (
+    CA_HASH,
+    TOKEN,
     Flavour,
+    cabpk_cloud_config,
+    cabpk_ignition,
     certificate_files,
-    cloud_config,
-    ignition,
     init_configuration,
     join_configuration,
 )
+from machine_agent_sandbox.testkit.node import ca_pin, joinable_cluster
+
+from agent.kube.facts import MachineFacts
 from tests.integration.join.conftest import Node, NoSleep
 
-TOKEN = "abcdef.0123456789abcdef"
 NAMES = ("cp-0", "cp-1", "worker-0")
 
 
@@ -93,10 +94,10 @@ FORMATS = {
 
 def render(flavour: Flavour, case: str, node: Node) -> str:
     if case.startswith("cloud-config"):
-        return cloud_config(flavour)
+        return cabpk_cloud_config(flavour)
     if case.startswith("ignition-3"):
-        return ignition(flavour, "3.4.0", compress=True, root=str(node.root))
-    return ignition(flavour, root=str(node.root))
+        return cabpk_ignition(flavour, "3.4.0", compress=True, root=str(node.root))
+    return cabpk_ignition(flavour, root=str(node.root))
 
 
 @pytest.mark.parametrize("case", sorted(FORMATS))
@@ -125,6 +126,9 @@ def test_first_control_plane_second_control_plane_and_worker_bootstrap_from_cabp
     assert world["etcdMembers"] == ["cp-0", "cp-1"]
     assert world["joins"] == list(NAMES)
     assert world["tokens"] == {"abcdef": "0123456789abcdef"}
+    # each kubeadm command once: the CA files CABPK writes on a control plane are not a
+    # half-joined node, so nothing is reset before init or the control-plane join
+    assert world["invocations"] == ["init", "join", "join"]
     for name in ("cp-0", "cp-1"):
         assert cluster[name].file("/etc/kubernetes/manifests/kube-apiserver.yaml").exists()
         # the shared CA is the one the bootstrap data brought, not one kubeadm made
@@ -145,7 +149,7 @@ def test_a_control_plane_joins_with_the_certificates_uploaded_under_its_key(
     plan = flavours(cluster, "v1beta4", certificate_key=key, with_certificates=False)
     for name in ("cp-0", "cp-1"):
         node = cluster[name]
-        result, _ = node.run(node.configure({}), facts(name, cloud_config(plan[name]),
+        result, _ = node.run(node.configure({}), facts(name, cabpk_cloud_config(plan[name]),
                                                        "cloud-config", "v1.31.2"))
         assert result.ok, result.outcomes
     # downloaded (kubeadm-certs, decrypted with the key), not brought by the data
@@ -163,14 +167,14 @@ def test_a_control_plane_without_the_shared_certificates_is_ControlPlaneNotReady
         cluster: dict[str, Node], key: str | None, uploaded: str | None, cause: str) -> None:
     first = cluster["cp-0"]
     plan = flavours(cluster, "v1beta4", certificate_key=key, with_certificates=False)
-    assert first.run(first.configure({}), facts("cp-0", cloud_config(
+    assert first.run(first.configure({}), facts("cp-0", cabpk_cloud_config(
         Flavour("init", plan["cp-0"].config, tuple(certificate_files()))),
         "cloud-config", "v1.31.2"))[0].ok
     if uploaded:
         first.set_world(uploadedCerts={"key": uploaded})
     node = cluster["cp-1"]
     result, machine = node.run(node.configure({"maxAttempts": 1}), facts(
-        "cp-1", cloud_config(plan["cp-1"]), "cloud-config", "v1.31.2"))
+        "cp-1", cabpk_cloud_config(plan["cp-1"]), "cloud-config", "v1.31.2"))
     joined = machine.conditions["NodeJoined"]
     assert not result.ok
     assert joined.reason == "ControlPlaneNotReady"
@@ -188,7 +192,7 @@ def test_plan_says_which_flavour_it_runs(cluster: dict[str, Node]) -> None:
     for name in NAMES:
         node = cluster[name]
         (phase,) = Orchestrator(node.configure({}), node.host, phases=[JoinPhase()],
-                                machine=facts(name, cloud_config(plan[name]), "cloud-config",
+                                machine=facts(name, cabpk_cloud_config(plan[name]), "cloud-config",
                                               "v1.31.2")).plan()
         notes.append(phase.notes[0])
     endpoint = cluster["cp-0"].endpoint
@@ -200,3 +204,62 @@ def test_plan_says_which_flavour_it_runs(cluster: dict[str, Node]) -> None:
         f"join https://{endpoint} as Node worker-0: kubeadm.k8s.io/v1beta4 "
         "JoinConfiguration from Machine default/worker-0, Kubernetes v1.31.2"]
 
+
+
+def test_a_failing_command_before_kubeadm_in_ignition_stops_the_bootstrap(node: Node) -> None:
+    """CABPK's /etc/kubeadm.sh runs under `set -e`: kubeadm.service stops at the failing
+    preKubeadmCommand, and kubeadm never runs. So does the agent."""
+
+    (node.root / "tmp").mkdir()
+    (node.root / "run").mkdir(exist_ok=True)
+    flavour = Flavour("join", join_configuration(node.endpoint, "worker-0", TOKEN, CA_HASH),
+                      pre=(counted(node, "pre"), "echo no mirror >&2; false",
+                           counted(node, "after-failure")), post=(counted(node, "post"),))
+    data = cabpk_ignition(flavour, root=str(node.root))
+    loaded, machine_data = node.configure({}), facts("worker-0", data, "ignition", "v1.31.2")
+    result, machine = node.run(loaded, machine_data)
+    joined = machine.conditions["NodeJoined"]
+    assert not result.ok
+    assert (joined.status, joined.reason) == ("False", "CommandFailed")
+    assert joined.message.startswith(
+        "preKubeadmCommands of /etc/kubeadm.sh exited 1: no mirror; kubeadm was not run "
+        "(the script runs with `set -e`, so a failing command ends it)"), joined.message
+    assert "runcmd" not in joined.message
+    assert runs(node) == ["pre"]  # nothing after the failing command, kubeadm included
+    assert node.world.get("joins", []) == [] and node.clean()
+    assert not node.file("/run/cluster-api/bootstrap-success.complete").exists()
+    # the next run runs the script again (nothing of it counts as done)
+    again, _ = node.run(loaded, machine_data)
+    assert not again.ok and runs(node) == ["pre", "pre"]
+
+
+def test_a_node_name_the_pre_commands_put_in_place_of_a_placeholder_is_joined_with(
+        node: Node) -> None:
+    """Flatcar templates (Ignition has no jinja): nodeRegistration.name
+    `__REPLACE_NODE_NAME__`, and a preKubeadmCommand `sed`s the host's name into
+    /etc/kubeadm.yml before kubeadm reads it."""
+
+    from agent.orchestrator import Orchestrator
+    from agent.phases.join import JoinPhase
+
+    (node.root / "tmp").mkdir()
+    (node.root / "run").mkdir(exist_ok=True)
+    config = join_configuration(node.endpoint, "__REPLACE_NODE_NAME__", TOKEN, CA_HASH)
+    sed = (f"bash -c \"sed -i 's/__REPLACE_NODE_NAME__/$(echo worker-0)/g' "
+           f"{node.root}/etc/kubeadm.yml\"")
+    data = cabpk_ignition(Flavour("join", config, pre=(sed,)), root=str(node.root))
+    loaded, machine_data = node.configure({}), facts("other-name", data, "ignition",
+                                                     "v1.31.2")
+    (plan,) = Orchestrator(loaded, node.host, phases=[JoinPhase()],
+                           machine=machine_data).plan()
+    assert plan.notes[0].startswith(
+        f"join https://{node.endpoint} as the Node the preKubeadmCommands name (they "
+        "replace nodeRegistration.name __REPLACE_NODE_NAME__)")
+    result, machine = node.run(loaded, machine_data)
+    assert result.ok, result.outcomes
+    assert machine.conditions["NodeJoined"].message == (
+        f"Node worker-0 joined https://{node.endpoint} (Kubernetes v1.31.2); Node worker-0 "
+        "registered")
+    assert node.registered("worker-0") is not None
+    again, machine = node.run(loaded, machine_data)  # /etc/kubeadm.yml was moved to /tmp
+    assert again.ok and machine.conditions["NodeJoined"].message.startswith("Node worker-0 ")

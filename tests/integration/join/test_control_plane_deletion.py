@@ -9,6 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from machine_agent_sandbox.testkit.bootstrap import (
+    Flavour,
+    cabpk_cloud_config,
+    certificate_files,
+    init_configuration,
+    join_configuration,
+)
 from machine_agent_sandbox.testkit.node import ca_pin, joinable_cluster
 
 from agent.daemon.deletion import DeletePolicy
@@ -16,13 +23,6 @@ from agent.ipam.base import PluginEnv
 from agent.orchestrator import Orchestrator
 from agent.report import Conditions
 from agent.state import Journal
-from tests.cabpk import (
-    Flavour,
-    certificate_files,
-    cloud_config,
-    init_configuration,
-    join_configuration,
-)
 from tests.integration.join.conftest import Node, NoSleep
 from tests.integration.join.test_cabpk_flavours import facts
 
@@ -53,18 +53,18 @@ def bootstrap(cluster: dict[str, Node]) -> None:
     }
     for name, flavour in data.items():
         node = cluster[name]
-        result, _ = node.run(node.configure({}), facts(name, cloud_config(flavour),
+        result, _ = node.run(node.configure({}), facts(name, cabpk_cloud_config(flavour),
                                                        "cloud-config", "v1.31.2"))
         assert result.ok, result.outcomes
 
 
-def delete(node: Node) -> str:
+def delete(node: Node, kcp_cleanup: bool = False) -> str:
     loaded = node.configure({}, lifecycle={"onDelete": {"removeCniConfig": False,
                                                         "releaseAddresses": False}})
     journal = Journal.load(node.host)
     policy = DeletePolicy(node.host, loaded.config, journal, Conditions(node.host, []),
                           lambda final: None, "uid", PluginEnv(node.host),
-                          Orchestrator(loaded, node.host).results)
+                          Orchestrator(loaded, node.host).results, kcp_cleanup)
     assert policy.run() is None
     return policy.conditions.get("KubeadmReset").message
 
@@ -82,3 +82,15 @@ def test_control_planes_are_reset_without_removing_their_etcd_member_workers_as_
     assert "etcdRemovedBy" not in cluster["cp-0"].world
     assert delete(cluster["worker-0"]) == "kubeadm reset -f undid the join"
     assert cluster["worker-0"].clean()
+
+
+def test_a_control_plane_whose_machine_kcp_still_holds_is_left_running_for_kcp(
+        cluster: dict[str, Node]) -> None:
+    """KCP's kcp-cleanup hook on the Machine: KCP removes the etcd member with the node's
+    kubelet and etcd working, after the agent's hook is off; the agent does not reset."""
+    bootstrap(cluster)
+    message = delete(cluster["cp-1"], kcp_cleanup=True)
+    assert message.startswith("not reset: KubeadmControlPlane's hook")
+    assert cluster["cp-1"].joined()
+    assert "reset" not in cluster["cp-0"].world["invocations"]
+    assert cluster["cp-0"].world["etcdMembers"] == ["cp-0", "cp-1"]

@@ -56,9 +56,12 @@ def test_cabpk_bootstrap_data_is_written_run_and_joined(node: Node) -> None:
     # the kubelet registered its Node, with its own credentials, NotReady until the CNI
     registered = node.registered()
     assert registered is not None
-    (ready,) = registered["status"]["conditions"]
-    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False",
-                                                                 "KubeletNotReady")
+    conditions = {c["type"]: c for c in registered["status"]["conditions"]}
+    ready = conditions["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "KubeletNotReady")
+    # and the pressure conditions a real kubelet posts beside it (CAPI's NodeHealthy)
+    assert {conditions[k]["status"] for k in ("MemoryPressure", "DiskPressure",
+                                               "PIDPressure")} == {"False"}
     config = node.file("/run/kubeadm/kubeadm-join-config.yaml")
     assert config.stat().st_mode & 0o777 == 0o640
     assert "name: 'worker-0'" in config.read_text()  # the jinja node name, filled in
@@ -584,7 +587,9 @@ def test_a_discovery_file_with_another_ca_is_refused_as_kubeadm_refuses_it(
     loaded = node.configure({**_file_discovery(node, other.ca_pem), "maxAttempts": 1})
     result, machine = node.run(loaded)
     joined = machine.conditions["NodeJoined"]
-    assert not result.ok and joined.reason == "CommandFailed"
+    # the server answered with a certificate the join does not trust: not a generic
+    # command failure, nor an unreachable server
+    assert not result.ok and joined.reason == "APIServerUntrusted"
     assert ("couldn't validate the identity of the API Server: Abort reading the cluster-info "
             "ConfigMap after timeout of 5m0s") in joined.message
     assert "x509: certificate signed by unknown authority" in joined.message

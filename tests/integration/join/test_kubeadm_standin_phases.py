@@ -7,10 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from machine_agent_sandbox.testkit.bootstrap import (
+    certificate_files,
+    init_configuration,
+    join_configuration,
+)
 from machine_agent_sandbox.testkit.node import ca_pin, joinable_cluster
 
 from agent.phases.join.classify import classify_output
-from tests.cabpk import certificate_files, init_configuration, join_configuration
 from tests.integration.join.conftest import Node, NoSleep
 
 TOKEN = "abcdef.0123456789abcdef"
@@ -99,6 +103,22 @@ def test_a_validation_error_exits_3_and_is_classified_by_its_exit_status(
     assert "bootstrapTokens[0].token: Invalid value" in found.detail
 
 
+def test_kubeadm_1_33_exits_1_for_a_validation_error_and_it_is_still_config_invalid(
+        pair: tuple[Node, Node]) -> None:
+    """app/util/errors/errors.go (1.33+) HandleError/exitWithCode: every error exits 1,
+    printed after "error: "; the agent reads the words, not the code."""
+    first, _ = pair
+    first.set_world(version="v1.33.1")
+    argv = kubeadm_init(first)
+    first.host.write_file("/run/kubeadm/kubeadm.yaml", init_configuration(
+        first.endpoint, "cp-0", "not-a-token", "v1beta4"))
+    result = first.host.run(argv, check=False)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("error: [bootstrapTokens[0].token: Invalid value")
+    found = classify_output(result.stderr, result.returncode)
+    assert (found.reason, found.temporary) == ("ConfigInvalid", False)
+
+
 def test_control_plane_join_adds_an_etcd_member_and_reset_removes_it_unless_skipped(
         pair: tuple[Node, Node]) -> None:
     """app/cmd/phases/join/controlplanejoin.go runEtcdPhase (the member added to the
@@ -113,7 +133,8 @@ def test_control_plane_join_adds_an_etcd_member_and_reset_removes_it_unless_skip
     assert first.world["etcdMembers"] == ["cp-0", "cp-1"]
     skipped = second.host.run(["kubeadm", "reset", "-f", "--skip-phases=remove-etcd-member"])
     assert skipped.ok and first.world["etcdMembers"] == ["cp-0", "cp-1"]
-    assert second.clean() and not second.file("/etc/kubernetes/manifests").exists()
+    # cleanup-node empties the manifests directory and keeps it (CleanDir)
+    assert second.clean() and not any(second.file("/etc/kubernetes/manifests").iterdir())
     second.set_world(readyNodes=["cp-0"])  # its kubelet stopped: the Node went NotReady
     assert second.host.run(kubeadm_join_control_plane(second)).ok
     assert second.host.run(["kubeadm", "reset", "-f"]).ok

@@ -121,6 +121,13 @@ WORKLOAD_CASES: dict[str, tuple[str, str]] = {
 }
 
 
+def pin(ca: Issuer) -> str:
+    from cryptography.hazmat.primitives import serialization
+    from machine_agent_sandbox.kubeadm_standin import spki_pin
+
+    return spki_pin(ca.cert.public_bytes(serialization.Encoding.PEM).decode())
+
+
 def workload_cluster(root: Path, server: str, ca: Issuer) -> KubeconfigCluster:
     """The workload client as the CNI phase builds it, from kubeadm's admin.conf."""
     host = Host(root)
@@ -145,7 +152,11 @@ def test_the_workload_client_refuses_a_bad_certificate_saying_what_is_wrong_and_
         with pytest.raises(TemporaryError) as caught:
             cluster.node("worker-0")
     err = caught.value
-    assert err.reason is Reason.APIServerUnreachable
+    # the server answered: not unreachable, but refused, with the kubeconfig's CA named
+    # by its pin (kubeadm's caCertHashes form) to compare with the cluster's
+    assert err.reason is Reason.APIServerUntrusted
+    assert f"the CA it holds has the pin {pin(trusted)}" in (err.hint or "") or \
+        case not in ("another-ca", "another-ca-same-name"), err.hint
     assert err.message.startswith(
         f"TLS verification of the workload API server {api.url} failed: the server's "
         f"certificate"), err.message

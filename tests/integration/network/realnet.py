@@ -160,6 +160,11 @@ def agent_run(root: Path, doc: dict[str, Any], renderer: str,
     """`machine-agent [--netns NS] --root ROOT run --only network`, as an operator runs
     it: live into `netns` (and the files under ROOT), or the files alone."""
     root.mkdir(parents=True, exist_ok=True)
+    if netns is not None and Path("/etc/machine-id").exists():
+        # networkd in a site reads the host's machine ID (its bridges' MACs come from it):
+        # the live apply is given the same one (read, never written on the host)
+        (root / "etc").mkdir(exist_ok=True)
+        (root / "etc/machine-id").write_text(Path("/etc/machine-id").read_text())
     cfg = root.parent / f"{root.name}-config.yaml"
     cfg.write_text(yaml.safe_dump(agent_config(doc, renderer)))
     argv = [str(AGENT), "--root", str(root), *(["--netns", netns] if netns else []),
@@ -312,7 +317,7 @@ def kernel_state(s: Site) -> dict[str, Any]:
 def state_of(shown: dict[str, str], nics: list[str]) -> dict[str, Any]:
     """Links, MTUs, masters, addresses, routes (every table but the kernel's local one,
     with metrics) from what the STATE_COMMANDS printed. MACs only for the NICs `nics`
-    (a created link's MAC is the kernel's or networkd's choice) and IPv6 link-local
+    and bridges (another created link's MAC is the kernel's choice) and IPv6 link-local
     addresses only as present or not (they follow the MAC)."""
     links: dict[str, Any] = {}
     link_local: set[str] = set()
@@ -326,7 +331,7 @@ def state_of(shown: dict[str, str], nics: list[str]) -> dict[str, Any]:
         entry: dict[str, Any] = {"kind": kind, "mtu": link["mtu"],
                                  "up": "UP" in link.get("flags", []),
                                  "master": link.get("master")}
-        if name in nics:
+        if name in nics or kind == "bridge":  # networkd's generated MAC, on every path
             entry["mac"] = link["address"]
         if kind == "bridge":
             entry["stp_state"] = data.get("stp_state")

@@ -159,3 +159,13 @@ def run_phase(root: Path, seg: Segment, cfg: AgentConfig,
     changes = [e for e in host.effects.recent[start:]
                if not e.startswith("write /var/lib/machine-agent/")]  # the journal itself
     return Run(host, result, len(changes))
+
+
+def holds(root: Path, seg: Segment, cfg: AgentConfig, run: Run) -> bool:
+    """Whether the orchestrator would find the phase up to date after `run` (its inputs
+    unchanged): the phase's still_holds, asked on the read-only view as it asks it."""
+    host = Host(root, netns=seg.node).read_only_view()
+    log = logging.getLogger("test.network")
+    ctx = PhaseContext(cfg, host, Journal.load(host), {}, lambda message: log.info(message),
+                       log)
+    return NetworkPhase().still_holds(ctx, run.result)

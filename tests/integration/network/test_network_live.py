@@ -15,6 +15,7 @@ from tests.integration.network.segment import (
     GATEWAY6,
     Segment,
     config,
+    holds,
     run_phase,
     segment,
 )
@@ -254,3 +255,44 @@ def test_change_refused_amid_others_is_named_and_everything_is_rolled_back(
             "n0: [Errno 17] File exists") in info.value.message
     assert seg.state() == before
     assert not (tmp_path / "etc/systemd/network").exists()
+
+
+def test_a_link_local_ipv6_gateway_beside_a_global_address_is_applied_and_answers(
+        seg: Segment, tmp_path: Path) -> None:
+    # the usual setup at hosters: a global /64 on the NIC, the router at fe80::1
+    seg.router_ip("addr", "add", "fe80::1/64", "dev", "r0", "nodad")
+    seg.listen()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY, "gateway6": "fe80::1",
+                                  "addresses": static("192.0.2.10/24", "2001:db8::10/64")}]})
+    run = run_phase(tmp_path, seg, cfg)
+    assert "default via fe80::1 dev n0" in seg.node_ip("-6", "route", "show")
+    assert run.result.gateways == [GATEWAY, "fe80::1"]
+    network = (tmp_path / "etc/systemd/network/10-machine-agent-n0.network").read_text()
+    assert "Gateway=fe80::1" in network
+
+
+def test_an_address_removed_by_hand_after_a_run_is_no_longer_up_to_date(
+        seg: Segment, tmp_path: Path) -> None:
+    # the orchestrator skips a phase whose inputs are unchanged only if still_holds: a
+    # difference the plan reports must make the phase run again
+    seg.listen()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY,
+                                  "addresses": static("192.0.2.10/24", "192.0.2.11/24")}]})
+    first = run_phase(tmp_path, seg, cfg)
+    assert holds(tmp_path, seg, cfg, first)
+    seg.node_ip("addr", "del", "192.0.2.11/24", "dev", "n0")
+    assert not holds(tmp_path, seg, cfg, first)
+    again = run_phase(tmp_path, seg, cfg)
+    assert again.result.netlink_changes == 1
+    assert "inet 192.0.2.11/24" in seg.node_ip("addr", "show", "n0")
+    assert holds(tmp_path, seg, cfg, again)
+
+
+def test_a_persistent_file_changed_by_hand_is_no_longer_up_to_date(
+        seg: Segment, tmp_path: Path) -> None:
+    seg.listen()
+    cfg = config({"interfaces": [{"name": "n0", "gateway": GATEWAY,
+                                  "addresses": static("192.0.2.10/24")}]})
+    first = run_phase(tmp_path, seg, cfg)
+    (tmp_path / "etc/systemd/network/10-machine-agent-n0.network").write_text("[Match]\n")
+    assert not holds(tmp_path, seg, cfg, first)

@@ -291,3 +291,47 @@ def test_the_users_v2_through_cloud_init_makes_what_the_live_apply_makes(
         theirs = kernel_state(s)
     assert said == []
     same(without_kernel_choices(live), without_kernel_choices(theirs))
+
+
+def test_bridge_ports_and_an_empty_bridge_get_the_link_local_addresses_networkd_gives(
+        tmp_path: Path) -> None:
+    # networkd gives a bridge port no IPv6 link-local address (addrgenmode none), and
+    # creates a bridge with its own MAC, which leaves a bridge without ports without
+    # carrier, hence without one; the live apply does both, with networkd's MAC
+    doc = {"interfaces": [
+        {"name": "eth0"},
+        {"name": "eth1", "addresses": [{"static": "198.51.100.10/24"}]},
+        {"name": "br0", "type": "bridge", "bridge": {"members": ["eth0"]},
+         "addresses": [{"static": "192.0.2.10/24"}]},
+        {"name": "br1", "type": "bridge", "bridge": {"members": []},
+         "addresses": [{"static": "203.0.113.10/24"}]}]}
+    got = differential(doc, tmp_path)
+    for path in ("live", "networkd", "netplan"):
+        links = got[path]["links"]
+        assert not links["eth0"]["ipv6_link_local"], path
+        assert not links["br1"]["ipv6_link_local"], path
+    for bridge in ("br0", "br1"):
+        assert got["live"]["links"][bridge]["mac"] == got["networkd"]["links"][bridge]["mac"] \
+            == got["netplan"]["links"][bridge]["mac"]
+    assert got["networkd_said"] == got["netplan_said"] == []
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["networkd"]))
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["netplan"]))
+
+
+def test_link_local_off_optional_and_privacy_mean_the_same_on_every_path(
+        tmp_path: Path) -> None:
+    # link-local: [] is addrgenmode none live, LinkLocalAddressing=no in the files;
+    # optional and ipv6-privacy change no kernel state here (no wait-online, no RA) and
+    # networkd must take the files without a word
+    doc = {"interfaces": [
+        {"name": "eth0", "linkLocal": [], "optional": True, "ipv6Privacy": True,
+         "addresses": [{"static": "192.0.2.10/24"}, {"static": "2001:db8::10/64"}]},
+        {"name": "eth1", "linkLocal": ["ipv6"],
+         "addresses": [{"static": "198.51.100.10/24"}]}]}
+    got = differential(doc, tmp_path)
+    for path in ("live", "networkd", "netplan"):
+        assert not got[path]["links"]["eth0"]["ipv6_link_local"], path
+    assert got["networkd"]["links"]["eth1"]["ipv6_link_local"]
+    assert got["networkd_said"] == got["netplan_said"] == []
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["networkd"]))
+    same(without_kernel_choices(got["live"]), without_kernel_choices(got["netplan"]))

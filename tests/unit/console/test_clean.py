@@ -42,7 +42,8 @@ def test_clean_leaves_a_node_that_bootstraps_afresh(
     out = capsys.readouterr().out
     assert "removed /var/lib/machine-agent (journal, status, credentials)" in out
     assert "removed /run/cluster-api/bootstrap-success.complete" in out
-    assert not (tmp_path / "var/lib/machine-agent").exists()
+    # only the (unheld, empty) node lock stays: never a lock file another waiter locks
+    assert [p.name for p in (tmp_path / "var/lib/machine-agent").iterdir()] == ["node.lock"]
     assert not (tmp_path / "run/cluster-api/bootstrap-success.complete").exists()
     # the image's own: configuration, machine id and logs unless asked
     assert (tmp_path / "etc/machine-agent/config.yaml").exists()
@@ -59,10 +60,11 @@ def test_logs_and_machine_id_on_request(tmp_path: Path,
     a_node_that_ran(tmp_path)
     assert agent(tmp_path, "clean", "--logs", "--machine-id") == 0
     assert (tmp_path / "etc/machine-id").read_text() == ""  # systemd makes one at boot
-    assert list((tmp_path / "var/log/journal").iterdir()) == []
-    assert (tmp_path / "var/log/journal").is_dir()  # persistent journal stays on
+    # the system journal is every service's, not the agent's: it stays, and says so
+    assert (tmp_path / "var/log/journal/3d1219c7c4c5404aaa1f6d2a48adfda4/system.journal"
+            ).read_text() == "x"
     out = capsys.readouterr().out
-    assert "removed /var/log/journal/3d1219c7c4c5404aaa1f6d2a48adfda4" in out
+    assert "kept the system journal" in out and "/var/log/journal" not in out
 
 
 def test_addresses_still_held_are_not_forgotten_silently(
@@ -78,7 +80,8 @@ def test_addresses_still_held_are_not_forgotten_silently(
     assert "192.0.2.7 (netbox)" in err and "machine-agent release-addresses" in err
     assert (tmp_path / "var/lib/machine-agent/journal.json").exists()
     assert agent(tmp_path, "clean", "--force") == 0
-    assert not (tmp_path / "var/lib/machine-agent").exists()
+    # only the (unheld, empty) node lock stays: never a lock file another waiter locks
+    assert [p.name for p in (tmp_path / "var/lib/machine-agent").iterdir()] == ["node.lock"]
 
 
 def test_every_command_and_option_says_what_it_does() -> None:

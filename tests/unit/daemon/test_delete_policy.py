@@ -14,7 +14,14 @@ import yaml
 
 from agent.config import load_config
 from agent.config.sources import default_sources
-from agent.daemon.deletion import HOOK, DeletePolicy, DeleteRecord, hooked, waiting_for_hook
+from agent.daemon.deletion import (
+    HOOK,
+    DeletePolicy,
+    DeleteRecord,
+    hooked,
+    kcp_holds,
+    waiting_for_hook,
+)
 from agent.host import Host
 from agent.ipam.base import ClaimRequest, PluginEnv, open_plugin
 from agent.ipam.ledger import held, record
@@ -142,20 +149,33 @@ def test_the_agents_hook_is_its_own_annotation(metadata: object, held: bool) -> 
 KCP = "pre-terminate.delete.hook.machine.cluster.x-k8s.io/kcp-cleanup"
 
 
-@pytest.mark.parametrize(("version", "annotations", "waiting"), [
-    # before 1.31 KCP removes the etcd member at once: the agent lets it go first
-    ("v1.30.6", {HOOK: "machine-agent", KCP: ""}, False),
-    ("v1.30.6", {HOOK: "machine-agent"}, True),  # KCP's hook is gone: the agent's turn
-    # from 1.31 KCP waits for every other hook (controlplane/kubeadm
-    # reconcilePreTerminateHook): the agent goes first, or both would wait for ever
-    ("v1.31.2", {HOOK: "machine-agent", KCP: ""}, True),
-    (None, {HOOK: "machine-agent", KCP: ""}, True),  # unknown: never a wait on both sides
-])
-def test_on_a_control_plane_the_hooks_run_in_kcps_order(
-        version: str | None, annotations: dict[str, str], waiting: bool) -> None:
+@pytest.mark.parametrize("version", ["v1.30.6", "v1.31.2", None])
+@pytest.mark.parametrize("annotations", [{HOOK: "machine-agent", KCP: ""},
+                                         {HOOK: "machine-agent"}])
+def test_on_a_control_plane_the_agent_never_waits_for_kcps_hook(
+        version: str | None, annotations: dict[str, str]) -> None:
+    """KCP decides from its own spec.version (newer than an outdated Machine's in a
+    rollout) and, from 1.31, waits for the agent's hook: a wait on kcp-cleanup could hold
+    both for ever. KCP's hook on the Machine means: do not reset the node (kcp_holds)."""
     machine = {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
                             "labels": {"cluster.x-k8s.io/control-plane": ""},
                             "annotations": annotations},
                "spec": {"version": version} if version else {},
                "status": {"conditions": [DELETING]}}
-    assert waiting_for_hook(machine) is waiting
+    assert waiting_for_hook(machine) is True
+    assert kcp_holds(machine) is (KCP in annotations)
+
+
+def test_while_kcps_hook_is_on_the_machine_the_node_is_not_reset(tmp_path: Path) -> None:
+    """An outdated control plane deleted by a KCP rollout: the agent's steps run at once,
+    without kubeadm (KCP needs the kubelet and etcd until it removed the member)."""
+    host = Host(tmp_path / "root")
+    journal = Journal.load(host)
+    pol = replace(policy(tmp_path, host, journal, releaseAddresses=False,
+                         removeCniConfig=False), kcp_cleanup=True)
+    assert pol.run() is None
+    reset = pol.conditions.get("KubeadmReset")
+    assert (reset.status, reset.reason) == ("True", "Skipped")
+    assert KCP in reset.message and "not reset" in reset.message
+    assert pol.conditions.get("NodeCleanedUp").status == "True"
+    assert journal.section(DeleteRecord).finished

@@ -107,9 +107,11 @@ def parse_yaml_documents(text: str) -> list[Any]:
 
 _NETWORKD_KEYS = {
     "Match": {"PermanentMACAddress", "Driver", "Name", "OriginalName"},
-    "Link": {"MTUBytes", "Name"},
+    "Link": {"MTUBytes", "Name", "RequiredForOnline"},
     "Network": {"DHCP", "IPv6AcceptRA", "Bond", "Bridge", "PrimarySlave",
-                "ConfigureWithoutCarrier", "VLAN", "MACVLAN", "Address", "DNS", "Domains"},
+                "ConfigureWithoutCarrier", "VLAN", "MACVLAN", "Address", "DNS", "Domains",
+                "LinkLocalAddressing", "IPv6PrivacyExtensions"},
+    "DHCPv4": {"UseMTU"},
     "Route": {"Destination", "Gateway", "Metric", "Table", "GatewayOnLink"},
     "NetDev": {"Name", "Kind", "MTUBytes"}, "VLAN": {"Id", "Protocol"},
     "Bond": {"Mode", "MIIMonitorSec", "LACPTransmitRate", "TransmitHashPolicy"},
@@ -139,7 +141,11 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
         for name, items in net:
             assert {k for k, _ in items} <= _NETWORKD_KEYS[name], (name, items)
         assert [name for name, _ in net if name != "Route"] == (
-            ["Match"] + (["Link"] if link.mtu else []) + ["Network"])
+            ["Match"] + (["Link"] if link.mtu or link.optional else []) + ["Network"]
+            + (["DHCPv4"] if link.dhcp4 else []))
+        assert ini_values(net, "DHCPv4", "UseMTU") == (["true"] if link.dhcp4 else [])
+        assert ini_values(net, "Link", "RequiredForOnline") == (
+            ["no"] if link.optional else [])
         match = {k: v for name, items in net if name == "Match" for k, v in items}
         assert match == ({"PermanentMACAddress": link.match_mac} if link.match_mac else
                          {"Driver": link.match_driver} if link.match_driver else
@@ -196,7 +202,8 @@ def assert_networkd_holds(plan: NetworkPlan, files: dict[str, str]) -> None:
 _NETPLAN_SECTIONS = {"ethernet": "ethernets", "bond": "bonds", "bridge": "bridges",
                      "vlan": "vlans"}
 _NETPLAN_KEYS = {"match", "set-name", "id", "link", "interfaces", "parameters", "mtu",
-                 "dhcp4", "dhcp6", "accept-ra", "addresses", "routes", "nameservers"}
+                 "dhcp4", "dhcp6", "accept-ra", "addresses", "routes", "nameservers",
+                 "link-local", "ipv6-privacy", "optional"}
 
 
 def assert_netplan_holds(plan: NetworkPlan, text: str) -> None:

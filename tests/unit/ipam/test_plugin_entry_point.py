@@ -69,4 +69,4 @@ def test_an_unknown_plugin_names_the_installed_ones(installed: Path, tmp_path: P
     with pytest.raises(PermanentError) as info:
         open_plugin("exmaple", {}, PluginEnv(Host(tmp_path)))
     assert "no IPAM plugin named 'exmaple'" in info.value.message
-    assert "capi, example, netbox, static" in str(info.value.hint)
+    assert "capi, example, nautobot, netbox, static" in str(info.value.hint)

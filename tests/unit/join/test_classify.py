@@ -7,6 +7,7 @@ import pytest
 from agent.errors import Reason
 from agent.phases.join.classify import classify_output
 
+STACK = "To see the stack trace of this error execute with --v=5 or higher"
 PREFIX = ("error execution phase preflight: couldn't validate the identity of the API "
           "Server: ")
 
@@ -114,3 +115,24 @@ def test_exit_status_1_leaves_it_to_the_message_and_the_error_prefix_of_new_kube
     found = classify_output(output, 1)
     assert found.reason is Reason.CommandFailed
     assert found.detail == "error: error execution phase kubelet-start: something new"
+
+
+@pytest.mark.parametrize("output", [
+    # kubeadm 1.33+: exit status 1 and "error: " for a validation Aggregate too
+    'error: discovery: Invalid value: "": bootstrapToken or file must be set\n' + STACK,
+    'error: [bootstrapTokens[0].token: Invalid value: "": the bootstrap token is invalid, '
+    'controlPlaneEndpoint: Invalid value: "a b": must be a valid host or host:port]\n'
+    + STACK,
+    'error: nodeRegistration.name: Required value: name is required\n' + STACK,
+])
+def test_a_validation_error_of_kubeadm_1_33_is_config_invalid_by_its_words(
+        output: str) -> None:
+    found = classify_output(output, 1)
+    assert (found.reason, found.temporary) == (Reason.ConfigInvalid, False)
+    assert found.detail == output.splitlines()[0]
+
+
+def test_a_phase_error_naming_a_field_is_not_a_validation_error() -> None:
+    found = classify_output("error: error execution phase kubelet-start: node: Forbidden: "
+                            "something\n" + STACK, 1)
+    assert found.reason is Reason.CommandFailed

@@ -108,3 +108,65 @@ def test_the_cabpk_shaped_bootstrap_data_passes_cloud_inits_own_schema(tmp_path:
     refused = subprocess.run(["cloud-init", "schema", "--config-file", str(bad)],
                              capture_output=True, text=True, timeout=120, check=False)
     assert refused.returncode != 0  # the tool does reject what is wrong
+
+
+def jinja(body: str) -> str:
+    return "## template: jinja\n#cloud-config\n" + body
+
+
+def test_without_cloud_init_the_node_name_variables_come_from_the_machine() -> None:
+    from agent.phases.join.template import render_cloud_config
+
+    text = jinja("a: '{{ local_hostname }}'\nb: '{{ v1.local_hostname }}'\n"
+                 "c: '{{ ds.meta_data.local_hostname }}'\n"
+                 "{% if v1.region is defined %}d: x\n{% endif %}")
+    assert render_cloud_config(text, None, "worker-0") == \
+        "#cloud-config\na: 'worker-0'\nb: 'worker-0'\nc: 'worker-0'\n"
+
+
+@pytest.mark.parametrize(("body", "node_name", "message"), [
+    ("id: '{{ instance_id }}'\n", "worker-0",
+     "the bootstrap data's jinja template uses 'instance_id', and this node has no "
+     "cloud-init instance data (/run/cloud-init/instance-data.json) to answer it"),
+    ("name: '{{ ds.meta_data.local_hostname }}'\n", None,
+     "the bootstrap data's jinja template uses 'ds', and this node has no cloud-init"),
+    ("a: {{ 'x' ~ '\\n' ~ 'runcmd: [reboot]' }}\n", "n",
+     "the bootstrap data's jinja template puts a value with a line separator in the data"),
+    ("a: {{ x \n", "n", "the bootstrap data's jinja template does not render: line 2: "),
+    ("a: {{ ''.__class__ }}\n", "n", "the bootstrap data's jinja template uses '__class__'"),
+])
+def test_a_template_the_agent_cannot_answer_is_refused_naming_what(
+        body: str, node_name: str | None, message: str) -> None:
+    with pytest.raises(AgentError) as info:
+        parse_cloud_config(jinja(body), node_name=node_name)
+    assert str(info.value).startswith(message), str(info.value)
+    assert "\n" not in str(info.value).split(" (")[0]
+
+
+def test_a_template_kind_other_than_jinja_is_refused() -> None:
+    with pytest.raises(AgentError, match="the bootstrap data is a 'basic' template"):
+        parse_cloud_config("## template: basic\n#cloud-config\n", node_name="n")
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"source": {"uri": "https://192.0.2.1/f"}},
+     r"write_files\[0\].source: the agent fetches no file contents from a URL"),
+    ({"content": "x", "owner_id": 0}, r"write_files\[0\].owner_id: not a write_files key"),
+    ({"content": "x", "defer": "yes"}, r"write_files\[0\].defer: 'yes' is not true or false"),
+    ({"content": "x", "append": "false"},
+     r"write_files\[0\].append: 'false' is not true or false"),
+])
+def test_a_write_files_key_the_agent_does_not_carry_out_is_refused_by_name(
+        entry: dict[str, object], message: str) -> None:
+    with pytest.raises(AgentError, match=message):
+        parse_cloud_config(doc([{"path": "/etc/x", **entry}], [JOIN]), node_name="n")
+
+
+def test_deferred_files_are_written_after_the_others_and_before_runcmd() -> None:
+    # cloud-init: write-files-deferred runs in the final stage, before scripts-user runs
+    # the runcmd script
+    parsed = parse_cloud_config(doc([
+        {"path": "/etc/late", "content": "late", "defer": True},
+        {"path": "/etc/early", "content": "early", "defer": False},
+        {"path": "/etc/plain", "content": "plain"}], [JOIN]), node_name="n")
+    assert [f.path for f in parsed.files] == ["/etc/early", "/etc/plain", "/etc/late"]

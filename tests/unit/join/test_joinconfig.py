@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from machine_agent_sandbox.kubeadm_standin import Failed, load_join_configuration
+from machine_agent_sandbox.testkit.bootstrap import TOKEN, init_configuration, join_configuration
 
 from agent.config.join import (
     BootstrapTokenDiscovery,
@@ -79,16 +80,12 @@ def test_the_kubeadm_on_path_refuses_what_kubeadm_refuses(
         load_join_configuration(path)
 
 
-def kubeadm_config(command: str, local: dict[str, object],
-                   api: object = "kubeadm.k8s.io/v1beta4") -> str:
-    """A control plane's kubeadm config as bootstrap data carries it: an
-    InitConfiguration, or a JoinConfiguration with a controlPlane section."""
+def kubeadm_config(command: str, local: dict[str, object]) -> str:
+    """A control plane's kubeadm config as bootstrap data carries it (the test kit's):
+    an InitConfiguration, or a JoinConfiguration with a controlPlane section."""
     if command == "init":
-        return yaml.safe_dump({"apiVersion": api, "kind": "InitConfiguration",
-                               "localAPIEndpoint": local})
-    return yaml.safe_dump({"apiVersion": api, "kind": "JoinConfiguration", "discovery": {
-        "bootstrapToken": {"apiServerEndpoint": "192.0.2.10:6443", "token": "a.b"}},
-        "controlPlane": {"localAPIEndpoint": local}})
+        return init_configuration("192.0.2.10:6443", "cp-0", TOKEN, local=local)
+    return join_configuration("192.0.2.10:6443", "cp-1", control_plane=True, local=local)
 
 
 @pytest.mark.parametrize(("command", "local", "endpoint"), [
@@ -119,8 +116,40 @@ def test_a_hostile_local_endpoint_is_refused_by_its_field(
 
 @pytest.mark.parametrize("api", ["kubeadm.k8s.io/v1beta4\nkind: x", "v1", "", None])
 def test_an_api_version_kubeadm_cannot_read_is_refused_escaped(api: str | None) -> None:
-    text = kubeadm_config("join", {"advertiseAddress": "192.0.2.20"}, api=api)
+    doc = yaml.safe_load(kubeadm_config("join", {"advertiseAddress": "192.0.2.20"}))
+    text = yaml.safe_dump({**doc, "apiVersion": api})
     with pytest.raises(JoinConfigError) as info:
         read_kubeadm_configuration(text, "join")
     assert str(info.value).startswith("JoinConfiguration apiVersion: ")
     assert "\n" not in str(info.value) and "v1beta4" in info.value.hint
+
+
+# What CABPK marshals (cluster-api bootstrap/kubeadm/pkg/types/utils_test.go): sorted keys,
+# Go's empty structs and nil slices written out.
+CABPK_MARSHALLED = {
+    "init-v1beta3": ("init", "apiVersion: kubeadm.k8s.io/v1beta3\nkind: InitConfiguration\n"
+                             "localAPIEndpoint: {}\nnodeRegistration:\n  ignorePreflightErrors:"
+                             "\n  - some-preflight-check\n  taints: null\n"),
+    "init-v1beta4": ("init", "apiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\n"
+                             "localAPIEndpoint: {}\nnodeRegistration:\n  ignorePreflightErrors:"
+                             "\n  - some-preflight-check\n  taints: null\ntimeouts:\n"
+                             "  controlPlaneComponentHealthCheck: 50s\n"),
+    "join-v1beta3": ("join", "apiVersion: kubeadm.k8s.io/v1beta3\ndiscovery: {}\n"
+                             "kind: JoinConfiguration\nnodeRegistration:\n"
+                             "  ignorePreflightErrors:\n  - some-preflight-check\n"
+                             "  taints: null\n"),
+    "join-v1beta4": ("join", "apiVersion: kubeadm.k8s.io/v1beta4\ndiscovery: {}\n"
+                             "kind: JoinConfiguration\nnodeRegistration:\n"
+                             "  ignorePreflightErrors:\n  - some-preflight-check\n"
+                             "  taints: null\ntimeouts:\n  controlPlaneComponentHealthCheck: "
+                             "50s\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CABPK_MARSHALLED))
+def test_kubeadm_documents_as_cabpk_marshals_them_are_read(case: str) -> None:
+    command, text = CABPK_MARSHALLED[case]
+    facts = read_kubeadm_configuration(text, command)
+    assert facts.ignore_preflight_errors == ("some-preflight-check",)
+    assert facts.local_endpoint is None and facts.node_name is None
+    assert facts.api_version == f"kubeadm.k8s.io/{case.split('-')[1]}"

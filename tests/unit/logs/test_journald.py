@@ -84,6 +84,30 @@ def test_a_failure_has_priority_err_and_names_phase_reason_machine_and_attempt(
     assert all(e["PRIORITY"] == "6" for e in seen if e not in (retry, error))
 
 
+class Chatty(Phase):
+    """A phase whose own module logs, as the real phases' modules do."""
+
+    name, condition, success = "time", "TimeSynchronized", Reason.TimeSynchronized
+
+    def plan(self, ctx: PhaseContext) -> PhasePlan:
+        logging.getLogger("agent.phases.time.chrony").info("waiting for chronyd")
+        return PhasePlan(self.name)
+
+
+def test_a_phases_own_lines_carry_its_phase_field_and_later_lines_do_not(
+        journal: FakeJournal, tmp_path: Path) -> None:
+    host = Host(tmp_path / "root")
+    Orchestrator(load_config(host, []), host, phases=[Chatty()]).plan()
+    logging.getLogger("agent.phases.time.chrony").info("waiting for chronyd")  # no plan
+    Orchestrator(load_config(host, []), host, phases=[Chatty()]).run()
+    logging.getLogger("agent.session").info("after the run")
+    seen = entries(journal)
+    own = [e for e in seen if e["MESSAGE"] == "waiting for chronyd"]
+    assert [e.get("PHASE") for e in own] == [None, None, "time"]  # only the run sets it
+    (after,) = [e for e in seen if e["MESSAGE"] == "after the run"]
+    assert "PHASE" not in after
+
+
 def test_secrets_are_redacted_in_every_field(journal: FakeJournal) -> None:
     REDACT.add("s3cr3t-t0ken-value")
     logging.getLogger("agent.test").error("token s3cr3t-t0ken-value refused",

@@ -79,3 +79,17 @@ def test_a_vlan_on_a_nic_renamed_in_the_same_run_is_made_on_it_before_the_rename
     assert [str(op) for op in diff.links[:3]] == [
         "create vlan uplink.7", "set ens3 down to rename it", "rename ens3 to uplink"]
     assert dict(diff.links[0].params)["parent"] == "ens3"  # its index, kept by the rename
+
+
+def test_a_nic_without_a_permanent_address_is_not_matched_and_the_fix_is_named(
+        tmp_path: Path) -> None:
+    # decided: the live apply matches what the files say (PermanentMACAddress=), so a veth
+    # found by its current MAC now would be lost by networkd after a reboot
+    veth = LinkState(7, "veth0", "veth", NIC_MAC, 1500, True, None, None, None)
+    network = {"interfaces": [{"name": "uplink", "match": {"macAddress": NIC_MAC}}]}
+    with pytest.raises(PermanentError) as info:
+        names(network, observed(veth), tmp_path)
+    assert f"no link matches permanent MAC address {NIC_MAC}" in info.value.message
+    assert info.value.hint is not None
+    assert "veth0 carry" in info.value.hint and "no permanent MAC address" in info.value.hint
+    assert "match such a link by name (match.name)" in info.value.hint

@@ -208,3 +208,14 @@ def test_an_802_1ad_vlan_with_the_netplan_renderer_is_refused() -> None:
          "vlan": {"id": 5, "parent": "eth0", "protocol": "802.1ad"}}]})
     assert error == ("spec.network.interfaces[1].vlan.protocol: netplan cannot describe an "
                      "802.1ad VLAN (use renderer networkd)")
+
+
+def test_a_link_local_ipv6_gateway_beside_a_global_address_is_accepted() -> None:
+    # netplan, networkd and the kernel take it: the router's fe80::1 is on every link
+    assert network_errors({"interfaces": [{
+        "name": "eth0", "addresses": [{"static": "2001:db8:28::2/64"}],
+        "gateway6": "fe80::1",
+        "routes": [{"to": "2001:db8:1::/48", "via": "fe80::2"}]}]}) == []
+    error = one_error({"interfaces": [{"name": "eth0", "gateway6": "2001:db8:29::1",
+                                       "addresses": [{"static": "2001:db8:28::2/64"}]}]})
+    assert "2001:db8:29::1 is outside the interface's subnets" in error

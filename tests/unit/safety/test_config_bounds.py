@@ -73,7 +73,7 @@ def test_a_document_over_the_size_limit_is_refused_saying_so(tmp_path: Path) -> 
     result = load(tmp_path, HEAD + "# padding\n" * 120_000)  # 1.3 MB of comments
     assert result["ok"] is False
     (error,) = result["errors"]  # type: ignore[misc]
-    assert "over the limit of 1048576" in error and "under 1 MiB" in error
+    assert "is larger than 1048576 bytes" in error and "under 1 MiB" in error
 
 
 def test_a_document_nested_too_deeply_is_refused(tmp_path: Path) -> None:

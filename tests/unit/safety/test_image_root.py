@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from agent import cli, commands
-from agent.errors import PermanentError
+from agent.errors import PermanentError, Reason
 from agent.host import Host
 
 TIME_CONFIG = {"apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
@@ -101,3 +101,12 @@ def test_a_command_the_image_holds_runs_inside_it(tmp_path: Path) -> None:
     host.run(["sh", "-c", "echo inside > /marker"])
     assert (root / "marker").read_text() == "inside\n"
     assert not Path("/marker").exists()
+
+
+def test_a_refusal_on_an_image_tree_reads_as_one_not_as_an_internal_error(
+        tmp_path: Path, spy: Path) -> None:
+    host = Host(tmp_path / "image", image=True)
+    with pytest.raises(PermanentError) as err:
+        host.run(["kubeadm", "join", "--config", "/run/kubeadm/kubeadm-join-config.yaml"])
+    assert err.value.reason == Reason.NotOnImage  # not InternalError's "report it"
+    assert "first boot" in str(err.value) and "report" not in str(err.value).lower()

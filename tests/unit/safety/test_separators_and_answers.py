@@ -168,7 +168,7 @@ def test_a_malformed_netbox_answer_is_invalid_allocation_naming_the_field(
     plugin = open_plugin("netbox", {"netbox": {
         "url": "http://127.0.0.1:9", "tokenFile": "/etc/machine-agent/netbox.token"}},
         PluginEnv(host))
-    plugin._session = FakeNetBox(body)  # type: ignore[attr-defined]
+    plugin.api._session = FakeNetBox(body)  # type: ignore[attr-defined]
     with pytest.raises(InvalidAllocation) as err:
         plugin.claim(ClaimRequest("uid/eth0/ipv4", "192.0.2.0/24", "ipv4", "eth0"))
     assert problem in str(err.value), str(err.value)
@@ -183,6 +183,6 @@ def test_a_malformed_netbox_listing_is_invalid_allocation(tmp_path: Path,
     plugin = open_plugin("netbox", {"netbox": {
         "url": "http://127.0.0.1:9", "tokenFile": "/etc/machine-agent/netbox.token"}},
         PluginEnv(host))
-    plugin._session = FakeNetBox(b"{}", results)  # type: ignore[attr-defined]
+    plugin.api._session = FakeNetBox(b"{}", results)  # type: ignore[attr-defined]
     with pytest.raises(InvalidAllocation, match="netbox"):
         plugin.claim(ClaimRequest("uid/eth0/ipv4", "192.0.2.0/24", "ipv4", "eth0"))
