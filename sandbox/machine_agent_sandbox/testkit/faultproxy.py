@@ -79,8 +79,7 @@ class FaultProxy:
         self._session = requests.Session()
         self._session.trust_env = False  # REQUESTS_CA_BUNDLE would override verify
         self._session.verify = verify
-        if cert:
-            self._session.cert = cert
+        self._cert = cert
         self._tls = generate_tls(state_dir, [])
         self.ca_path = self._tls.ca_path
         self._server: ThreadingHTTPServer | None = None
@@ -176,8 +175,13 @@ class FaultProxy:
         headers = {k: v for k, v in h.headers.items()
                    if k.lower() not in _HOP_BY_HOP and k.lower() != "host"}
         try:
+            # The admin's client certificate only for a caller without credentials of its
+            # own: a server authenticates the certificate before a bearer token, so sent
+            # along it would make every proxied caller the admin.
+            own = any(k.lower() == "authorization" for k in headers)
             upstream = self._session.request(method, self.upstream + h.path, data=body,
                                              headers=headers, stream=True,
+                                             cert=None if own else self._cert,
                                              timeout=(10, None if watching else 60))
         except requests.RequestException:
             h.close_connection = True
