@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,9 @@ class Record:
     pids: list[int] = field(default_factory=list)
     pidfiles: list[str] = field(default_factory=list)
     """Files naming daemons that detach (the node's chronyd, started by the agent)."""
+    made_by: str = ""
+    """The installation (sys.prefix) whose demo made it: `demo --cleanup` removes only
+    its own installation's kept sandboxes, never another checkout's or user's."""
 
 
 class Registry:
@@ -53,7 +57,7 @@ class Registry:
     @classmethod
     def create(cls, parent: str | None = None) -> Registry:
         base = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
-        registry = cls(base, Record(owner=os.getpid()))
+        registry = cls(base, Record(owner=os.getpid(), made_by=sys.prefix))
         registry.save()
         return registry
 
@@ -182,14 +186,25 @@ class Registry:
                 child.wait(timeout=timeout)
 
 
-def leftovers(parent: str | None = None) -> list[Registry]:
-    """Sandboxes to clean: kept ones, and those whose maker is gone (killed)."""
+def leftovers(parent: str | None = None, *, kept_by: str | None = None) -> list[Registry]:
+    """Sandboxes to clean: those whose maker is gone without keeping them (killed), and
+    kept ones made by the installation `kept_by` (sys.prefix; None: kept ones of any)."""
     found = []
     for record in sorted(Path(parent or tempfile.gettempdir()).glob(f"{PREFIX}*/{RECORD}")):
         try:
             registry = Registry.load(record.parent)
         except (OSError, ValueError, TypeError):
             continue
-        if registry.record.kept or not Path(f"/proc/{registry.record.owner}").exists():
+        made = registry.record
+        if made.kept:
+            if kept_by is None or made.made_by in (kept_by, ""):
+                found.append(registry)
+        elif not Path(f"/proc/{made.owner}").exists():
             found.append(registry)
     return found
+
+
+def others_kept(parent: str | None = None, *, kept_by: str) -> list[Registry]:
+    """Kept sandboxes another installation made (left alone by `demo --cleanup`)."""
+    mine = {r.base for r in leftovers(parent, kept_by=kept_by)}
+    return [r for r in leftovers(parent) if r.record.kept and r.base not in mine]

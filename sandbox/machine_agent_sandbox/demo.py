@@ -20,7 +20,7 @@ import yaml
 
 from agent.phases import registry
 from agent.report import NODE_READY, SUMMARY
-from machine_agent_sandbox.cleanup import leftovers
+from machine_agent_sandbox.cleanup import leftovers, others_kept
 from machine_agent_sandbox.cluster import NAMESPACE
 from machine_agent_sandbox.faults import CATALOGUE, Fault
 from machine_agent_sandbox.netns import DATA_LINK
@@ -78,12 +78,15 @@ def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = Fa
                 f"{agent_command()} demo")
         return 2
     if cleanup:
-        found = leftovers()
+        found = leftovers(kept_by=sys.prefix)
         for registry in found:
             registry.undo()
             say(f"removed sandbox {registry.base} (namespaces "
                 f"{', '.join(registry.record.namespaces) or 'none'})")
         say(f"{len(found)} sandbox(es) removed")
+        for other in others_kept(kept_by=sys.prefix):
+            say(f"left alone: {other.base}, kept by another installation "
+                f"({other.record.made_by}); its own `demo --cleanup` removes it")
         return 0
     driver = os.getpid()
 
