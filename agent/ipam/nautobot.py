@@ -32,7 +32,6 @@ from agent.ipam.base import (
     Allocation,
     ClaimRequest,
     InvalidAllocation,
-    IPAMUnauthorized,
     IPAMUnavailable,
     PluginEnv,
     PoolExhausted,
@@ -92,12 +91,9 @@ class NautobotPlugin:
         self.options = options
         self.host = env.host
         self.base = options.url.rstrip("/")
-        token = (env.host.read_text(options.token_file) or "").strip()
-        if not token:
-            raise IPAMUnauthorized(f"nautobot: no token in {options.token_file}")
-        self.api = RestAPI("nautobot", "Nautobot", self.base, authorization=f"Token {token}",
-                           token=token, ca_file=options.ca_file,
-                           timeout=float(options.timeout), host=env.host)
+        self.api = RestAPI.with_token_file(
+            "nautobot", "Nautobot", self.base, options.token_file, scheme=lambda _: "Token",
+            ca_file=options.ca_file, timeout=float(options.timeout), host=env.host)
 
     # -- the interface ----------------------------------------------------------------
 

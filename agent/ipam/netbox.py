@@ -30,7 +30,6 @@ from agent.ipam.base import (
     Allocation,
     ClaimRequest,
     InvalidAllocation,
-    IPAMUnauthorized,
     PluginEnv,
     PoolExhausted,
     PoolNotFound,
@@ -97,13 +96,11 @@ class NetBoxPlugin:
         self.options = options
         self.host = env.host
         self.base = options.url.rstrip("/")
-        token = (env.host.read_text(options.token_file) or "").strip()
-        if not token:
-            raise IPAMUnauthorized(f"netbox: no token in {options.token_file}")
-        scheme = "Bearer" if token.startswith("nbt_") else "Token"
-        self.api = RestAPI("netbox", "NetBox", self.base, authorization=f"{scheme} {token}",
-                           token=token, ca_file=options.ca_file,
-                           timeout=float(options.timeout), host=env.host)
+        # a v2 token (nbt_...) goes as Bearer, a v1 token as Token
+        self.api = RestAPI.with_token_file(
+            "netbox", "NetBox", self.base, options.token_file,
+            scheme=lambda token: "Bearer" if token.startswith("nbt_") else "Token",
+            ca_file=options.ca_file, timeout=float(options.timeout), host=env.host)
 
     # -- the interface ----------------------------------------------------------------
 

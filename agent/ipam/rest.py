@@ -11,6 +11,7 @@ read field by field: a missing or mistyped field is InvalidAllocation naming it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -65,6 +66,18 @@ class RestAPI:
             raise PermanentError(f"{name}: the agent's environment: {err}",
                                  reason=Reason.ConfigInvalid,
                                  hint="fix or unset the variable") from err
+
+    @classmethod
+    def with_token_file(cls, name: str, label: str, url: str, token_file: str, *,
+                        scheme: Callable[[str], str], ca_file: str | None, timeout: float,
+                        host: Host) -> RestAPI:
+        """The API with the token in `token_file` (read through the Host), sent as
+        `<scheme(token)> <token>`; an empty or missing file is IPAMUnauthorized."""
+        token = (host.read_text(token_file) or "").strip()
+        if not token:
+            raise IPAMUnauthorized(f"{name}: no token in {token_file}")
+        return cls(name, label, url, authorization=f"{scheme(token)} {token}", token=token,
+                   ca_file=ca_file, timeout=timeout, host=host)
 
     def call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
              **kwargs: Any) -> requests.Response:

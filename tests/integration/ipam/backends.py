@@ -73,21 +73,23 @@ def netbox_settings(url: str) -> dict[str, Any]:
         "range": {"ipRange": "203.0.113.10"}}}
 
 
-def netbox_harness(tmp_path: Path, netbox: NetBox) -> Harness:
-    """The real NetBox, reached through a proxy that the outage case stops and starts.
-    Pool `v6` is named by its prefix (no entry needed); `small` offers 13 addresses
-    (.2-.14: network, broadcast and the tagged gateway .1 are never handed out)."""
+def _rest_harness(name: str, tmp_path: Path, url: str, token: str, token_file: str,
+                  bad_token: str, pools: dict[str, Any], held: Callable[[], int]) -> Harness:
+    """A REST IPAM server (NetBox, Nautobot) reached through a TCP proxy that the outage
+    case stops and starts and the slow case delays. Pool `v6` is named by its prefix (no
+    entry needed); `small` offers 13 addresses (.2-.14: network, broadcast and the gateway
+    .1 are never handed out)."""
     host = Host(tmp_path)
-    host.write_file(TOKEN_FILE, netbox.token + "\n", mode=0o600)
-    target = netbox.url.removeprefix("http://").rsplit(":", 1)
+    host.write_file(token_file, token + "\n", mode=0o600)
+    target = url.removeprefix("http://").rsplit(":", 1)
     proxy = TCPProxy((target[0], int(target[1]))).start()
-    harness = Harness("netbox", netbox_settings(proxy.url), PluginEnv(host),
+    settings = {"url": proxy.url, "tokenFile": token_file, "timeout": "30s", "pools": pools}
+    harness = Harness(name, settings, PluginEnv(host),
                       {"v4": "v4", "v6": "2001:db8:10::/64", "small": "small"}, small_size=13)
 
     def bad_credentials() -> IPAMPlugin:
-        Host(tmp_path / "bad").write_file(TOKEN_FILE, "nbt_machineagent.WrongSecret\n")
-        return open_plugin("netbox", {"netbox": harness.settings},
-                           PluginEnv(Host(tmp_path / "bad")))
+        Host(tmp_path / "bad").write_file(token_file, bad_token + "\n")
+        return open_plugin(name, {name: settings}, PluginEnv(Host(tmp_path / "bad")))
 
     @contextlib.contextmanager
     def outage() -> Iterator[None]:
@@ -106,68 +108,37 @@ def netbox_harness(tmp_path: Path, netbox: NetBox) -> Harness:
             proxy.delay = 0.0
 
     def impatient() -> IPAMPlugin:
-        return open_plugin("netbox", {"netbox": {**harness.settings,
-                                                 "timeout": f"{harness.patience:g}s"}},
+        return open_plugin(name, {name: {**settings, "timeout": f"{harness.patience:g}s"}},
                            PluginEnv(host))
 
     harness.bad_credentials, harness.outage, harness.slow = bad_credentials, outage, slow
+    # A real server on 2 busy cores takes up to half a second to answer a POST.
+    harness.impatient, harness.held, harness.patience = impatient, held, 1.0
+    harness.cleanup.append(proxy.stop)
+    return harness
+
+
+def netbox_harness(tmp_path: Path, netbox: NetBox) -> Harness:
+    """The real NetBox; pool `range` is an IP range."""
     def held() -> int:
         keys = [(r.get("custom_fields") or {}).get(CLAIM_FIELD) for r in netbox.addresses()]
         return sum(1 for k in keys if k and not k.startswith("machine-agent/gateway/"))
 
-    # A real NetBox on 2 busy cores takes up to half a second to answer a POST.
-    harness.impatient, harness.held, harness.patience = impatient, held, 1.0
-    harness.cleanup.append(proxy.stop)
-    return harness
+    return _rest_harness("netbox", tmp_path, netbox.url, netbox.token, TOKEN_FILE,
+                         "nbt_machineagent.WrongSecret",
+                         netbox_settings(netbox.url)["pools"], held)
 
 
 def nautobot_harness(tmp_path: Path, nautobot: Nautobot) -> Harness:
-    """The real Nautobot, reached through a proxy that the outage case stops and starts.
-    Pools name prefixes; `small` (198.51.100.0/28) offers 13 addresses: the gateway .1 is
-    reserved by the plugin, and Nautobot hands out neither the network nor the broadcast
-    address."""
-    host = Host(tmp_path)
-    host.write_file(NAUTOBOT_TOKEN_FILE, nautobot.token + "\n", mode=0o600)
-    target = nautobot.url.removeprefix("http://").rsplit(":", 1)
-    proxy = TCPProxy((target[0], int(target[1]))).start()
-    settings = {"url": proxy.url, "tokenFile": NAUTOBOT_TOKEN_FILE, "timeout": "30s",
-                "pools": {"v4": {"prefix": "192.0.2.0/24"}, "small": {"prefix": "198.51.100.0/28"}}}
-    harness = Harness("nautobot", settings, PluginEnv(host),
-                      {"v4": "v4", "v6": "2001:db8:10::/64", "small": "small"}, small_size=13)
-
-    def bad_credentials() -> IPAMPlugin:
-        Host(tmp_path / "bad").write_file(NAUTOBOT_TOKEN_FILE, "0" * 40 + "\n")
-        return open_plugin("nautobot", {"nautobot": settings}, PluginEnv(Host(tmp_path / "bad")))
-
-    @contextlib.contextmanager
-    def outage() -> Iterator[None]:
-        proxy.stop()
-        try:
-            yield
-        finally:
-            proxy.start()
-
-    @contextlib.contextmanager
-    def slow(seconds: float) -> Iterator[None]:
-        proxy.delay = seconds
-        try:
-            yield
-        finally:
-            proxy.delay = 0.0
-
-    def impatient() -> IPAMPlugin:
-        return open_plugin("nautobot", {"nautobot": {**settings,
-                                                     "timeout": f"{harness.patience:g}s"}},
-                           PluginEnv(host))
-
+    """The real Nautobot (the plugin reserves the gateway itself)."""
     def held() -> int:
         return sum(1 for r in nautobot.addresses()
                    if (r.get("custom_fields") or {}).get(NAUTOBOT_CLAIM_FIELD))
 
-    harness.bad_credentials, harness.outage, harness.slow = bad_credentials, outage, slow
-    harness.impatient, harness.held, harness.patience = impatient, held, 1.0
-    harness.cleanup.append(proxy.stop)
-    return harness
+    return _rest_harness("nautobot", tmp_path, nautobot.url, nautobot.token,
+                         NAUTOBOT_TOKEN_FILE, "0" * 40,
+                         {"v4": {"prefix": "192.0.2.0/24"},
+                          "small": {"prefix": "198.51.100.0/28"}}, held)
 
 
 def capi_harness(tmp_path: Path, world: Management) -> Harness:
