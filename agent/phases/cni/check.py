@@ -9,7 +9,10 @@ plugins in reverse; CHECK needs cniVersion 0.4.0 or later). host-local's dataDir
 pointed at a private directory, so the check never takes an address from the real pool.
 
 The plugins run in the node's namespace (`Host.netns`, through `ip netns exec`, or the
-agent's own): that is where the bridge plugin creates its bridge, as with a runtime.
+agent's own): that is where the bridge plugin creates its bridge, as with a runtime. A
+bridge the check created is removed again when the check fails or is killed before the
+plugin set the bridge's own MAC: once its last port is gone the kernel gives such a bridge
+the all-zero MAC, and every later ADD fails on it ("could not set bridge's mac").
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import contextlib
 import copy
 import ipaddress
 import json
+import logging
 import re
 import secrets
 from dataclasses import dataclass
@@ -26,8 +30,12 @@ from typing import Any
 from agent.config.cni import CheckSpec
 from agent.errors import PermanentError, Reason
 from agent.host import Host
-from agent.phases.cni.conflist import IPRange
+from agent.netlink.observe import LinkState, links
+from agent.netlink.rtnl import connect
+from agent.phases.cni.conflist import IPRange, own_links
 from agent.phases.cni.result import Proof
+
+log = logging.getLogger(__name__)
 
 IFNAME = "eth0"
 PREFIX = "ma-cni-check-"
@@ -36,6 +44,9 @@ MARKER = ".machine-agent-cni-check"
 """File in a check's subdirectory saying the agent made it (host-local keeps its own
 files under a subdirectory named after the network, never at this level)."""
 _OWN = re.compile(re.escape(PREFIX) + r"[0-9a-f]{8}")
+BRIDGE = "bridge "
+"""Marker line naming a bridge the check was about to create (absent before it)."""
+_IFNAME = re.compile(r"[A-Za-z0-9_.-]{1,15}")
 
 
 class CNIBrokenError(PermanentError):
@@ -58,8 +69,8 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
           ranges: list[IPRange]) -> Proof:
     """Run ADD, CHECK and DEL of the list against a throwaway namespace; the pod's address
     must come from one of `ranges` (when the list has host-local ranges)."""
-    for left in _leftovers(host, spec):
-        _clean_up(host, doc, bin_dir, _sandbox(spec, left), spec)
+    for left, bridges in _leftovers(host, spec):
+        _clean_up(host, doc, bin_dir, _sandbox(spec, left), spec, bridges)
     box = _sandbox(spec, secrets.token_hex(4))
     if host.exists(box.data_dir):  # not the agent's (its own were just cleaned up)
         raise CNIBrokenError(f"{box.data_dir} already exists and is not the agent's",
@@ -67,13 +78,17 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
                                   "of the agent's own")
     # The data directory is made first, with its marker in one step: it is the record a
     # killed check leaves, so the next check finds its namespace and pod and removes them
-    # (as a runtime's restart sends DEL for sandboxes it no longer knows).
-    host.write_file(f"{box.data_dir}/{MARKER}", f"{box.netns}\n")
+    # (as a runtime's restart sends DEL for sandboxes it no longer knows), and the bridges
+    # the check is about to create.
+    made = sorted(own_links(doc) - {link.name for link in _links(host)})
+    host.write_file(f"{box.data_dir}/{MARKER}",
+                    f"{box.netns}\n" + "".join(f"{BRIDGE}{name}\n" for name in made))
     conf = _with_data_dir(doc, str(host.path(box.data_dir)))
     host.run(["ip", "netns", "add", box.netns])
     commands: list[str] = []
     added: dict[str, Any] | None = None
     cached = _version(conf) >= (0, 4, 0)
+    proved = False
     try:
         try:
             added = _add(host, conf, bin_dir, box, spec)
@@ -89,25 +104,32 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
             raise
         _delete(host, conf, added if cached else None, bin_dir, box, spec, strict=True)
         commands.append("DEL")
+        proved = True
     finally:
         host.run(["ip", "netns", "delete", box.netns], check=False)
+        if not proved:
+            _remove_bridges(host, made)
         host.remove_tree(box.data_dir)
     return Proof(commands, address, box.netns)
 
 
-def _leftovers(host: Host, spec: CheckSpec) -> list[str]:
-    """Tokens of the checks a killed run left in dataDir: directories (not links) named
-    as the agent names them whose marker names them back. Anything else there is not the
-    agent's to touch."""
-    tokens = []
+def _leftovers(host: Host, spec: CheckSpec) -> list[tuple[str, list[str]]]:
+    """Tokens of the checks a killed run left in dataDir, with the bridges each was about
+    to create: directories (not links) named as the agent names them whose marker names
+    them back. Anything else there is not the agent's to touch."""
+    found = []
     for name in host.list_dir(spec.data_dir):
         entry = f"{spec.data_dir}/{name}"
         if not _OWN.fullmatch(name) or not host.is_real_dir(entry):
             continue
         with contextlib.suppress(OSError, UnicodeDecodeError):
-            if (host.read_text(f"{entry}/{MARKER}", limit=4096) or "").strip() == name:
-                tokens.append(name[len(PREFIX):])
-    return tokens
+            text = host.read_text(f"{entry}/{MARKER}", limit=4096) or ""
+            first, *rest = text.splitlines() or [""]
+            if first.strip() == name:
+                bridges = [line[len(BRIDGE):] for line in rest if line.startswith(BRIDGE)
+                           and _IFNAME.fullmatch(line[len(BRIDGE):])]
+                found.append((name[len(PREFIX):], bridges))
+    return found
 
 
 def _sandbox(spec: CheckSpec, token: str) -> Sandbox:
@@ -116,13 +138,34 @@ def _sandbox(spec: CheckSpec, token: str) -> Sandbox:
 
 
 def _clean_up(host: Host, doc: dict[str, Any], bin_dir: str, box: Sandbox,
-              spec: CheckSpec) -> None:
+              spec: CheckSpec, bridges: list[str]) -> None:
     """Undo what a check killed midway left: its pod (DEL, no prevResult: the ADD result
-    died with it), its namespace, its host-local data."""
+    died with it), its namespace, the bridges it created, its host-local data."""
     conf = _with_data_dir(doc, str(host.path(box.data_dir)))
     _delete(host, conf, None, bin_dir, box, spec, strict=False)
     host.run(["ip", "netns", "delete", box.netns], check=False)
+    _remove_bridges(host, bridges)
     host.remove_tree(box.data_dir)
+
+
+def _links(host: Host) -> tuple[LinkState, ...]:
+    """The links of the namespace the plugins run in."""
+    with contextlib.closing(connect(host)) as rtnl:
+        return links(rtnl)
+
+
+def _remove_bridges(host: Host, names: list[str]) -> None:
+    """Delete those of `names` that are bridges without a port: what the check created
+    and nothing uses (a pod the kubelet attached meanwhile keeps its bridge)."""
+    if not names:
+        return
+    now = _links(host)
+    used = {link.master for link in now if link.master is not None}
+    netns = ["-n", host.netns] if host.netns else []
+    for link in now:
+        if link.name in names and link.kind == "bridge" and link.index not in used:
+            log.info("removing bridge %s, which an unfinished CNI check created", link.name)
+            host.run(["ip", *netns, "link", "delete", "dev", link.name], check=False)
 
 
 def _delete(host: Host, conf: dict[str, Any], prev: dict[str, Any] | None, bin_dir: str,

@@ -89,9 +89,38 @@ def test_an_address_outside_the_configured_ranges_is_caught(tmp_path: Path) -> N
     doc = bridge_list(unique("mabr"))
     found = examine(doc, BIN, {"bridge", "host-local", "portmap", "loopback"}, [])
     other = examine(bridge_list("x", subnet="198.51.100.0/24"), BIN, set(), []).ranges
-    with node_namespace() as node, pytest.raises(CNIBrokenError, match="outside the configured"):
-        prove(Host(tmp_path, netns=node), doc, BIN, CheckSpec(), other)
+    bridge = doc["plugins"][0]["bridge"]
+    with node_namespace() as node:
+        with pytest.raises(CNIBrokenError, match="outside the configured"):
+            prove(Host(tmp_path, netns=node), doc, BIN, CheckSpec(), other)
+        # the failed check leaves nothing behind, not even the bridge it created
+        assert bridge not in ip("-n", node, "-o", "link", "show").stdout
     assert found.ranges  # the list's own ranges would have been fine
+
+
+@pytest.mark.allow_processes
+def test_a_check_killed_between_port_and_mac_leaves_no_broken_bridge(tmp_path: Path) -> None:
+    """Killed after the bridge plugin attached the pod's veth and before it set the
+    bridge's own MAC: with the pod gone the kernel gives the bridge the all-zero MAC and
+    every later ADD fails ("could not set bridge's mac"). The next check removes the bridge
+    its killed predecessor recorded as its own, and proves the list."""
+    install_image_plugins(tmp_path)
+    bridge = unique("mabr")
+    token = secrets.token_hex(4)
+    left = tmp_path / f"var/lib/machine-agent/cni-check/ma-cni-check-{token}"
+    left.mkdir(parents=True)
+    (left / ".machine-agent-cni-check").write_text(f"ma-cni-check-{token}\nbridge {bridge}\n")
+    with node_namespace() as node:
+        ip("-n", node, "link", "add", bridge, "type", "bridge")
+        ip("-n", node, "link", "add", "ma-pod0", "type", "veth", "peer", "name", "ma-pod1")
+        ip("-n", node, "link", "set", "ma-pod0", "master", bridge)
+        ip("-n", node, "link", "delete", "ma-pod0")  # the pod's namespace went away
+        assert "00:00:00:00:00:00" in ip("-n", node, "link", "show", bridge).stdout
+        result = check(Host(tmp_path, netns=node), bridge_list(bridge))
+        shown = ip("-n", node, "link", "show", bridge).stdout
+    assert result.commands == ["ADD", "CHECK", "DEL"]
+    assert "00:00:00:00:00:00" not in shown
+    assert not left.exists()
 
 
 @pytest.mark.allow_processes
