@@ -70,6 +70,9 @@ def _flatten(value: Any, schema: Obj | None, prefix: Path, out: dict[Path, Any])
                 out[prefix] = value
                 return
             p = (*prefix, "k:" + _compact(entry_key(item, keys)))
+            if sch.atomic_map(item_schema):  # owned whole, as one field
+                out[p] = item
+                continue
             out[p] = ENTRY
             for k, v in item.items():
                 sub = sch.child(item_schema, k)

@@ -258,6 +258,11 @@ class Objects:
         """Validate `new`, record ownership (Update unless `entries` given) and store."""
         reset = new["metadata"].get("managedFields") == []
         new = self._validate(call, self._strategy(call, old, new))
+        # ObjectMeta goes through its typed form (built-ins; for custom resources the
+        # CRD handler's metadata coercion), whose empty maps and lists are omitted
+        for key in ("labels", "annotations", "finalizers", "ownerReferences"):
+            if new["metadata"].get(key) in ({}, []):
+                del new["metadata"][key]
         new["apiVersion"] = call.res.api_version(call.res.storage_version)
         new["kind"] = call.res.kind
         meta = new["metadata"]

@@ -157,8 +157,15 @@ _SHORT = {"namespaces": ["ns"], "nodes": ["no"], "configmaps": ["cm"],
           "deployments": ["deploy"], "customresourcedefinitions": ["crd", "crds"]}
 
 
+# RoleRef is an atomic struct (k8s.io/api rbac/v1: +structType=atomic): one field to own
+_BINDING_SCHEMA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                   "properties": {"roleRef": {"type": "object",
+                                              "x-kubernetes-map-type": "atomic",
+                                              "x-kubernetes-preserve-unknown-fields": True}}}
 _BUILTIN_SCHEMAS = {("", "events"): events.CORE_SCHEMA,
-                    ("events.k8s.io", "events"): events.EVENTS_SCHEMA}
+                    ("events.k8s.io", "events"): events.EVENTS_SCHEMA,
+                    ("rbac.authorization.k8s.io", "rolebindings"): _BINDING_SCHEMA,
+                    ("rbac.authorization.k8s.io", "clusterrolebindings"): _BINDING_SCHEMA}
 
 
 def _singular(kind: str) -> str:

@@ -44,7 +44,9 @@ OBJECT_META: Obj = {
         "ownerReferences": {
             "type": "array", "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["uid"],
-            "items": {"type": "object", "required": ["apiVersion", "kind", "name", "uid"],
+            # OwnerReference is an atomic struct (+structType=atomic): owned as one field
+            "items": {"type": "object", "x-kubernetes-map-type": "atomic",
+                      "required": ["apiVersion", "kind", "name", "uid"],
                       "properties": {"apiVersion": {"type": "string"},
                                      "kind": {"type": "string"},
                                      "name": {"type": "string"}, "uid": {"type": "string"},

@@ -42,6 +42,8 @@ import yaml
 Obj = dict[str, Any]
 
 CORPUS = Path(__file__).parent / "corpus"
+AGENT_CORPUS = Path(__file__).parent / "agent-corpus"
+"""The requests the agent itself sends (agent_requests.py), in the same format."""
 _VOLATILE = {"uid": "<uid>", "resourceVersion": "<rv>", "creationTimestamp": "<ts>",
              "deletionTimestamp": "<ts>"}
 _MESSAGE_RVS = (
@@ -55,7 +57,8 @@ _SUBSTITUTED = ("uid", "resourceVersion", "continue")
 
 
 def cases() -> list[Path]:
-    return sorted(CORPUS.glob("*.json"))
+    return sorted([*CORPUS.glob("*.json"), *AGENT_CORPUS.glob("*.json")],
+                  key=lambda p: p.stem)
 
 
 def load(path: Path) -> Obj:
@@ -83,6 +86,8 @@ def normalize(value: Any, key: str = "", parent: str = "") -> Any:
                 out[k] = "<ts>"
             elif k == "continue" and key == "metadata" and isinstance(v, str) and v:
                 out[k] = "<continue>"
+            elif k.startswith("k:"):  # a managedFields key naming an owner by its uid
+                out[_UUID.sub("<uid>", k)] = normalize(v, k, key)
             else:
                 out[k] = normalize(v, k, key)
         return out
