@@ -1,1 +1,1 @@
-"""Data only: the real Cluster API and in-cluster IPAM CRDs, unchanged (see NOTICE)."""
+"""Data only: the real Cluster API and in-cluster IPAM CRDs, as released (see NOTICE)."""
