@@ -28,8 +28,9 @@ JSON merge patch; an Exact list of a revision not yet compacted returns the curr
 objects; built-in kinds other than those resources.py lists are advertised in discovery
 but not served; RBAC without aggregation or default roles beyond what
 SelfSubjectRulesReview reports, non-resource URLs open to all; token expiry not
-enforced; JSON and YAML bodies (protobuf only for DeleteOptions, as controller-runtime
-sends them with a DELETE).
+enforced; JSON and YAML bodies, protobuf for DeleteOptions and for the built-in kinds
+Cluster API's providers write to a workload cluster (Secrets, ConfigMaps, RBAC: see
+protobuf.py), as controller-runtime sends them.
 
 Note for clients built on `requests`: REQUESTS_CA_BUNDLE (set on these machines)
 silently overrides `Session.verify`; pass `verify=` per request or set

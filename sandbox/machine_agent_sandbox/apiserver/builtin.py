@@ -16,15 +16,22 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 
 
-def normalize(res: ResourceType, obj: Obj) -> None:
-    """Rewrites the real server does while decoding."""
+def normalize(res: ResourceType, obj: Obj) -> Obj:
+    """Rewrites the real server does while decoding. Returns the top-level fields as the
+    client sent them where they differ, which field ownership is computed on: a Secret's
+    `stringData` is owned as sent, then merged into `data`."""
+    sent: Obj = {}
     if res.id == "/secrets":
+        if obj.get("stringData"):
+            sent = {"stringData": copy.deepcopy(obj["stringData"]),
+                    "data": copy.deepcopy(obj.get("data"))}
         string_data = obj.pop("stringData", None) or {}
         data = obj.setdefault("data", {}) if string_data else obj.get("data")
         for key, value in string_data.items():
             assert data is not None
             data[key] = base64.b64encode(str(value).encode()).decode()
         obj.setdefault("type", "Opaque")
+    return sent
 
 
 def on_create(registry: Registry, res: ResourceType, obj: Obj) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from . import protobuf
 from . import status as st
 
 OBJECT_MEDIA_TYPES = ["application/json", "application/yaml",
@@ -72,6 +73,8 @@ def object_body(raw: bytes, content_type: str, kind: str) -> Any:
             return load_yaml(raw)
         except yaml.YAMLError as exc:
             raise st.bad_request(f"error converting YAML to JSON: {exc}") from None
+    if media == protobuf.MEDIA_TYPE and (decoded := protobuf.object_body(raw)) is not None:
+        return decoded
     raise st.unsupported_media_type(media, OBJECT_MEDIA_TYPES)
 
 

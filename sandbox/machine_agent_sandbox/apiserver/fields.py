@@ -25,8 +25,7 @@ NODE = object()   # a map, struct or list that holds paths of its own (`nodes=Tr
 _STRIPPED = {("f:apiVersion",), ("f:kind",)} | {
     ("f:metadata", f"f:{n}") for n in (
         "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
-        "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink",
-        "generateName")}
+        "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink")}
 
 
 def _compact(value: Any) -> str:

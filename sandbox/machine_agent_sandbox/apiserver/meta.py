@@ -27,10 +27,18 @@ def generate_name(prefix: str) -> str:
     return prefix + "".join(secrets.choice(_NAME_CHARS) for _ in range(5))
 
 
+_PATH_SEGMENT_NAMED = {"roles", "clusterroles", "rolebindings", "clusterrolebindings"}
+
+
 def name_errors(plural: str, name: str, path: str = "metadata.name") -> list[st.FieldError]:
     if not name:
         return [st.FieldError("FieldValueRequired", path,
                               "Required value: name or generateName is required")]
+    if plural in _PATH_SEGMENT_NAMED:
+        # RBAC names are path segments (apimachinery validation/path), so "kubeadm:x" is one
+        if name in (".", ".."):
+            return [st.invalid(path, name, f"may not be '{name}'")]
+        return [st.invalid(path, name, f"may not contain '{c}'") for c in "/%" if c in name]
     if plural in _LABEL_NAMED:
         if len(name) > 63 or not _LABEL.match(name):
             return [st.invalid(path, name, (

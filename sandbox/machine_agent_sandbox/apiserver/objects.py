@@ -33,6 +33,13 @@ _ACCEPTED_BUILTIN = [JSON_PATCH, MERGE, STRATEGIC, APPLY]
 _STANDARD_FINALIZERS = {"kubernetes", "orphan", FOREGROUND}
 
 
+def _as_sent(new: Obj, sent: Obj | None) -> Obj:
+    if not sent:
+        return new
+    view = {**new, **sent}
+    return {k: v for k, v in view.items() if v is not None}
+
+
 def _zero_value(call: Call) -> Obj:
     """What a typed built-in is before its first write: structs that are not pointers
     always exist (so creating them is no change of their own, only of their fields)."""
@@ -254,8 +261,10 @@ class Objects:
                               st.OBJECT_MODIFIED)
 
     def _commit(self, call: Call, old: Obj | None, new: Obj,
-                entries: builtins.list[ssa.Entry] | None = None) -> Obj:
-        """Validate `new`, record ownership (Update unless `entries` given) and store."""
+                entries: builtins.list[ssa.Entry] | None = None,
+                sent: Obj | None = None) -> Obj:
+        """Validate `new`, record ownership (Update unless `entries` given; of `new` with
+        the fields in `sent` as the client sent them) and store."""
         reset = new["metadata"].get("managedFields") == []
         new = self._validate(call, self._strategy(call, old, new))
         # ObjectMeta goes through its typed form (built-ins; for custom resources the
@@ -272,7 +281,8 @@ class Objects:
             base = self.output(call, old) if old is not None else _zero_value(call)
             old_flat = fp.flatten(base, schema, nodes=True)
             entries = ssa.record_update(
-                [] if reset else ssa.parse(old), old_flat, fp.flatten(new, schema, nodes=True),
+                [] if reset else ssa.parse(old), old_flat,
+                fp.flatten(_as_sent(new, sent), schema, nodes=True),
                 call.manager, ssa.Scope(call.subresource, call.res.status_subresource),
                 call.api_version, mt.now())
         meta["managedFields"] = ssa.dump(entries)
@@ -328,9 +338,9 @@ class Objects:
             meta["name"] = mt.generate_name(meta["generateName"])
         call.name = meta.get("name", "")
         call.meta_errors = mt.name_errors(call.res.plural, call.name)
-        builtin.normalize(call.res, obj)
+        sent = builtin.normalize(call.res, obj)
         with self.store.lock:
-            return Reply(201, self.output(call, self._commit(call, None, obj)))
+            return Reply(201, self.output(call, self._commit(call, None, obj, sent=sent)))
 
     def update(self, call: Call, body: Any) -> Reply:
         obj = self._check_body(call, body)
@@ -338,7 +348,7 @@ class Objects:
         if name != call.name:
             raise st.bad_request(f"the name of the object ({name}) does not match the name "
                                  f"on the URL ({call.name})")
-        builtin.normalize(call.res, obj)
+        sent = builtin.normalize(call.res, obj)
         with self.store.lock:
             old = self._existing(call)
             body_rv = obj["metadata"].get("resourceVersion")
@@ -352,7 +362,7 @@ class Objects:
                                           "metadata.resourceVersion", 0,
                                           "must be specified for an update").cause()]})
             self._precondition(call, old, body_rv)
-            return Reply(200, self.output(call, self._commit(call, old, obj)))
+            return Reply(200, self.output(call, self._commit(call, old, obj, sent=sent)))
 
     # --- patch ---------------------------------------------------------------------------
 
@@ -388,8 +398,8 @@ class Objects:
             body_rv = obj["metadata"].get("resourceVersion")
             if body_rv != old["metadata"]["resourceVersion"]:
                 self._precondition(call, old, body_rv)
-            builtin.normalize(call.res, obj)
-            return Reply(200, self.output(call, self._commit(call, old, obj)))
+            sent = builtin.normalize(call.res, obj)
+            return Reply(200, self.output(call, self._commit(call, old, obj, sent=sent)))
 
     def _apply(self, call: Call, raw: bytes) -> Reply:
         manager = call.query.get("fieldManager", "")
