@@ -12,7 +12,7 @@ from agent.phases.base import Phase
 from agent.phases.checks import Check, Doctor, from_last_run, not_checked
 from agent.phases.join.managed import node_state
 from agent.phases.join.preflight import PreflightInputs, is_ignored, preflight_results
-from agent.phases.join.source import resolve
+from agent.phases.join.source import UNSOURCED_HINT, resolve, unsourced
 
 PHASE = "join"
 
@@ -22,6 +22,10 @@ def checks(phase: Phase, doctor: Doctor) -> Iterator[Check]:
     if config is None:
         return
     spec = config.spec.join
+    if (why := unsourced(config, doctor.machine.facts if doctor.machine else None)) and \
+            not doctor.management_problem:
+        yield Check(PHASE, "source", "warn", why, UNSOURCED_HINT)
+        return
     try:
         source = resolve(config, doctor.machine.facts if doctor.machine else None,
                          doctor.host)

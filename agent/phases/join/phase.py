@@ -33,7 +33,7 @@ from agent.phases.join.node import confirm_node
 from agent.phases.join.ondisk import current_content
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.result import CommandRun, JoinRecord, JoinResult
-from agent.phases.join.source import JoinSource, resolve
+from agent.phases.join.source import UNSOURCED_HINT, JoinSource, resolve, unsourced
 from agent.state import digest
 
 if TYPE_CHECKING:
@@ -64,8 +64,11 @@ class JoinPhase(PhaseOf[JoinResult]):
         return checks(self, doctor)
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
-        source = resolve(ctx.config, ctx.machine, ctx.host)
         plan = JoinPlan(self.name)
+        if (why := unsourced(ctx.config, ctx.machine)) is not None:
+            plan.notes.append(f"nothing to plan: {why} ({UNSOURCED_HINT})")
+            return plan
+        source = resolve(ctx.config, ctx.machine, ctx.host)
         facts = source.facts
         what = ("initialise the cluster at" if facts.command == "init" else
                 "join as a control plane" if facts.control_plane else "join")

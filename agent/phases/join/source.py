@@ -50,6 +50,23 @@ class JoinSource:
     """What of the bootstrap data is delegated to another phase (for `plan`)."""
 
 
+def unsourced(config: AgentConfig, machine: MachineFacts | None) -> str | None:
+    """Why nothing says yet how this node joins (no Machine was read, spec.join neither
+    renders the join nor names a bootstrap data file), or None. An image built with the
+    package's own configuration is so until its per-node configuration arrives."""
+    spec = config.spec.join
+    if machine is not None or spec.source == "config" or spec.bootstrap_data_file:
+        return None
+    return ("no bootstrap data yet: no Machine was read (spec.management is not set) and "
+            "spec.join neither renders the join (source: config) nor names a "
+            "bootstrapDataFile")
+
+
+UNSOURCED_HINT = ("set spec.management so the node reads its Machine's bootstrap data "
+                  "(usually from the node's own cloud-init data or kernel command line), or "
+                  "spec.join")
+
+
 def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host, *,
             after_commands: bool = False) -> JoinSource:
     """The join the bootstrap data (or spec.join) asks for. `after_commands`: the
