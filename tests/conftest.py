@@ -102,7 +102,8 @@ _WRITE_MODES = set("wax+")
 def _called_through_host() -> bool:
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_globals.get("__name__") == "agent.host":
+        name = str(frame.f_globals.get("__name__"))
+        if name == "agent.host" or name.startswith("agent.host."):  # the Host's package
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
