@@ -19,7 +19,7 @@ import socket
 import sys
 from pathlib import Path
 
-from machine_agent_sandbox.kubeadm_standin import kubelet_sync
+from machine_agent_sandbox.kubeadm.kubelet_start import kubelet_sync
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,8 +32,8 @@ from typing import Any
 
 import yaml
 from machine_agent_sandbox.cluster import CAPI, CLUSTER, IPAM, seed_machine
+from machine_agent_sandbox.kubeadm.kubelet_start import registrations
 from machine_agent_sandbox.kubeadm.tls_bootstrap import credential_file
-from machine_agent_sandbox.kubeadm_standin import registrations
 from machine_agent_sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT
 from machine_agent_sandbox.node import Addressing, Node
 from machine_agent_sandbox.sandbox import IPAM_PLUGIN, Sandbox

@@ -12,7 +12,7 @@ import signal
 from collections.abc import Callable
 
 import pytest
-from machine_agent_sandbox.kubeadm_standin import registrations
+from machine_agent_sandbox.kubeadm.kubelet_start import registrations
 from machine_agent_sandbox.sandbox import Sandbox
 
 from tests.e2e.conftest import assert_bootstrapped

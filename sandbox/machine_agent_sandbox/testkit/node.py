@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from machine_agent_sandbox.apiserver import ApiServer
+from machine_agent_sandbox.kubeadm.cluster_info import spki_pin
 from machine_agent_sandbox.kubeadm.hostname import KERNEL_HOSTNAME
-from machine_agent_sandbox.kubeadm_standin import install, kubelet_sync, spki_pin
+from machine_agent_sandbox.kubeadm.kubelet_start import kubelet_sync
+from machine_agent_sandbox.kubeadm_standin import install
 from machine_agent_sandbox.testkit.bootstrap import CA_HASH
 
 HEALTHY_PROC = {

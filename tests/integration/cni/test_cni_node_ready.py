@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from machine_agent_sandbox.kubeadm_standin import kubelet_ready
+from machine_agent_sandbox.kubeadm.kubelet_start import kubelet_ready
 from machine_agent_sandbox.testkit.bootstrap import cloud_config
 from machine_agent_sandbox.testkit.node import JoinWorld, joinable
 

@@ -123,7 +123,7 @@ WORKLOAD_CASES: dict[str, tuple[str, str]] = {
 
 def pin(ca: Issuer) -> str:
     from cryptography.hazmat.primitives import serialization
-    from machine_agent_sandbox.kubeadm_standin import spki_pin
+    from machine_agent_sandbox.kubeadm.cluster_info import spki_pin
 
     return spki_pin(ca.cert.public_bytes(serialization.Encoding.PEM).decode())
 

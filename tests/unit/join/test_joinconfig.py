@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from machine_agent_sandbox.kubeadm_standin import Failed, load_join_configuration
+from machine_agent_sandbox.kubeadm.config import load_join_configuration
+from machine_agent_sandbox.kubeadm.node import Failed
 from machine_agent_sandbox.testkit.bootstrap import TOKEN, init_configuration, join_configuration
 
 from agent.config.join import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from machine_agent_sandbox.apiserver import ApiServer
-from machine_agent_sandbox.kubeadm_standin import post_node_status
+from machine_agent_sandbox.kubeadm.kubelet_start import post_node_status
 
 from sandbox.tests.integration.apiserver.kubeclient import Kube
 
