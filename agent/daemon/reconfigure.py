@@ -39,7 +39,7 @@ CONDITION = "AgentConfigApplied"
 
 
 def source_name(source: ManagementSource | None) -> str:
-    return source.origin if source is not None else "the Machine (annotation removed)"
+    return source.label if source is not None else "the Machine (annotation removed)"
 
 
 def bootstrapped(orchestrator: Orchestrator) -> bool:

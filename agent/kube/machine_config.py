@@ -5,6 +5,7 @@ ConfigMap or Secret it names (`ConfigRef`), read into a configuration source
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,11 @@ LOCAL_ONLY = ("identity", "management")
 """Sections a management-cluster fragment may not set: they say how to reach it."""
 
 
+def content_digest(text: str) -> str:
+    """`config sha256:` and the first 12 hex digits of the text's SHA-256."""
+    return f"config sha256:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
 @dataclass(frozen=True)
 class ManagementSource:
     """A config Source (agent.config.sources.chain) holding the text read from a ConfigMap or
@@ -29,6 +35,13 @@ class ManagementSource:
     origin: str
     text: str | None = None
     problem: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The origin with a digest of the text: which content a report is about (the
+        in-place update extension waits for the one it wrote, agent/inplace)."""
+        return f"{self.origin} ({content_digest(self.text)})" if self.text is not None \
+            else self.origin
 
     def fragments(self, host: Host, errors: list[FieldError]) -> Iterable[Fragment]:
         if self.problem is not None:

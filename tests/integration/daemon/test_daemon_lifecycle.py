@@ -26,6 +26,7 @@ from machine_agent_sandbox.testkit.faultproxy import FaultProxy
 
 from agent.daemon.deletion import HOOK, DeleteRecord
 from agent.host import Host
+from agent.kube.machine_config import content_digest
 from agent.report import read_status
 from agent.state import Journal
 from tests.chronyd import chronyd, free_udp_ports, ntp_server, private_dir
@@ -466,8 +467,9 @@ def test_a_changed_time_server_is_applied_to_chronyd_and_the_node_never_joins_ag
         applied = wait_until(lambda: is_true(admin, "AgentConfigApplied") and condition(
             admin, "AgentConfigApplied"), "the change on the Machine")
         assert applied["reason"] == "Reconfigured"
+        digest = content_digest(time_config(run, ntp_port, dead_port))
         assert applied["message"] == \
-            f"configmap {admin.ns}/{CONFIGMAP} applied to network, time"
+            f"configmap {admin.ns}/{CONFIGMAP} ({digest}) applied to network, time"
         assert f"server 127.0.0.1 port {dead_port}" in dropin.read_text()
         synced = condition(admin, "TimeSynchronized")
         assert synced is not None and synced["status"] == "True", synced
@@ -503,8 +505,9 @@ def test_a_mistake_in_the_configmap_is_reported_on_the_machine_and_its_fix_boots
     applied = condition(admin, "AgentConfigApplied")
     assert applied is not None and (applied["status"], applied["reason"]) == (
         "True", "Reconfigured"), applied
-    assert applied["message"].startswith(
-        f"configmap {admin.ns}/{CONFIGMAP}: the bootstrap ran again with it and completed")
+    digest = content_digest(agent_config("  time:\n    maxOffset: 250ms\n"))
+    assert applied["message"].startswith(f"configmap {admin.ns}/{CONFIGMAP} ({digest}): "
+                                         "the bootstrap ran again with it and completed")
     assert daemon.output().count("kubeadm join, attempt") == 1
     daemon.stop()
 

@@ -1,0 +1,84 @@
+"""Which changes of a rollout the agent makes in place, as the JSON patches the Runtime
+SDK asks for (pure).
+
+Cluster API applies the patches to the current objects and compares them with the
+desired ones: what the patches leave different is rolled out by replacement. So each hook
+patches exactly the fields the agent carries out on a running node and leaves the rest:
+a KubeadmConfig's `ntp` (the agent's time phase owns time sync; a changed server list
+reaches the node through its AgentConfig object, update.py), and a MachineSet's switch to
+another bootstrap config template (the template itself is judged field by field). A
+changed Kubernetes version, infrastructure, files, users or kubelet arguments stay
+different: those Machines are replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.inplace.hooks import GROUP_VERSION, Obj, json_patch
+
+IN_PLACE_FIELDS = ("ntp",)
+"""KubeadmConfigSpec fields the agent applies on a running node."""
+
+
+def _at(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def ntp_servers(ntp: Any) -> list[str]:
+    """The servers and pools an ntp section asks for (none when it is disabled)."""
+    if not isinstance(ntp, dict) or ntp.get("enabled") is False:
+        return []
+    return [str(s) for s in (ntp.get("servers") or []) + (ntp.get("pools") or [])]
+
+
+def config_ops(current: Any, desired: Any, prefix: str) -> list[Obj]:
+    """JSON patch operations making `current`'s in-place fields (a KubeadmConfigSpec at
+    `prefix`) those of `desired`."""
+    if not isinstance(current, dict) or not isinstance(desired, dict):
+        return []
+    ops: list[Obj] = []
+    for field in IN_PLACE_FIELDS:
+        if current.get(field) == desired.get(field):
+            continue
+        if field == "ntp" and desired.get(field) is not None and \
+                not ntp_servers(desired.get(field)) and ntp_servers(current.get(field)):
+            continue  # turning NTP off on a running node: not something to do in place
+        if field in desired:
+            ops.append({"op": "add", "path": f"{prefix}/{field}", "value": desired[field]})
+        else:
+            ops.append({"op": "remove", "path": f"{prefix}/{field}"})
+    return ops
+
+
+def can_update_machine_set(request: Obj) -> Obj:
+    current, desired = request.get("current") or {}, request.get("desired") or {}
+    response: Obj = {"apiVersion": GROUP_VERSION, "kind": "CanUpdateMachineSetResponse",
+                     "status": "Success"}
+    template_ops = config_ops(_at(current, "bootstrapConfigTemplate", "spec", "template", "spec"),
+                              _at(desired, "bootstrapConfigTemplate", "spec", "template",
+                                  "spec"), "/spec/template/spec")
+    if template_ops:
+        response["bootstrapConfigTemplatePatch"] = json_patch(template_ops)
+    ref = ("machineSet", "spec", "template", "spec", "bootstrap", "configRef")
+    old_ref, new_ref = _at(current, *ref), _at(desired, *ref)
+    if isinstance(old_ref, dict) and isinstance(new_ref, dict) and old_ref != new_ref and \
+            {k: v for k, v in old_ref.items() if k != "name"} == \
+            {k: v for k, v in new_ref.items() if k != "name"}:
+        response["machineSetPatch"] = json_patch([{
+            "op": "replace", "path": "/spec/template/spec/bootstrap/configRef/name",
+            "value": new_ref.get("name")}])
+    return response
+
+
+def can_update_machine(request: Obj) -> Obj:
+    current, desired = request.get("current") or {}, request.get("desired") or {}
+    response: Obj = {"apiVersion": GROUP_VERSION, "kind": "CanUpdateMachineResponse",
+                     "status": "Success"}
+    ops = config_ops(_at(current, "bootstrapConfig", "spec"),
+                     _at(desired, "bootstrapConfig", "spec"), "/spec")
+    if ops:
+        response["bootstrapConfigPatch"] = json_patch(ops)
+    return response

@@ -1,0 +1,107 @@
+"""UpdateMachine: the desired in-place changes handed to the Machine's agent, and its
+answer read back.
+
+The agent on a node follows its AgentConfig object, the ConfigMap its Machine's
+annotation `machine-agent.io/config` names (the node's RBAC grants it that object only),
+and applies a change with its trial and rollback (agent.daemon.reconfigure), reporting
+`AgentConfigApplied` on the Machine with the digest of the content it applied or refused.
+So an update writes the desired settings into that ConfigMap (NTP servers: its
+`spec.time.servers`) and answers, every time Cluster API asks again: `retryAfterSeconds`
+until the Machine's condition names that content, then Success, or Failure with the
+agent's own message (Cluster API shows only "UpdateMachine hook failed" on the Machine;
+the reason and its fix are in the agent's condition). Writing the same content again
+changes nothing, so a repeated call is harmless.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from agent.errors import AgentError
+from agent.inplace.decide import ntp_servers
+from agent.inplace.hooks import GROUP_VERSION, Obj, failure
+from agent.kube.client import Client, resource_path
+from agent.kube.errors import NotFound
+from agent.kube.machine_config import CONFIG_ANNOTATION, CONFIG_KEY, content_digest
+
+RETRY_SECONDS = 5
+CONDITION = "AgentConfigApplied"
+SKELETON = {"apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig", "spec": {}}
+
+
+def _response(retry: int = 0, message: str = "") -> Obj:
+    out: Obj = {"apiVersion": GROUP_VERSION, "kind": "UpdateMachineResponse",
+                "status": "Success", "retryAfterSeconds": retry}
+    if message:
+        out["message"] = message
+    return out
+
+
+def with_servers(text: str | None, servers: list[str]) -> str:
+    """The AgentConfig text with `spec.time.servers` set to `servers` (each server's
+    other settings kept); everything else as it was."""
+    doc = yaml.safe_load(text) if text else None
+    doc = doc if isinstance(doc, dict) else dict(SKELETON)
+    spec = doc.setdefault("spec", {})
+    time = spec.setdefault("time", {}) if isinstance(spec, dict) else {}
+    old = [s for s in time.get("servers") or [] if isinstance(s, dict)]
+    time["servers"] = [entry for host in servers
+                       for entry in ([s for s in old if str(s.get("host")) == host]
+                                     or [{"host": host}])]
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
+
+def update_machine(request: Obj, client: Client) -> Obj:
+    desired = request.get("desired") or {}
+    meta = (desired.get("machine") or {}).get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    servers = ntp_servers(((desired.get("bootstrapConfig") or {}).get("spec") or {})
+                          .get("ntp"))
+    if not servers:
+        return _response(message="nothing for the agent to change in place")
+    try:
+        return _carry_out(client, namespace, name, servers)
+    except AgentError as err:
+        return failure("UpdateMachineResponse", f"Machine {namespace}/{name}: {err}")
+
+
+def _carry_out(client: Client, namespace: str, name: str, servers: list[str]) -> Obj:
+    machine_path = resource_path("cluster.x-k8s.io", "v1beta2", "machines",
+                                 namespace=namespace, name=name)
+    machine = client.get(machine_path)
+    ref = str(((machine.get("metadata") or {}).get("annotations") or {})
+              .get(CONFIG_ANNOTATION) or "")
+    kind, _, config_name = ref.partition("/")
+    if kind.lower() != "configmap" or not config_name:
+        return failure("UpdateMachineResponse", (
+            f"Machine {namespace}/{name} names no AgentConfig ConfigMap (annotation "
+            f"{CONFIG_ANNOTATION}: {ref or 'unset'}): the agent takes in-place changes "
+            "from it; give the Machines one (configmap/NAME in the MachineDeployment's "
+            "template annotations) and let the node's RBAC read it"))
+    path = resource_path("", "v1", "configmaps", namespace=namespace, name=config_name)
+    try:
+        current = client.get(path)
+    except NotFound:
+        current = None
+    data = (current or {}).get("data") or {}
+    text = with_servers(data.get(CONFIG_KEY), servers)
+    if current is None:
+        client.create(resource_path("", "v1", "configmaps", namespace=namespace), {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": config_name, "namespace": namespace},
+            "data": {CONFIG_KEY: text}})
+    elif data.get(CONFIG_KEY) != text:
+        client.request("PATCH", path, body={"data": {CONFIG_KEY: text}},
+                       content_type="application/merge-patch+json")
+    digest = content_digest(text)
+    for condition in (machine.get("status") or {}).get("conditions") or []:
+        if condition.get("type") != CONDITION or digest not in str(condition.get("message")):
+            continue
+        if condition.get("status") == "True":
+            return _response(message=f"the agent applied {digest}")
+        if condition.get("status") == "False":
+            return failure("UpdateMachineResponse",
+                           f"the agent on Machine {namespace}/{name} refused the change and "
+                           f"kept the previous configuration: {condition.get('message')}")
+    return _response(RETRY_SECONDS, f"waiting for the agent on Machine {namespace}/{name} to "
+                                    f"apply {digest} (configmap {namespace}/{config_name})")

@@ -1,0 +1,106 @@
+"""What the extension answers Cluster API's CanUpdate hooks, on the requests Cluster API
+v1.14's own controllers sent (tests/fixtures/real-capi/in-place-updates.json): Cluster
+API applies the patches to the current objects, and what is still different from the
+desired ones is rolled out by replacement."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from agent.inplace.decide import can_update_machine, can_update_machine_set
+from agent.inplace.hooks import discovery, path_of
+
+RECORDED = json.loads((Path(__file__).parents[2] / "fixtures/real-capi/in-place-updates.json")
+                      .read_text())["scenarios"]
+
+
+def recorded_request(scenario: str, hook: str) -> dict[str, Any]:
+    call = next(c for c in RECORDED[scenario]["hook_calls"] if c["path"].endswith(hook))
+    return copy.deepcopy(call["request"])
+
+
+def apply(obj: Any, patch: dict[str, Any] | None) -> Any:
+    """What Cluster API does with a JSONPatch (add, replace, remove on object members)."""
+    obj = copy.deepcopy(obj)
+    if not patch:
+        return obj
+    assert patch["patchType"] == "JSONPatch"
+    for op in json.loads(base64.b64decode(patch["patch"])):
+        *parents, last = op["path"].strip("/").split("/")
+        node = obj
+        for key in parents:
+            node = node[key]
+        if op["op"] == "remove":
+            del node[last]
+        else:
+            node[last] = op["value"]
+    return obj
+
+
+def in_place(request: dict[str, Any], response: dict[str, Any]) -> bool:
+    """Cluster API's verdict: the patched current specs equal the desired ones."""
+    cur, want = request["current"], request["desired"]
+    return all(apply(cur[k], response.get(patch))["spec"]["template"]["spec"] ==
+               want[k]["spec"]["template"]["spec"] for k, patch in (
+                   ("machineSet", "machineSetPatch"),
+                   ("bootstrapConfigTemplate", "bootstrapConfigTemplatePatch"),
+                   ("infrastructureMachineTemplate", "infrastructureMachineTemplatePatch")))
+
+
+def test_discovery_names_the_three_hooks_at_cluster_apis_paths() -> None:
+    handlers = {h["requestHook"]["hook"]: h["name"] for h in discovery()["handlers"]}
+    assert handlers == {"CanUpdateMachine": "can-update-machine",
+                        "CanUpdateMachineSet": "can-update-machineset",
+                        "UpdateMachine": "update-machine"}
+    recorded_paths = {c["path"] for c in RECORDED["in-place"]["hook_calls"]}
+    assert path_of("CanUpdateMachineSet") in recorded_paths
+    assert path_of("UpdateMachine") in recorded_paths
+
+
+def test_the_recorded_rollout_changes_files_and_kubelet_labels_so_it_is_not_in_place() -> None:
+    request = recorded_request("in-place", "can-update-machineset")
+    response = can_update_machine_set(request)
+    assert response["status"] == "Success"
+    assert "bootstrapConfigTemplatePatch" not in response  # files, labels: not the agent's
+    assert not in_place(request, response)
+
+
+def test_an_ntp_change_is_made_in_place() -> None:
+    request = recorded_request("in-place", "can-update-machineset")
+    cur = request["current"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
+    want = request["desired"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
+    want["files"], want["joinConfiguration"] = cur["files"], cur["joinConfiguration"]
+    want["ntp"] = {"enabled": True, "servers": ["198.51.100.123", "203.0.113.123"]}
+    response = can_update_machine_set(request)
+    assert in_place(request, response)
+    assert can_update_machine_set(request) == response  # deterministic
+
+
+def test_a_kubernetes_version_change_is_rolled_out() -> None:
+    request = recorded_request("in-place", "can-update-machineset")
+    request["desired"]["machineSet"]["spec"]["template"]["spec"]["version"] = "v1.35.1"
+    want = request["desired"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
+    want.update({k: v for k, v in request["current"]["bootstrapConfigTemplate"]["spec"]
+                 ["template"]["spec"].items()})
+    assert not in_place(request, can_update_machine_set(request))
+
+
+def test_turning_ntp_off_is_not_done_in_place() -> None:
+    request = recorded_request("in-place", "can-update-machineset")
+    want = request["desired"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
+    want.update(copy.deepcopy(request["current"]["bootstrapConfigTemplate"]["spec"]
+                              ["template"]["spec"]))
+    want["ntp"] = {"enabled": False}
+    assert not in_place(request, can_update_machine_set(request))
+
+
+def test_a_control_plane_machines_ntp_change_is_patched_on_its_kubeadm_config() -> None:
+    config = {"ntp": {"servers": ["203.0.113.123"]}, "files": [{"path": "/a"}]}
+    desired = {"ntp": {"servers": ["198.51.100.123"]}, "files": [{"path": "/a"}]}
+    response = can_update_machine({"current": {"bootstrapConfig": {"spec": config}},
+                                   "desired": {"bootstrapConfig": {"spec": desired}}})
+    assert apply({"spec": config}, response["bootstrapConfigPatch"]) == {"spec": desired}
