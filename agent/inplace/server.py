@@ -64,8 +64,8 @@ def make_server(address: str, port: int, cert: str, key: str,
                 log.exception("answering %s failed", self.path)
                 response = hooks.failure(str(request.get("kind", "")).replace(
                     "Request", "Response"), f"the extension failed: {type(err).__name__}")
-            log.info("%s: %s %s", self.path.rsplit("/", 2)[-2], response.get("status"),
-                     response.get("message", ""))
+            hook = self.path.split("?")[0].split("/")[3]  # /GROUP/VERSION/HOOK[/HANDLER]
+            log.info("%s: %s %s", hook, response.get("status"), response.get("message", ""))
             self._send(200, response)
 
         def _send(self, code: int, body: hooks.Obj) -> None:
