@@ -105,6 +105,19 @@ build_wheels() {  # $1: directory. The project's wheel and every dependency's.
 
 DEB_PYTHON=/usr/bin/python3  # bookworm's 3.11: the venv's python is a link to it
 
+deb_version() {  # $1: the agent's version. The release's own at its tag (v$1); built from
+  # another commit, $1+git<commits>.g<hash>: a later commit is a later version to dpkg
+  # and apt, so an image build (or the Ansible role) installs it over an older one.
+  local base=$1
+  if ! git -C "$REPO" rev-parse --git-dir >/dev/null 2>&1; then
+    echo "$base"
+  elif [ "$(git -C "$REPO" describe --tags --exact-match 2>/dev/null)" = "v$base" ]; then
+    echo "$base"
+  else
+    echo "$base+git$(git -C "$REPO" rev-list --count HEAD).g$(git -C "$REPO" rev-parse --short=12 HEAD)"
+  fi
+}
+
 build_deb() {  # $1: output directory; prints the .deb's path
   local out=$1 work stage venv version
   mkdir -p "$out"
@@ -127,7 +140,7 @@ build_deb() {  # $1: output directory; prints the .deb's path
     echo "the staging path is left in the files above" >&2
     return 1
   fi
-  version=$("$venv/bin/python" -c 'import agent; print(agent.__version__)')
+  version=$(deb_version "$("$venv/bin/python" -c 'import agent; print(agent.__version__)')")
   install_units "$stage"
   install -D -m 0644 "$HERE/deb/config.yaml" "$stage/etc/machine-agent/config.yaml"
   mkdir -p "$stage/usr/bin" "$stage/DEBIAN"
