@@ -1,6 +1,6 @@
 """The user's story end to end, in a network namespace: `plan` says which address would
-come from which pool, `run` puts addresses from NetBox and from IPAddressClaims on the
-node's interface, and `reset` gives the NetBox address back."""
+come from which pool, `run` puts addresses from NetBox, Nautobot and IPAddressClaims on
+the node's interface, and `reset` gives the NetBox and Nautobot addresses back."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ import yaml
 from agent import cli
 from agent.config import default_sources, load_config
 from agent.host import Host
+from agent.ipam.nautobot import CLAIM_FIELD as NAUTOBOT_CLAIM_FIELD
 from agent.orchestrator import Orchestrator
 from agent.phases.network import NetworkPhase
 from agent.session import open_session
-from tests.integration.ipam.backends import TOKEN_FILE, netbox_settings
+from tests.integration.ipam.backends import NAUTOBOT_TOKEN_FILE, TOKEN_FILE, netbox_settings
 from tests.integration.ipam.conftest import Management, NetBox
 from tests.integration.kube.conftest import World, bootstrap_secret, make_node
+from tests.integration.nautobot.world import Nautobot
 from tests.integration.network.segment import FAST, GATEWAY, MANAGEMENT, Segment, segment
 
 pytestmark = pytest.mark.allow_processes
@@ -85,6 +87,43 @@ def test_plan_run_and_reset_with_an_address_from_netbox(
     assert netbox.addresses(address="192.0.2.2") == []
     assert cli.main(["--root", str(root), "reset"]) == 0  # nothing left: still fine
     assert "nothing to release" in capsys.readouterr().out
+
+
+def test_plan_run_and_reset_with_an_address_from_nautobot(
+        tmp_path: Path, seg: Segment, nautobot: Nautobot,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "node"
+    Host(root).write_file("/etc/machine-id", MACHINE_ID + "\n")
+    Host(root).write_file(NAUTOBOT_TOKEN_FILE, nautobot.token)
+    write(root, "/etc/machine-agent/config.yaml", agent_config({
+        "network": network("nautobot", "v4"),
+        "ipam": {"plugins": {"nautobot": {
+            "url": nautobot.url, "tokenFile": NAUTOBOT_TOKEN_FILE, "timeout": "30s",
+            "pools": {"v4": {"prefix": "192.0.2.0/24"}}}}}}))
+    key = f"{MACHINE_ID}/n0/ipv4"
+
+    assert cli.main(["--root", str(root), "plan", "--only", "network"]) == 0
+    shown = capsys.readouterr().out
+    assert "* claim an ipv4 address for n0 from pool 'v4' (IPAM plugin nautobot)" in shown
+    assert not [r for r in nautobot.addresses()
+                if (r.get("custom_fields") or {}).get(NAUTOBOT_CLAIM_FIELD) == key]
+
+    host = Host(root, netns=seg.node)
+    result = Orchestrator(load_config(host, default_sources()), host,
+                          phases=[NetworkPhase()]).run()
+    assert result.ok, result.outcomes
+    (row,) = [r for r in nautobot.addresses()
+              if (r.get("custom_fields") or {}).get(NAUTOBOT_CLAIM_FIELD) == key]
+    address = str(row["address"])
+    assert address.startswith("192.0.2.") and address != "192.0.2.1/24"  # not the gateway
+    assert f"inet {address}" in seg.node_ip("addr", "show", "n0")
+    assert f"default via {GATEWAY} dev n0" in seg.node_ip("route", "show")
+    assert row["dns_name"] == "worker-0.example.net"
+
+    assert cli.main(["--root", str(root), "reset"]) == 0
+    assert f"released {address} of n0 (nautobot pool 'v4')" in capsys.readouterr().out
+    assert not [r for r in nautobot.addresses()
+                if (r.get("custom_fields") or {}).get(NAUTOBOT_CLAIM_FIELD) == key]
 
 
 def test_run_with_an_address_from_an_ipaddressclaim(
