@@ -99,17 +99,24 @@ def connect(registry: Registry, router: str, kubeconfig: Path) -> Admin:
 
 
 def _start_relay(registry: Registry, router: str, admin: Admin) -> None:
-    ready = registry.base / "relay.ready"
     target = f"[{admin.host}]" if ":" in admin.host else admin.host
-    registry.spawn([sys.executable, "-m", "machine_agent_sandbox.relay", "--netns", router,
-                    "--listen", f"{MANAGEMENT_ADDRESS}:{MANAGEMENT_PORT}",
-                    "--to", f"{target}:{admin.port}", "--ready", str(ready)],
-                   registry.base / "relay.log")
+    start_relay(registry, "relay", router, f"{MANAGEMENT_ADDRESS}:{MANAGEMENT_PORT}",
+                f"{target}:{admin.port}", "the external API server")
+
+
+def start_relay(registry: Registry, name: str, netns: str, listen: str, to: str,
+                what: str) -> None:
+    """A relay (machine_agent_sandbox.relay) listening at `listen` in `netns`, to `to`
+    in the machine's own network; returns once it listens."""
+    ready = registry.base / f"{name}.ready"
+    registry.spawn([sys.executable, "-m", "machine_agent_sandbox.relay", "--netns", netns,
+                    "--listen", listen, "--to", to, "--ready", str(ready)],
+                   registry.base / f"{name}.log")
     deadline = time.monotonic() + START_WAIT
     while not ready.exists():
         if time.monotonic() > deadline:
-            log = (registry.base / "relay.log").read_text()[-500:]
-            raise PermanentError(f"the relay to the external API server did not start: {log}")
+            log = (registry.base / f"{name}.log").read_text()[-500:]
+            raise PermanentError(f"the relay to {what} did not start: {log}")
         time.sleep(0.05)
 
 

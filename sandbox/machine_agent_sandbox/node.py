@@ -47,12 +47,33 @@ RUN_TIMEOUT = 90.0
 """Bound on one agent run in the sandbox (the demo's own runs take seconds)."""
 
 
+@dataclass(frozen=True)
+class RestIPAM:
+    """An IPAM server the nodes claim their data address from instead of the sandbox's
+    pool (NetBox, Nautobot): the plugin, its settings (a pool named POOL for the sandbox's
+    segment) and the token, written to the node at `token_file`."""
+
+    plugin: str
+    settings: dict[str, Any]
+    token: str = field(repr=False)
+    token_file: str
+
+
 @dataclass
 class Addressing:
     """How nodes get their data address: claimed from the sandbox's pool by an IPAM
-    plugin, or (while no plugin for the pool is installed) static per node."""
+    plugin (or from an IPAM server), or (while no plugin for the pool is installed)
+    static per node."""
 
     plugin: str | None
+    server: RestIPAM | None = None
+
+    def settings(self, node: Node) -> dict[str, Any]:
+        """The AgentConfig's spec.ipam for a node claiming from the IPAM server."""
+        if self.server is None:
+            return {}
+        node.write(self.server.token_file, self.server.token + "\n", mode=0o600)
+        return {"ipam": {"plugins": {self.server.plugin: self.server.settings}}}
 
     def address(self, index: int) -> dict[str, Any]:
         if self.plugin is None:
@@ -134,6 +155,7 @@ class Node:
             "time": chrony.time_settings(),
             "join": {"timeout": "30s", "retryDelay": "200ms"},
             "retry": {"attempts": 2, "initialDelay": "200ms", "maxDelay": "500ms"},
+            **addressing.settings(self),
             **(extra or {}),
         }
         self.write("/etc/machine-agent/config.yaml", yaml.safe_dump(

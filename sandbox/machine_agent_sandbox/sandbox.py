@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from importlib.metadata import entry_points
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from agent.config.cni import CNISpec
 from agent.errors import PermanentError
@@ -34,9 +35,9 @@ from machine_agent_sandbox.cluster import (
     start_standin,
     start_workload,
 )
-from machine_agent_sandbox.external import connect
+from machine_agent_sandbox.external import connect, start_relay
 from machine_agent_sandbox.netns import WORKLOAD_ADDRESS, WORKLOAD_PORT, Network
-from machine_agent_sandbox.node import Addressing, Node
+from machine_agent_sandbox.node import Addressing, Node, RestIPAM
 
 IPAM_PLUGIN = "capi"
 """The IPAM plugin that claims from the stand-in's InClusterIPPool."""
@@ -55,6 +56,17 @@ def install_cni_plugins(bin_dir: Path) -> None:
             os.link(plugin, bin_dir / plugin.name)
         except OSError:  # another file system, or links not allowed: a copy
             shutil.copy2(plugin, bin_dir / plugin.name)
+
+
+def _relay_ipam(registry: Registry, node: Node, ipam: RestIPAM) -> None:
+    """An IPAM server on the machine's loopback (the tests' NetBox, Nautobot) at the same
+    address on the node's loopback, where the agent, run in the node's namespace,
+    reaches it."""
+    server = urlsplit(str(ipam.settings.get("url", "")))
+    if server.hostname in ("127.0.0.1", "localhost") and server.port:
+        address = f"127.0.0.1:{server.port}"
+        start_relay(registry, f"ipam-{node.index}", node.netns, address, address,
+                    f"the IPAM server {ipam.settings['url']}")
 
 
 @dataclass
@@ -102,9 +114,10 @@ class Sandbox:
     @contextlib.contextmanager
     def up(cls, nodes: int = 1, *, keep: bool = False,
            progress: Callable[[str], None] = lambda message: None,
-           external: Path | None = None) -> Iterator[Sandbox]:
+           external: Path | None = None, ipam: RestIPAM | None = None) -> Iterator[Sandbox]:
         """A running sandbox with `nodes` nodes ready for the agent; its management API is
-        the stand-in, or the server the admin kubeconfig `external` names."""
+        the stand-in, or the server the admin kubeconfig `external` names; the nodes'
+        addresses come from the sandbox's pool, or from the IPAM server `ipam`."""
         if shutil.which("ip") is None or shutil.which("chronyd") is None:
             raise PermanentError("the sandbox needs `ip` (iproute2) and `chronyd` (chrony)",
                                  hint="apt-get install iproute2 chrony")
@@ -114,7 +127,7 @@ class Sandbox:
         registry = Registry.create()
         kept = False
         try:
-            box = cls._bring_up(registry, nodes, progress, external)
+            box = cls._bring_up(registry, nodes, progress, external, ipam)
             yield box
             kept = keep
         finally:
@@ -125,7 +138,7 @@ class Sandbox:
 
     @classmethod
     def _bring_up(cls, registry: Registry, count: int, progress: Callable[[str], None],
-                  external: Path | None) -> Sandbox:
+                  external: Path | None, ipam: RestIPAM | None) -> Sandbox:
         features = Features.detect()
         network = Network.create(registry)
         progress(f"namespaces: router {network.router} (gateway, management API, NTP, "
@@ -146,7 +159,8 @@ class Sandbox:
         seed_cluster(admin, pool=[POOL_RANGE])
         box = cls(registry, network, admin, workload, ntp, features,
                   external_kubeconfig=external)
-        addressing = Addressing(IPAM_PLUGIN if features.ipam else None)
+        addressing = (Addressing(ipam.plugin, ipam) if ipam is not None else
+                      Addressing(IPAM_PLUGIN if features.ipam else None))
         for index in range(count):
             node = Node(index, network.add_node(index), registry.base / f"n{index}")
             node.workload["apiServer"] = {"ca": str(workload.ca),
@@ -155,6 +169,8 @@ class Sandbox:
                                  ipam_claims=addressing.claims)
             node.prepare(registry, admin, token=token, addressing=addressing,
                          extra=box._cni_settings(node))
+            if ipam is not None:
+                _relay_ipam(registry, node, ipam)
             box.nodes.append(node)
         progress(f"{count} node namespace(s), each with a Machine (readiness gate "
                  "NodeBootstrapped), a CABPK bootstrap Secret and its own token")
