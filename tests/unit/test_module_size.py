@@ -1,5 +1,5 @@
-"""No module of the agent or the sandbox over 500 lines (docs/design.md): a module that
-grows past it holds more than one job; split it by what its parts hold."""
+"""No module of the agent or the sandbox (its tests too) over 500 lines (docs/design.md):
+a module that grows past it holds more than one job; split it by what its parts hold."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 REPO = Path(__file__).parents[2]
 LIMIT = 500
-TREES = ("agent", "sandbox/machine_agent_sandbox")
+TREES = ("agent", "sandbox")
 
 
 def too_long(root: Path, trees: tuple[str, ...], limit: int = LIMIT) -> dict[str, int]:
