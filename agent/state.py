@@ -39,6 +39,9 @@ WRITTEN_DIRS = (
 )
 """Directories the agent writes files into (atomically: a temp file, then a rename); a
 kill in between leaves the temp file, which `clean_temp_files` removes on the next start."""
+WRITTEN_PARENTS = ("/run/machine-agent/workload",)
+"""Directories whose subdirectories the agent writes files into (one per workload
+kubeconfig: its credentials as files, agent.kube.workload)."""
 
 PhaseState = Literal["started", "completed", "failed"]
 
@@ -68,7 +71,9 @@ def node_lock(host: Host, command: str, *, wait: bool = True,
 
 def clean_temp_files(host: Host) -> None:
     """Remove what killed runs left of their atomic writes; under the node lock only."""
-    for directory in WRITTEN_DIRS:
+    nested = [f"{parent}/{name}" for parent in WRITTEN_PARENTS
+              for name in host.list_dir(parent) if host.is_real_dir(f"{parent}/{name}")]
+    for directory in (*WRITTEN_DIRS, *nested):
         for name in host.remove_stale_temp_files(directory):
             log.info("removed %s/%s, left by an interrupted write", directory, name)
 

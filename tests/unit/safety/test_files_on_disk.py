@@ -96,7 +96,9 @@ def test_temp_files_a_killed_write_left_are_removed_on_the_next_start(tmp_path: 
     network = tmp_path / "etc/systemd/network"
     stale = [network / ".10-machine-agent-eth0.network.k3j4_h5g.tmp",
              tmp_path / "var/lib/machine-agent/.journal.json.abcd1234.tmp",
-             tmp_path / "etc/.hosts.zz99yy88.tmp"]
+             tmp_path / "etc/.hosts.zz99yy88.tmp",
+             # the workload credentials, one directory per kubeconfig (agent.kube.workload)
+             tmp_path / "run/machine-agent/workload/kubelet.conf/.ca.crt.5c1m0f4h.tmp"]
     for path in stale:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("half")
