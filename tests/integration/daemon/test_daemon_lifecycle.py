@@ -548,8 +548,9 @@ def test_a_configmap_broken_while_the_daemon_was_stopped_leaves_a_joined_node_re
     set_config(admin, agent_config("  time:\n    maxOffset: 300ms\n"))
     applied = wait_until(lambda: is_true(admin, "AgentConfigApplied") and condition(
         admin, "AgentConfigApplied"), "the fix applied")
+    digest = content_digest(agent_config("  time:\n    maxOffset: 300ms\n"))
     assert (applied["reason"], applied["message"]) == (
-        "Reconfigured", f"configmap {admin.ns}/{CONFIGMAP} applied to network, time")
+        "Reconfigured", f"configmap {admin.ns}/{CONFIGMAP} ({digest}) applied to network, time")
     assert condition(admin, "NodeBootstrapped") == ready
     assert daemon.output().count("kubeadm join, attempt") == 1
     daemon.stop()
