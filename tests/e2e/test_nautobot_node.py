@@ -46,6 +46,12 @@ def test_a_node_bootstraps_with_its_address_from_nautobot(nautobot: Nautobot,
         (row,) = claimed(nautobot)
         address = str(row["address"])
         assert data_addresses(box, node) == [address]
+        uid = box.admin.machine(node.name)["metadata"]["uid"]
+        custom = row["custom_fields"]
+        assert isinstance(custom, dict)
+        assert custom[CLAIM_FIELD] == f"{uid}/eth0/ipv4"  # this Machine's, not its name's
+        network = node.status()["phases"]["network"]["result"]
+        assert [c["address"] for c in network["claimed"]] == [address]
         assert address != "192.0.2.1/24"  # the gateway, reserved by the plugin
         assert str(row["dns_name"]) == f"{node.name}.demo.example.net"
         assert node.name in str(row["description"])
