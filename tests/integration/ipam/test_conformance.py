@@ -147,7 +147,7 @@ def test_dual_stack_one_ipv4_and_one_ipv6_per_interface(harness: Harness) -> Non
     assert_usable(v6)
 
 
-@pytest.mark.parametrize("harness", ["netbox", "capi"], indirect=True)
+@pytest.mark.parametrize("harness", ["netbox", "nautobot", "capi"], indirect=True)
 def test_bad_credentials_are_ipam_unauthorized(harness: Harness) -> None:
     assert harness.bad_credentials is not None
     with pytest.raises(IPAMUnauthorized) as info:
@@ -155,7 +155,7 @@ def test_bad_credentials_are_ipam_unauthorized(harness: Harness) -> None:
     assert info.value.reason == Reason.IPAMUnauthorized and not info.value.temporary
 
 
-@pytest.mark.parametrize("harness", ["netbox", "capi"], indirect=True)
+@pytest.mark.parametrize("harness", ["netbox", "nautobot", "capi"], indirect=True)
 def test_backend_down_is_retried_and_succeeds_when_it_returns(harness: Harness) -> None:
     assert harness.outage is not None
     plugin = harness.plugin()
@@ -182,7 +182,7 @@ def test_backend_down_is_retried_and_succeeds_when_it_returns(harness: Harness) 
     assert plugin.claim(req(harness, "eth0/ipv4")).address == first.address
 
 
-@pytest.mark.parametrize("harness", ["netbox", "capi"], indirect=True)
+@pytest.mark.parametrize("harness", ["netbox", "nautobot", "capi"], indirect=True)
 def test_slow_backend_times_out_as_temporary_then_succeeds_when_fast_again(
         harness: Harness) -> None:
     """Answers four times slower than the plugin's request time-out: the claim gives up
