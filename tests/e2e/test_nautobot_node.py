@@ -5,7 +5,6 @@ and given back by `release-addresses`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,11 @@ from machine_agent_sandbox.sandbox import Sandbox
 
 from agent.ipam.nautobot import CLAIM_FIELD
 from tests.e2e.conftest import assert_bootstrapped, data_addresses
-from tests.integration.nautobot.world import Nautobot, running_nautobot
+from tests.integration.ipam.conftest import nautobot as nautobot  # the fixture
+from tests.integration.nautobot.world import Nautobot
 
 pytestmark = pytest.mark.allow_processes
 TOKEN_FILE = "/etc/machine-agent/nautobot.token"
-
-
-@pytest.fixture
-def nautobot() -> Iterator[Nautobot]:
-    server = running_nautobot()
-    server.reset()
-    yield server
-    server.reset()
 
 
 def claimed(nautobot: Nautobot) -> list[dict[str, object]]:
