@@ -126,3 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.server_close()
     return 0
+
+
+if __name__ == "__main__":  # the sandbox starts it with this interpreter, venv or not
+    sys.exit(main())

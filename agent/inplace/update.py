@@ -102,6 +102,7 @@ def _carry_out(client: Client, namespace: str, name: str, servers: list[str]) ->
         if condition.get("status") == "False":
             return failure("UpdateMachineResponse",
                            f"the agent on Machine {namespace}/{name} refused the change and "
-                           f"kept the previous configuration: {condition.get('message')}")
+                           f"kept the previous configuration, {condition.get('reason')}: "
+                           f"{condition.get('message')}")
     return _response(RETRY_SECONDS, f"waiting for the agent on Machine {namespace}/{name} to "
                                     f"apply {digest} (configmap {namespace}/{config_name})")

@@ -19,7 +19,8 @@ def add_parser(sub: Any) -> None:
     demo.add_argument("--keep", action="store_true",
                       help="leave the sandbox in place and print how to inspect and remove it")
     demo.add_argument("--fault", metavar="FAULT",
-                      help="show a failure as a user meets it; `--fault list` lists them")
+                      help="show a failure as a user meets it (at bootstrap, or an in-place "
+                           "update rolled back); `--fault list` lists them")
     demo.add_argument("--kubeconfig", metavar="FILE",
                       help="run the sandbox's node against the management cluster this admin "
                            "kubeconfig names (e.g. kind's) instead of the stand-in; the "

@@ -22,10 +22,12 @@ from agent.phases import registry
 from agent.report import NODE_READY, SUMMARY
 from machine_agent_sandbox.cleanup import leftovers, others_kept
 from machine_agent_sandbox.cluster import NAMESPACE
+from machine_agent_sandbox.demo_update import demo_update
 from machine_agent_sandbox.faults import CATALOGUE, Fault
 from machine_agent_sandbox.netns import DATA_LINK
 from machine_agent_sandbox.node import Node
 from machine_agent_sandbox.sandbox import Sandbox
+from machine_agent_sandbox.updates import UPDATES
 
 PHASE_CONDITIONS = registry.conditions()
 """The conditions the phases set, from the registry."""
@@ -61,10 +63,17 @@ def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = Fa
     if fault == "list":
         for f in CATALOGUE.values():
             say(f"  {f.name:<16} {f.story}  ->  {f.condition} {f.reason}")
+        for u in UPDATES.values():
+            say(f"  {u.name:<16} {u.story}  ->  rolled back, AgentConfigApplied {u.reason}, "
+                "UpdateMachine Failure")
         return 0
-    if fault is not None and fault not in CATALOGUE:
+    if fault is not None and fault not in CATALOGUE and fault not in UPDATES:
         say(f"machine-agent demo: unknown fault {fault!r}; choose from: "
-            f"{', '.join(CATALOGUE)}")
+            f"{', '.join([*CATALOGUE, *UPDATES])}")
+        return 2
+    if fault in UPDATES and external is not None:
+        say(f"machine-agent demo: --fault {fault} runs the update extension beside the "
+            "sandbox's own API server; leave out --kubeconfig")
         return 2
     if os.geteuid() != 0:
         if cleanup:
@@ -103,6 +112,10 @@ def run_demo(*, keep: bool = False, fault: str | None = None, cleanup: bool = Fa
     try:
         with Sandbox.up(1, keep=keep, progress=lambda m: say(f"sandbox | {m}"),
                         external=external) as box:
+            if fault in UPDATES:
+                code = demo_update(box, UPDATES[fault], start)
+                _where_to_look(box, box.nodes[0], keep)
+                return code
             return _demo(box, CATALOGUE[fault] if fault else None, keep, start)
     except KeyboardInterrupt:
         say("\ninterrupted: the sandbox was removed")
