@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import sys
 import types
 import typing
@@ -76,6 +77,8 @@ def _default(f: dataclasses.Field[Any]) -> str:
         return "empty"
     if isinstance(value, Duration):
         return f"`{value}`"
+    if isinstance(shown, list):
+        return f"`{json.dumps(shown)}`"
     return f"`{shown}`".replace("`True`", "`true`").replace("`False`", "`false`")
 
 

@@ -198,6 +198,23 @@ def https_url(value: str) -> str | None:
     return None
 
 
+def loopback_http_url(value: str) -> str | None:
+    """An http:// URL on this node's loopback (the kubelet's healthz): nothing the agent
+    sends there leaves the node, so plain HTTP is fine, and only there."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "::1", "localhost") \
+            or port is None or any(c.isspace() for c in value) or safe_text(value):
+        return (f"{_shown(value)} is not an http:// URL on the loopback with a port "
+                "(e.g. http://127.0.0.1:10248/healthz)")
+    return None
+
+
 def sha256(value: str) -> str | None:
     if _SHA256.fullmatch(value):
         return None

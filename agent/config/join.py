@@ -112,7 +112,8 @@ class JoinSpec:
     discovery: Discovery | None = setting(
         "How kubeadm finds and trusts the cluster (source: config).", default=None)
     node_registration: NodeRegistration = setting(
-        "How the Node registers (source: config; name and ignored checks apply to both).",
+        "How the Node registers (source: config; name and ignored checks apply to both; "
+        "on a joined node, kubeletExtraArgs are kept in the kubelet's flags in place).",
         factory=NodeRegistration)
     control_plane: ControlPlaneJoin | None = setting(
         "Join as a control-plane node (source: config).", default=None)
@@ -134,6 +135,16 @@ class JoinSpec:
         "After the join, how long to wait for the kubelet to register the Node (read "
         "from the workload cluster with its kubelet.conf).", default=Duration(120),
         check=checks.positive)
+    kubelet_restart_command: list[str] = setting(
+        "Command (argv, no shell) that restarts the kubelet after the agent changed its "
+        "flags on a joined node (nodeRegistration.kubeletExtraArgs, in place).",
+        factory=lambda: ["systemctl", "restart", "kubelet"], check=checks.command_word)
+    kubelet_healthz: str = setting(
+        "The kubelet's health endpoint, asked after that restart (its healthzPort).",
+        default="http://127.0.0.1:10248/healthz", check=checks.loopback_http_url)
+    kubelet_restart_timeout: Duration = setting(
+        "How long the kubelet has to answer healthy after that restart before the change "
+        "is rolled back.", default=Duration(60), check=checks.positive)
 
     def validate(self) -> Iterator[tuple[str, str, str | None]]:
         if self.source == "config" and self.discovery is None:

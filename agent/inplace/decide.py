@@ -4,21 +4,27 @@ SDK asks for (pure).
 Cluster API applies the patches to the current objects and compares them with the
 desired ones: what the patches leave different is rolled out by replacement. So each hook
 patches exactly the fields the agent carries out on a running node and leaves the rest:
-a KubeadmConfig's `ntp` (the agent's time phase owns time sync; a changed server list
-reaches the node through its AgentConfig object, update.py), and a MachineSet's switch to
-another bootstrap config template (the template itself is judged field by field). A
-changed Kubernetes version, infrastructure, files, users or kubelet arguments stay
-different: those Machines are replaced.
+a KubeadmConfig's `ntp` (the agent's time phase owns time sync) and kubelet flags added
+or changed in joinConfiguration.nodeRegistration.kubeletExtraArgs (the join phase keeps
+them on a joined node), both reaching the node through its AgentConfig object
+(update.py), and a MachineSet's switch to another bootstrap config template (the template
+itself is judged field by field). A changed Kubernetes version, infrastructure, files,
+users, taints, a removed kubelet flag or one the kubelet reads only when it
+registers (node-labels) stay different: those Machines are replaced.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from agent.config import checks
 from agent.inplace.hooks import GROUP_VERSION, Obj, json_patch
+from agent.phases.join.kubeletflags import AT_REGISTRATION
 
 IN_PLACE_FIELDS = ("ntp",)
-"""KubeadmConfigSpec fields the agent applies on a running node."""
+"""KubeadmConfigSpec fields the agent applies on a running node, whole."""
+KUBELET_ARGS = ("joinConfiguration", "nodeRegistration", "kubeletExtraArgs")
+"""Where a KubeadmConfigSpec (v1beta2) lists the kubelet's extra flags: [{name, value}]."""
 
 
 def _at(obj: Any, *keys: str) -> Any:
@@ -34,12 +40,38 @@ def ntp_servers(ntp: Any) -> list[str]:
     return [str(s) for s in (ntp.get("servers") or []) + (ntp.get("pools") or [])]
 
 
+def kubelet_args(spec: Any) -> dict[str, str] | None:
+    """The kubelet's extra flags a KubeadmConfigSpec gives, by name; None when they are
+    not what the agent can keep in place (a flag given twice, a value the kubelet's flag
+    line cannot hold)."""
+    given = _at(spec, *KUBELET_ARGS) or []
+    if not isinstance(given, list):
+        return None
+    args = {str(a.get("name")): str(a.get("value", "")) for a in given if isinstance(a, dict)}
+    if len(args) != len(given) or checks.kubelet_args(args) is not None:
+        return None
+    return args
+
+
+def _kubelet_ops(current: Any, desired: Any, prefix: str) -> list[Obj]:
+    """Added or changed kubelet flags, in place (the agent rewrites kubeadm-flags.env and
+    restarts the kubelet); a flag removed is a rollout: the node cannot tell a flag the
+    template gave at its join from one kubeadm wrote itself."""
+    old, new = kubelet_args(current), kubelet_args(desired)
+    if old is None or new is None or old == new or not set(old) <= set(new) or \
+            any(old.get(f) != new.get(f) for f in AT_REGISTRATION) or \
+            not isinstance(_at(current, *KUBELET_ARGS[:2]), dict):
+        return []
+    return [{"op": "add", "path": f"{prefix}/{'/'.join(KUBELET_ARGS)}",
+             "value": _at(desired, *KUBELET_ARGS)}]
+
+
 def config_ops(current: Any, desired: Any, prefix: str) -> list[Obj]:
     """JSON patch operations making `current`'s in-place fields (a KubeadmConfigSpec at
     `prefix`) those of `desired`."""
     if not isinstance(current, dict) or not isinstance(desired, dict):
         return []
-    ops: list[Obj] = []
+    ops: list[Obj] = _kubelet_ops(current, desired, prefix)
     for field in IN_PLACE_FIELDS:
         if current.get(field) == desired.get(field):
             continue

@@ -6,7 +6,8 @@ annotation `machine-agent.io/config` names (the node's RBAC grants it that objec
 and applies a change with its trial and rollback (agent.daemon.reconfigure), reporting
 `AgentConfigApplied` on the Machine with the digest of the content it applied or refused.
 So an update writes the desired settings into that ConfigMap (NTP servers: its
-`spec.time.servers`) and answers, every time Cluster API asks again: `retryAfterSeconds`
+`spec.time.servers`; kubelet flags: `spec.join.nodeRegistration.kubeletExtraArgs`) and
+answers, every time Cluster API asks again: `retryAfterSeconds`
 until the Machine's condition names that content, then Success, or Failure with the
 agent's own message (Cluster API shows only "UpdateMachine hook failed" on the Machine;
 the reason and its fix are in the agent's condition). Writing the same content again
@@ -15,10 +16,12 @@ changes nothing, so a repeated call is harmless.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import yaml
 
 from agent.errors import AgentError
-from agent.inplace.decide import ntp_servers
+from agent.inplace.decide import kubelet_args, ntp_servers
 from agent.inplace.hooks import GROUP_VERSION, Obj, failure
 from agent.kube.client import Client, resource_path
 from agent.kube.errors import NotFound
@@ -37,35 +40,52 @@ def _response(retry: int = 0, message: str = "") -> Obj:
     return out
 
 
-def with_servers(text: str | None, servers: list[str]) -> str:
-    """The AgentConfig text with `spec.time.servers` set to `servers` (each server's
-    other settings kept); everything else as it was."""
-    doc = yaml.safe_load(text) if text else None
-    doc = doc if isinstance(doc, dict) else dict(SKELETON)
-    spec = doc.setdefault("spec", {})
-    time = spec.setdefault("time", {}) if isinstance(spec, dict) else {}
-    old = [s for s in time.get("servers") or [] if isinstance(s, dict)]
-    time["servers"] = [entry for host in servers
-                       for entry in ([s for s in old if str(s.get("host")) == host]
-                                     or [{"host": host}])]
-    return str(yaml.safe_dump(doc, sort_keys=False))
+@dataclass(frozen=True)
+class InPlace:
+    """What the agent is asked to make in place: the KubeadmConfig's NTP servers and
+    kubelet flags (empty: not asked)."""
+
+    servers: tuple[str, ...] = ()
+    kubelet_args: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, bootstrap_spec: Obj) -> InPlace:
+        return cls(tuple(ntp_servers(bootstrap_spec.get("ntp"))),
+                   tuple(sorted((kubelet_args(bootstrap_spec) or {}).items())))
+
+    def applied_to(self, text: str | None) -> str:
+        """The AgentConfig text with these settings: `spec.time.servers` (each server's
+        other settings kept) and `spec.join.nodeRegistration.kubeletExtraArgs`;
+        everything else as it was."""
+        doc = yaml.safe_load(text) if text else None
+        doc = doc if isinstance(doc, dict) else dict(SKELETON)
+        spec = doc.setdefault("spec", {})
+        if self.servers:
+            time = spec.setdefault("time", {})
+            old = [s for s in time.get("servers") or [] if isinstance(s, dict)]
+            time["servers"] = [entry for host in self.servers
+                               for entry in ([s for s in old if str(s.get("host")) == host]
+                                             or [{"host": host}])]
+        if self.kubelet_args:
+            registration = spec.setdefault("join", {}).setdefault("nodeRegistration", {})
+            registration["kubeletExtraArgs"] = dict(self.kubelet_args)
+        return str(yaml.safe_dump(doc, sort_keys=False))
 
 
 def update_machine(request: Obj, client: Client) -> Obj:
     desired = request.get("desired") or {}
     meta = (desired.get("machine") or {}).get("metadata") or {}
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-    servers = ntp_servers(((desired.get("bootstrapConfig") or {}).get("spec") or {})
-                          .get("ntp"))
-    if not servers:
+    wanted = InPlace.of((desired.get("bootstrapConfig") or {}).get("spec") or {})
+    if wanted == InPlace():
         return _response(message="nothing for the agent to change in place")
     try:
-        return _carry_out(client, namespace, name, servers)
+        return _carry_out(client, namespace, name, wanted)
     except AgentError as err:
         return failure("UpdateMachineResponse", f"Machine {namespace}/{name}: {err}")
 
 
-def _carry_out(client: Client, namespace: str, name: str, servers: list[str]) -> Obj:
+def _carry_out(client: Client, namespace: str, name: str, wanted: InPlace) -> Obj:
     machine_path = resource_path("cluster.x-k8s.io", "v1beta2", "machines",
                                  namespace=namespace, name=name)
     machine = client.get(machine_path)
@@ -84,7 +104,7 @@ def _carry_out(client: Client, namespace: str, name: str, servers: list[str]) ->
     except NotFound:
         current = None
     data = (current or {}).get("data") or {}
-    text = with_servers(data.get(CONFIG_KEY), servers)
+    text = wanted.applied_to(data.get(CONFIG_KEY))
     if current is None:
         client.create(resource_path("", "v1", "configmaps", namespace=namespace), {
             "apiVersion": "v1", "kind": "ConfigMap",

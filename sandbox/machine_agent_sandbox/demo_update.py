@@ -6,6 +6,7 @@ the hook's answer while the node stays in service."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import yaml
@@ -22,7 +23,7 @@ from machine_agent_sandbox.updates import (
     wait_bootstrapped,
 )
 
-SHOWN = ("AgentConfigApplied", "TimeSynchronized", "NodeBootstrapped")
+SHOWN = ("AgentConfigApplied", "TimeSynchronized", "NodeJoined", "NodeBootstrapped")
 
 
 def say(text: str = "") -> None:
@@ -42,14 +43,14 @@ def demo_update(box: Sandbox, update: Update, start: float) -> int:
     wait_bootstrapped(box, node)
     say(f"  NodeBootstrapped True: the node joined and is in service "
         f"({time.monotonic() - start:.1f}s)")
-    chrony_conf = node.root / "etc/chrony/chrony.conf"
-    before = chrony_conf.read_text()
+    kept = [node.root / "etc/chrony/chrony.conf", node.root / "var/lib/kubelet/kubeadm-flags.env"]
+    before = [path.read_text() for path in kept]
     caller = start_extension(box)
     say("\n$ machine-agent-update-extension --kubeconfig ADMIN --cert ... --port 9443   "
         "(beside the API server)")
     say(f"\nfault   | {update.story}")
-    say(f"Cluster API | UpdateMachine {node.name}: KubeadmConfig ntp.servers "
-        f"{list(update.servers)}")
+    say(f"Cluster API | UpdateMachine {node.name}: KubeadmConfig "
+        f"{json.dumps(update.bootstrap_spec())}")
 
     last: list[str] = []
 
@@ -65,7 +66,7 @@ def demo_update(box: Sandbox, update: Update, start: float) -> int:
             say(line)
         last.append(line)
 
-    final = play_update(caller, update_request(box, node, update.servers), shown)
+    final = play_update(caller, update_request(box, node, update), shown)
     conditions = box.conditions(node)
     say(f"\n$ kubectl get machine {node.name} -n {box.admin.ns} -o yaml   "
         "(status.conditions, in part)")
@@ -82,14 +83,16 @@ def demo_update(box: Sandbox, update: Update, start: float) -> int:
                         f"{applied.get('reason')}, not False {update.reason}")
     if (conditions.get("NodeBootstrapped") or {}).get("status") != "True":
         problems.append("the node left service (NodeBootstrapped is not True)")
-    if chrony_conf.read_text() != before:
-        problems.append(f"{chrony_conf} was not rolled back")
+    problems.extend(f"{path} was not rolled back" for path, text in zip(kept, before,
+                                                                        strict=True)
+                    if path.read_text() != text)
     say("")
     for problem in problems:
         say(f"UNEXPECTED: {problem}")
     if not problems:
-        say(f"as expected: the change was tried and rolled back (chronyd on its previous "
-            f"servers), AgentConfigApplied is False with reason {update.reason}, "
-            "UpdateMachine failed with the agent's reason, and the node stayed in service")
+        say(f"as expected: the change was tried and rolled back (chronyd's servers and the "
+            f"kubelet's flags as before), AgentConfigApplied is False with reason "
+            f"{update.reason}, UpdateMachine failed with the agent's reason, and the node "
+            "stayed in service")
     say(f"demo took {time.monotonic() - start:.1f}s")
     return 1 if problems else 0

@@ -48,8 +48,10 @@ The workload cluster it joins is a JSON "world" file ($KUBEADM_STANDIN_WORLD):
                       stacked etcd members
   clusterConfiguration (written by init) what a joining control plane reads
   uploadedCerts       {"key": certificateKey}: the kubeadm-certs Secret init uploaded
-Run as `python -m machine_agent_sandbox.kubeadm_standin [kubelet] ARGS`; `install()` writes
-`kubeadm` and `kubelet` wrappers into a bin directory with the root and world baked in.
+Run as `python -m machine_agent_sandbox.kubeadm_standin [kubelet] ARGS` (or
+`restart-kubelet`: the node's `systemctl restart kubelet`); `install()` writes `kubeadm`,
+`kubelet` and `restart-kubelet` wrappers into a bin directory with the root and world
+baked in.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from machine_agent_sandbox.files import write_atomic
+from machine_agent_sandbox.kubeadm import kubelet_service
 from machine_agent_sandbox.kubeadm.errors import exit_with
 from machine_agent_sandbox.kubeadm.init import init
 from machine_agent_sandbox.kubeadm.join import join
@@ -79,6 +82,8 @@ def main(argv: list[str]) -> int:
                 print(f"Kubernetes {version}")
                 return 0
             raise Failed("the kubelet stand-in only answers --version")
+        if argv[:1] == ["restart-kubelet"]:
+            return kubelet_service.restart(root)
         if argv[:3] == ["version", "-o", "short"]:
             print(version)
             return 0
@@ -96,10 +101,12 @@ def main(argv: list[str]) -> int:
 
 
 def install(bin_dir: Path, root: Path, world: Path) -> None:
-    """Write `kubeadm` and `kubelet` wrappers into bin_dir, bound to root and world."""
+    """Write `kubeadm` and `kubelet` wrappers into bin_dir, bound to root and world, and
+    `restart-kubelet`, the node's `systemctl restart kubelet` (kubeadm.kubelet_service)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     env = f"KUBEADM_STANDIN_ROOT='{root}' KUBEADM_STANDIN_WORLD='{world}'"
-    for name, extra in (("kubeadm", ""), ("kubelet", " kubelet")):
+    for name, extra in (("kubeadm", ""), ("kubelet", " kubelet"),
+                        ("restart-kubelet", " restart-kubelet")):
         script = bin_dir / name
         script.write_text(f"#!/bin/sh\n{env} exec '{sys.executable}' -m "
                           f"machine_agent_sandbox.kubeadm_standin{extra} \"$@\"\n")

@@ -23,6 +23,7 @@ from machine_agent_sandbox.cleanup import Registry
 from machine_agent_sandbox.cluster import POOL, Admin
 from machine_agent_sandbox.files import write_atomic
 from machine_agent_sandbox.kubeadm.hostname import KERNEL_HOSTNAME
+from machine_agent_sandbox.kubeadm.kubelet_service import PIDFILE as KUBELET_PIDFILE
 from machine_agent_sandbox.kubeadm_standin import install
 from machine_agent_sandbox.netns import (
     DATA_LINK,
@@ -125,6 +126,8 @@ class Node:
         self.runtime_socket.parent.mkdir(parents=True, exist_ok=True)
         self.save_world()
         install(self.home / "bin", self.root, self.world)
+        self.write_guard()
+        registry.pidfile(self.root / KUBELET_PIDFILE)  # its kubelet's healthz, once started
         chrony = Client(registry, self.home / "chrony", self.root)
         cluster = {"server": f"https://{MANAGEMENT_ADDRESS}:{MANAGEMENT_PORT}"}
         if admin.ca is not None:
@@ -153,7 +156,9 @@ class Node:
                            "managementEndpoint": f"{MANAGEMENT_ADDRESS}:{MANAGEMENT_PORT}"},
             },
             "time": chrony.time_settings(),
-            "join": {"timeout": "30s", "retryDelay": "200ms"},
+            "join": {"timeout": "30s", "retryDelay": "200ms",
+                     "kubeletRestartCommand": [str(self.home / "bin/restart-kubelet")],
+                     "kubeletRestartTimeout": "5s"},
             "retry": {"attempts": 2, "initialDelay": "200ms", "maxDelay": "500ms"},
             **addressing.settings(self),
             **(extra or {}),
@@ -161,6 +166,15 @@ class Node:
         self.write("/etc/machine-agent/config.yaml", yaml.safe_dump(
             {"apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig", "spec": spec},
             sort_keys=False), mode=0o600)
+
+    def write_guard(self) -> None:
+        """A `systemctl` first on the node's PATH that refuses: the sandbox's node has its
+        own commands for what systemd would do (the kubelet's restart, chronyd's), and
+        nothing the agent runs here may reach the host's services."""
+        guard = self.home / "bin/systemctl"
+        guard.write_text("#!/bin/sh\necho \"systemctl $*: refused in the sandbox (the host's "
+                         "services are not the node's)\" >&2\nexit 1\n")
+        guard.chmod(0o755)
 
     def save_world(self) -> None:
         write_atomic(self.world, json.dumps(self.workload))

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 EXTENSION_PORT = 9443
 ANSWER_WAIT = 60.0
-"""Bound on one update: the agent's trial of an NTP change takes its syncTimeout (5 s in
-the sandbox), a rollback as long again."""
+"""Bound on one update: the agent's trial of a change takes its syncTimeout or
+kubeletRestartTimeout (5 s each in the sandbox), a rollback as long again."""
 RETRY_CAP = 1.0
 """The demo asks again sooner than the `retryAfterSeconds` the extension answers (5 s)."""
 UNANSWERED = "198.51.100.123"
@@ -46,20 +46,37 @@ UNANSWERED = "198.51.100.123"
 class Update:
     name: str
     story: str
-    servers: tuple[str, ...]
-    """The KubeadmConfig's ntp.servers the MachineDeployment's new template asks for."""
     reason: Reason | None
     """The reason of the Machine's AgentConfigApplied when the agent refuses the change
     (None: the change is made)."""
+    servers: tuple[str, ...] = ()
+    """The KubeadmConfig's ntp.servers the MachineDeployment's new template asks for."""
+    kubelet_args: tuple[tuple[str, str], ...] = ()
+    """Its joinConfiguration.nodeRegistration.kubeletExtraArgs."""
+
+    def bootstrap_spec(self) -> Obj:
+        spec: Obj = {}
+        if self.servers:
+            spec["ntp"] = {"enabled": True, "servers": list(self.servers)}
+        if self.kubelet_args:
+            spec["joinConfiguration"] = {"nodeRegistration": {"kubeletExtraArgs": [
+                {"name": n, "value": v} for n, v in self.kubelet_args]}}
+        return spec
 
 
 UPDATES = {u.name: u for u in (
     Update("update-ntp-down", f"an in-place update moves the node to an NTP server that "
-           f"does not answer ({UNANSWERED})", (UNANSWERED,), Reason.TimeNotSynchronized),
+           f"does not answer ({UNANSWERED})", Reason.TimeNotSynchronized,
+           servers=(UNANSWERED,)),
+    Update("update-kubelet-flag", "an in-place update gives the kubelet a flag it does not "
+           "know (--no-such-flag)", Reason.KubeletNotHealthy,
+           kubelet_args=(("max-pods", "200"), ("no-such-flag", "1"))),
 )}
 """The demo's in-place update faults."""
-ADD_SERVER = Update("update-ntp", "an in-place update adds an NTP server",
-                    (NTP_ADDRESS, UNANSWERED), None)
+ADD_SERVER = Update("update-ntp", "an in-place update adds an NTP server", None,
+                    servers=(NTP_ADDRESS, UNANSWERED))
+MAX_PODS = Update("update-kubelet", "an in-place update raises the kubelet's max-pods", None,
+                  kubelet_args=(("max-pods", "200"),))
 
 
 def config_object(node: Node) -> str:
@@ -135,9 +152,9 @@ def start_extension(box: Sandbox) -> Admin:
             time.sleep(0.1)
 
 
-def update_request(box: Sandbox, node: Node, servers: tuple[str, ...]) -> Obj:
+def update_request(box: Sandbox, node: Node, update: Update) -> Obj:
     """UpdateMachineRequest as Cluster API's Machine controller sends it: the desired
-    Machine, infrastructure machine and KubeadmConfig (its ntp changed)."""
+    Machine, infrastructure machine and KubeadmConfig (with the update's changes)."""
     machine = box.admin.machine(node.name)
     return {"apiVersion": GROUP_VERSION, "kind": "UpdateMachineRequest", "settings": {},
             "desired": {
@@ -150,7 +167,7 @@ def update_request(box: Sandbox, node: Node, servers: tuple[str, ...]) -> Obj:
                     "apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2",
                     "kind": "KubeadmConfig",
                     "metadata": {"name": node.name, "namespace": box.admin.ns},
-                    "spec": {"ntp": {"enabled": True, "servers": list(servers)}}}}}
+                    "spec": update.bootstrap_spec()}}}
 
 
 def play_update(caller: Admin, request: Obj, on_answer: Callable[[Obj], None]) -> Obj:

@@ -13,10 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from machine_agent_sandbox.kubeadm.kubelet_service import HEALTHZ_PORT
 from machine_agent_sandbox.netns import NTP_ADDRESS
+from machine_agent_sandbox.node import Node
 from machine_agent_sandbox.sandbox import Sandbox
 from machine_agent_sandbox.updates import (
     ADD_SERVER,
+    MAX_PODS,
     UNANSWERED,
     UPDATES,
     follow_config_object,
@@ -28,6 +31,8 @@ from machine_agent_sandbox.updates import (
 )
 
 from agent.host import Host
+from agent.phases.join.kubeletflags import parse
+from agent.phases.join.result import JoinRecord
 from agent.state import Journal
 
 pytestmark = pytest.mark.allow_processes
@@ -40,12 +45,12 @@ def test_an_ntp_change_is_made_in_place_and_a_failing_one_rolled_back_with_its_r
     follow_config_object(box, node)
     start_daemon(box, node)
     wait_bootstrapped(box, node)
-    joined = Journal.load(Host(node.root)).phases["join"]
+    joined = Journal.load(Host(node.root)).section(JoinRecord).attempts
     caller = start_extension(box)
     sources = node.root / "etc/chrony/chrony.conf"
 
     answers: list[dict[str, object]] = []
-    final = play_update(caller, update_request(box, node, ADD_SERVER.servers), answers.append)
+    final = play_update(caller, update_request(box, node, ADD_SERVER), answers.append)
     assert final["status"] == "Success", answers
     assert answers[0].get("retryAfterSeconds"), answers  # in progress until the node proved it
     text = sources.read_text()
@@ -54,7 +59,7 @@ def test_an_ntp_change_is_made_in_place_and_a_failing_one_rolled_back_with_its_r
     assert applied["status"] == "True", applied
 
     fault = UPDATES["update-ntp-down"]
-    final = play_update(caller, update_request(box, node, fault.servers), lambda a: None)
+    final = play_update(caller, update_request(box, node, fault), lambda a: None)
     assert final["status"] == "Failure", final
     conditions = box.conditions(node)
     refused = conditions["AgentConfigApplied"]
@@ -63,7 +68,7 @@ def test_an_ntp_change_is_made_in_place_and_a_failing_one_rolled_back_with_its_r
         final["message"]), (final, refused)
     assert sources.read_text() == text  # rolled back: the servers of the update before
     assert conditions["NodeBootstrapped"]["status"] == "True"  # the node stays in service
-    assert Journal.load(Host(node.root)).phases["join"] == joined  # never joined again
+    assert Journal.load(Host(node.root)).section(JoinRecord).attempts == joined  # no new join
 
 
 def test_the_demo_shows_a_failing_update_rolled_back_and_leaves_nothing_behind() -> None:
@@ -87,3 +92,44 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError:  # the process ended meanwhile
         return b""
+
+
+def test_a_kubelet_flag_is_set_in_place_and_one_the_kubelet_refuses_rolled_back(
+        bring_up: Callable[[int], Sandbox]) -> None:
+    box = bring_up(1)
+    (node,) = box.nodes
+    follow_config_object(box, node)
+    start_daemon(box, node)
+    wait_bootstrapped(box, node)
+    joined = Journal.load(Host(node.root)).section(JoinRecord).attempts
+    caller = start_extension(box)
+    flags = node.root / "var/lib/kubelet/kubeadm-flags.env"
+    as_kubeadm_wrote = flags.read_text()
+
+    final = play_update(caller, update_request(box, node, MAX_PODS), lambda a: None)
+    assert final["status"] == "Success", final
+    changed = flags.read_text()
+    assert parse(changed) == {**parse(as_kubeadm_wrote), "max-pods": "200"}
+    assert _healthz(box, node) == "ok"  # the kubelet restarted with them, healthy
+
+    fault = UPDATES["update-kubelet-flag"]
+    final = play_update(caller, update_request(box, node, fault), lambda a: None)
+    assert final["status"] == "Failure", final
+    refused = box.conditions(node)["AgentConfigApplied"]
+    assert (refused["status"], refused["reason"]) == ("False", "KubeletNotHealthy"), refused
+    assert "--no-such-flag=1" in refused["message"]
+    assert f"KubeletNotHealthy: {refused['message']}" in str(final["message"])
+    assert flags.read_text() == changed  # rolled back to the flags of the update before
+    assert _healthz(box, node) == "ok"  # and the kubelet restarted healthy with them
+    assert "unknown flag: --no-such-flag" in (node.root / "var/log/kubelet.log").read_text()
+    assert box.conditions(node)["NodeBootstrapped"]["status"] == "True"
+    assert Journal.load(Host(node.root)).section(JoinRecord).attempts == joined  # no new join
+
+
+def _healthz(box: Sandbox, node: Node) -> str:
+    """The kubelet's healthz as the agent asks it, from inside the node's namespace."""
+    done = subprocess.run(["ip", "netns", "exec", node.netns, sys.executable, "-c",
+                           "from agent.phases.join.kubeletrestart import healthz; "
+                           f"print(healthz('http://127.0.0.1:{HEALTHZ_PORT}/healthz'))"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.strip()

@@ -28,6 +28,8 @@ from agent.phases.facts import ClockChecked, ControlPlaneMember, NodeName
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
 from agent.phases.join.doctor import checks
 from agent.phases.join.dropins import environment
+from agent.phases.join.kubeletflags import FLAGS_FILE, keep, parse, render
+from agent.phases.join.kubeletrestart import restart_kubelet
 from agent.phases.join.managed import ManagedJoin, node_state, owner_ids
 from agent.phases.join.node import confirm_node
 from agent.phases.join.ondisk import current_content
@@ -59,6 +61,8 @@ class JoinPhase(PhaseOf[JoinResult]):
     provides = (NodeName, ControlPlaneMember)
     needs = (ClockChecked,)
     Result = JoinResult
+    reconfigurable = True
+    """On a joined node only the kubelet's flags are changed (kubeadm never runs again)."""
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
         return checks(self, doctor)
@@ -86,6 +90,8 @@ class JoinPhase(PhaseOf[JoinResult]):
             plan.notes.append(f"already joined ({KUBELET_CONF} points at "
                               f"{source.target.expected_server}): kubeadm "
                               f"{facts.command}, bootcmd and runcmd are skipped")
+            if (flags := _kubelet_flags_change(ctx)) is not None:
+                plan.changes.append(flags)
         else:
             plan.changes.extend(_command_change(ctx, index, step, plan.failed, "bootcmd")
                                 for index, step in enumerate(source.cloud.boot))
@@ -239,6 +245,39 @@ def _sentinel_change(ctx: PhaseContext, write: Change, source: JoinSource,
         else f"Node {source.target.node_name}"
     return replace(write, summary=f"{write.summary} once {name} is registered",
                    action=confirm_then_write)
+
+
+def _kubelet_flags_change(ctx: PhaseContext) -> Change | None:
+    """On a joined node: nodeRegistration.kubeletExtraArgs kept in the kubelet's flags
+    (in place), the kubelet restarted and proven healthy; None when they are in force."""
+    spec = ctx.config.spec.join
+    record = ctx.journal.section(JoinRecord)
+    desired = dict(spec.node_registration.kubelet_extra_args)
+    text = ctx.host.read_text(FLAGS_FILE)
+    if text is None or (not desired and not record.kubelet_flags):  # the usual case
+        return None
+    current = parse(text)
+    flags, kept = keep(current, record.kubelet_flags or {}, desired)
+    if flags == current:
+        return None
+    content = render(flags)
+    changed = ", ".join([f"--{n}={v}" for n, v in sorted(flags.items())
+                         if current.get(n) != v] +
+                        [f"--{n} removed" for n in sorted(current) if n not in flags])
+
+    def rewrite_and_restart(host: Host) -> None:
+        host.write_file(FLAGS_FILE, content, mode=0o644)
+        record.kubelet_flags = kept or None  # journaled with the file: a rollback starts here
+        ctx.journal.save()
+        restart_kubelet(host, spec, changed, ctx.progress)
+
+    diff = "".join(difflib.unified_diff(text.splitlines(keepends=True),
+                                        content.splitlines(keepends=True),
+                                        fromfile=FLAGS_FILE, tofile=FLAGS_FILE))
+    return Change(f"kubelet-flags:{digest(content)[7:19]}",
+                  f"set the kubelet's flags in place ({changed}) in {FLAGS_FILE}, restart "
+                  f"the kubelet and wait for it to answer healthy", rewrite_and_restart,
+                  diff=diff, argv=tuple(spec.kubelet_restart_command))
 
 
 def _node_name(ctx: PhaseContext, source: JoinSource) -> str:

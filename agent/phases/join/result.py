@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from agent.phases.base import PhaseResult
 from agent.phases.facts import ControlPlaneMember, Fact, NodeName
+from agent.phases.join.kubeletflags import KeptFlag
 from agent.state import Section
 
 
@@ -101,3 +102,6 @@ class JoinRecord(Section):
     named: str | None = None
     """The node name the kubeadm config file gave when kubeadm ran, where the
     preKubeadmCommands replace a placeholder in it (Flatcar's `sed`)."""
+    kubelet_flags: dict[str, KeptFlag] | None = None
+    """The kubelet flags the agent keeps in kubeadm-flags.env on the joined node, each
+    with the value it replaced (agent.phases.join.kubeletflags)."""

@@ -47,7 +47,8 @@ def start(argv: list[str], systemd: Systemd, *, log: Path | None = None,
           **env: str) -> subprocess.Popen[str]:
     """The daemon's child process; its output piped, or appended to `log` (for a long
     run whose output nobody reads meanwhile)."""
-    full = {**os.environ, "PYTHONPATH": str(REPO), "NOTIFY_SOCKET": systemd.path, **env}
+    full = {**os.environ, "PYTHONPATH": str(REPO), "NOTIFY_SOCKET": systemd.path,
+            "PATH": f"{REPO / 'tests/guard-bin'}:{os.environ.get('PATH', '')}", **env}
     if log is None:
         return subprocess.Popen([sys.executable, *argv], env=full, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -469,7 +469,7 @@ def test_a_changed_time_server_is_applied_to_chronyd_and_the_node_never_joins_ag
         assert applied["reason"] == "Reconfigured"
         digest = content_digest(time_config(run, ntp_port, dead_port))
         assert applied["message"] == \
-            f"configmap {admin.ns}/{CONFIGMAP} ({digest}) applied to network, time"
+            f"configmap {admin.ns}/{CONFIGMAP} ({digest}) applied to network, time, join"
         assert f"server 127.0.0.1 port {dead_port}" in dropin.read_text()
         synced = condition(admin, "TimeSynchronized")
         assert synced is not None and synced["status"] == "True", synced
@@ -550,7 +550,8 @@ def test_a_configmap_broken_while_the_daemon_was_stopped_leaves_a_joined_node_re
         admin, "AgentConfigApplied"), "the fix applied")
     digest = content_digest(agent_config("  time:\n    maxOffset: 300ms\n"))
     assert (applied["reason"], applied["message"]) == (
-        "Reconfigured", f"configmap {admin.ns}/{CONFIGMAP} ({digest}) applied to network, time")
+        "Reconfigured",
+        f"configmap {admin.ns}/{CONFIGMAP} ({digest}) applied to network, time, join")
     assert condition(admin, "NodeBootstrapped") == ready
     assert daemon.output().count("kubeadm join, attempt") == 1
     daemon.stop()

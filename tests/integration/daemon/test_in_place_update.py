@@ -19,6 +19,7 @@ from agent.host import Host
 from agent.inplace.update import update_machine
 from agent.kube.client import Client
 from agent.kube.kubeconfig import Credentials
+from agent.phases.join.result import JoinRecord
 from agent.state import Journal
 from tests.chronyd import chronyd, free_udp_ports, ntp_server, private_dir
 from tests.integration.daemon.test_daemon_lifecycle import (
@@ -88,13 +89,13 @@ def timed_node(daemon: Daemon, admin: Admin, node: Node,
 @pytest.mark.allow_processes
 def test_an_ntp_change_is_applied_in_place_and_the_hook_answers_success(
         timed_node: Path, admin: Admin, node: Node, daemon: Daemon) -> None:
-    joined = Journal.load(Host(node.root)).phases["join"]
+    joined = Journal.load(Host(node.root)).section(JoinRecord).attempts
     client = extension_client(admin)
     request = request_for(admin, ["127.0.0.1", "localhost"])
     answer = until_answered(lambda: update_machine(request, client))
     assert answer["status"] == "Success", answer
     assert "server localhost" in timed_node.read_text()  # chronyd has it
-    assert Journal.load(Host(node.root)).phases["join"] == joined  # never joined again
+    assert Journal.load(Host(node.root)).section(JoinRecord).attempts == joined  # no new join
     assert update_machine(request, client)["retryAfterSeconds"] == 0  # asked again: done
     assert daemon.output().count("kubeadm join, attempt") == 1
 

@@ -99,7 +99,7 @@ def test_the_desired_servers_reach_the_agents_config_and_success_waits_for_the_a
     # the daemon applied it: its condition names the content (agent.daemon.reconfigure)
     label = ConfigRef("configmap", NS, CONFIGMAP, MACHINE).source(
         client.get(f"{CONFIGMAPS}/{CONFIGMAP}")).label
-    agent_reports(client, "True", f"{label} applied to network, time")
+    agent_reports(client, "True", f"{label} applied to network, time, join")
     done = update_machine(request, client)
     assert done["status"] == "Success" and done["retryAfterSeconds"] == 0
 

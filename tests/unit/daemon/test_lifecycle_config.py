@@ -25,13 +25,13 @@ def test_every_lifecycle_mistake_is_reported_with_its_path(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = write(tmp_path / "bad.yaml", """spec:
   lifecycle:
-    reconfigure: [time, join, time]
+    reconfigure: [time, cni, time]
     onDelete: {policy: wipe, resetTimeout: 0s}
 """)
     assert main(["config", "validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert ("spec.lifecycle.reconfigure[1]: join cannot be applied again on a running "
-            "node (name only network, time)") in err
+    assert ("spec.lifecycle.reconfigure[1]: cni cannot be applied again on a running "
+            "node (name only network, time, join)") in err
     assert "spec.lifecycle.onDelete.policy: " in err and "'wipe'" in err
     assert "spec.lifecycle.onDelete.resetTimeout: 0s must be greater than zero" in err
 
@@ -56,4 +56,5 @@ def test_the_default_policy_resets_releases_and_removes_in_that_order(tmp_path: 
     assert spec.on_delete.steps == ["kubeadmReset", "removeCniConfig"]
     assert spec.reconfigure is None and spec.watch
     # unset: every phase that can be applied again on a running node
-    assert [p.name for p in registry.load() if p.reconfigurable] == ["network", "time"]
+    assert [p.name for p in registry.load() if p.reconfigurable] == ["network", "time",
+                                                                      "join"]

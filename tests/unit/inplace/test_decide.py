@@ -104,3 +104,35 @@ def test_a_control_plane_machines_ntp_change_is_patched_on_its_kubeadm_config() 
     response = can_update_machine({"current": {"bootstrapConfig": {"spec": config}},
                                    "desired": {"bootstrapConfig": {"spec": desired}}})
     assert apply({"spec": config}, response["bootstrapConfigPatch"]) == {"spec": desired}
+
+
+def _kubelet_request(old: list[dict[str, str]], new: list[dict[str, str]]) -> dict[str, Any]:
+    """The recorded MachineSet request with only the kubelet's extra flags changed."""
+    request = recorded_request("in-place", "can-update-machineset")
+    cur = request["current"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
+    want = request["desired"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
+    want.update(copy.deepcopy(cur))
+    cur["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"] = old
+    want["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"] = new
+    return request
+
+
+def test_a_kubelet_flag_added_or_changed_is_made_in_place() -> None:
+    labels = {"name": "node-labels", "value": "tier=workers-v1"}
+    request = _kubelet_request([labels, {"name": "max-pods", "value": "110"}],
+                               [labels, {"name": "max-pods", "value": "200"},
+                                {"name": "eviction-hard", "value": "memory.available<5%"}])
+    assert in_place(request, can_update_machine_set(request))
+
+
+def test_kubelet_flags_the_node_cannot_change_in_place_are_rolled_out() -> None:
+    labels = {"name": "node-labels", "value": "tier=workers-v1"}
+    for old, new in (
+            ([labels], [{"name": "node-labels", "value": "tier=workers-v2"}]),  # at registration
+            ([labels, {"name": "max-pods", "value": "110"}], [labels]),  # a flag removed
+            ([labels], [labels, {"name": "register-with-taints", "value": "a=b:NoSchedule"}]),
+            ([labels], [labels, {"name": "max-pods", "value": "1 --kubeconfig=/x"}]),  # 2 flags
+            ([labels], [labels, {"name": "max-pods", "value": "1"},
+                        {"name": "max-pods", "value": "2"}])):  # given twice
+        request = _kubelet_request(old, new)
+        assert not in_place(request, can_update_machine_set(request)), new
