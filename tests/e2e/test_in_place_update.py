@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from machine_agent_sandbox.updates import (
     MAX_PODS,
     UNANSWERED,
     UPDATES,
+    config_object,
     follow_config_object,
     play_update,
     start_daemon,
@@ -31,6 +33,8 @@ from machine_agent_sandbox.updates import (
 )
 
 from agent.host import Host
+from agent.inplace.update import InPlace
+from agent.kube.machine_config import content_digest
 from agent.phases.join.kubeletflags import parse
 from agent.phases.join.result import JoinRecord
 from agent.state import Journal
@@ -133,3 +137,39 @@ def _healthz(box: Sandbox, node: Node) -> str:
                            f"print(healthz('http://127.0.0.1:{HEALTHZ_PORT}/healthz'))"],
                           capture_output=True, text=True, timeout=30, check=True)
     return done.stdout.strip()
+
+
+def test_plan_shows_a_pending_in_place_change_and_status_its_outcome(
+        bring_up: Callable[[int], Sandbox]) -> None:
+    """The operator's view on the node: what the Machine's AgentConfig object asks that
+    the node does not run yet (`plan`, with the digest the update waits for), then, once
+    the daemon applied it, `status` with AgentConfigApplied and a plan with nothing left."""
+    box = bring_up(1)
+    (node,) = box.nodes
+    follow_config_object(box, node)
+    code, lines = node.run("run")
+    assert code == 0, "\n".join(lines)
+    path = f"/api/v1/namespaces/{box.admin.ns}/configmaps/{config_object(node)}"
+    text = InPlace(servers=ADD_SERVER.servers, kubelet_args=MAX_PODS.kubelet_args).applied_to(
+        box.admin.call("GET", path)["data"]["config.yaml"])
+    box.admin.call("PATCH", path, {"data": {"config.yaml": text}},
+                   content_type="application/merge-patch+json")
+    code, plan = node.run("plan")
+    shown = "\n".join(plan)
+    assert code == 0, shown
+    assert (f"configuration: the node's files and configmap {box.admin.ns}/"
+            f"{config_object(node)} ({content_digest(text)})") in shown
+    assert "set the kubelet's flags in place (--max-pods=200)" in shown
+    assert f"+server {UNANSWERED} iburst" in shown
+    assert "+KUBELET_KUBEADM_ARGS=\"--max-pods=200\"" in shown
+
+    start_daemon(box, node)
+    deadline = time.monotonic() + 60
+    while (box.conditions(node).get("AgentConfigApplied") or {}).get("status") != "True":
+        assert time.monotonic() < deadline, box.conditions(node)
+        time.sleep(0.5)
+    code, status = node.run("status")
+    applied = next(line for line in status if line.startswith("AgentConfigApplied"))
+    assert "True" in applied and content_digest(text) in applied, status
+    code, plan = node.run("plan")
+    assert code == 0 and not [line for line in plan if line.lstrip().startswith("~ ")], plan
