@@ -7,11 +7,14 @@ rolled back, and the reason reaches both the Machine and the hook's answer."""
 
 from __future__ import annotations
 
+import copy
+import json
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from machine_agent_sandbox.kubeadm.kubelet_service import HEALTHZ_PORT
@@ -173,3 +176,50 @@ def test_plan_shows_a_pending_in_place_change_and_status_its_outcome(
     assert "True" in applied and content_digest(text) in applied, status
     code, plan = node.run("plan")
     assert code == 0 and not [line for line in plan if line.lstrip().startswith("~ ")], plan
+
+
+RECORDED = json.loads((Path(__file__).parents[1] / "fixtures/real-capi/"
+                       "in-place-sandbox-node.json").read_text())["hook_calls"]
+
+
+def _recorded_updates() -> list[tuple[dict[str, Any], list[str]]]:
+    """Each template change's first UpdateMachine request as Cluster API sent it, with the
+    statuses the extension answered it, in order (in progress, then final)."""
+    groups: list[tuple[dict[str, Any], list[str]]] = []
+    for call in RECORDED:
+        if call["path"].endswith("can-update-machineset"):
+            groups.append(({}, []))
+        elif call["path"].endswith("update-machine"):
+            request, answers = groups[-1]
+            request.update(request or copy.deepcopy(call["request"]))
+            status = call["response"]["status"]
+            answers.append("in progress" if call["response"].get("retryAfterSeconds")
+                           else status)
+    return groups
+
+
+def test_the_real_controllers_update_calls_replayed_on_a_sandbox_node(
+        bring_up: Callable[[int], Sandbox]) -> None:
+    """Cluster API v1.14's UpdateMachine requests, recorded while a sandbox node's daemon
+    carried them out, replayed on this one: the same answers in the same order (in
+    progress, Success; in progress, Failure), the kubelet's flags and chronyd's servers
+    as the recorded node had them."""
+    box = bring_up(1)
+    (node,) = box.nodes
+    follow_config_object(box, node)
+    start_daemon(box, node)
+    wait_bootstrapped(box, node)
+    caller = start_extension(box)
+    flags = node.root / "var/lib/kubelet/kubeadm-flags.env"
+    for request, recorded in _recorded_updates():
+        request["desired"]["machine"]["metadata"].update(name=node.name,
+                                                         namespace=box.admin.ns)
+        seen: list[dict[str, Any]] = []
+        play_update(caller, request, seen.append)
+        answers = ["in progress" if a.get("retryAfterSeconds") else str(a["status"])
+                   for a in seen]
+        assert answers[0] == recorded[0] == "in progress"
+        assert answers[-1] == recorded[-1], (answers, recorded)
+        assert parse(flags.read_text())["max-pods"] == "200"  # v2's; v3 rolled back to it
+    chrony = (node.root / "etc/chrony/chrony.conf").read_text()
+    assert f"server {NTP_ADDRESS}" in chrony and "server 198.51.100.123" in chrony
