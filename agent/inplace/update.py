@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import yaml
 
 from agent.errors import AgentError
-from agent.inplace.decide import kubelet_args, ntp_servers
+from agent.inplace.decide import kept_files, kubelet_args, ntp_servers
 from agent.inplace.hooks import GROUP_VERSION, Obj, failure
 from agent.kube.client import Client, resource_path
 from agent.kube.errors import NotFound
@@ -47,16 +47,19 @@ class InPlace:
 
     servers: tuple[str, ...] = ()
     kubelet_args: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[tuple[str, str], ...], ...] = ()
+    """Each file's {path, content, permissions, owner}, as items."""
 
     @classmethod
     def of(cls, bootstrap_spec: Obj) -> InPlace:
         return cls(tuple(ntp_servers(bootstrap_spec.get("ntp"))),
-                   tuple(sorted((kubelet_args(bootstrap_spec) or {}).items())))
+                   tuple(sorted((kubelet_args(bootstrap_spec) or {}).items())),
+                   tuple(tuple(f.items()) for f in kept_files(bootstrap_spec) or []))
 
     def applied_to(self, text: str | None) -> str:
         """The AgentConfig text with these settings: `spec.time.servers` (each server's
-        other settings kept) and `spec.join.nodeRegistration.kubeletExtraArgs`;
-        everything else as it was."""
+        other settings kept), `spec.join.nodeRegistration.kubeletExtraArgs` and
+        `spec.join.files`; everything else as it was."""
         doc = yaml.safe_load(text) if text else None
         doc = doc if isinstance(doc, dict) else dict(SKELETON)
         spec = doc.setdefault("spec", {})
@@ -69,6 +72,8 @@ class InPlace:
         if self.kubelet_args:
             registration = spec.setdefault("join", {}).setdefault("nodeRegistration", {})
             registration["kubeletExtraArgs"] = dict(self.kubelet_args)
+        if self.files:
+            spec.setdefault("join", {})["files"] = [dict(f) for f in self.files]
         return str(yaml.safe_dump(doc, sort_keys=False))
 
 

@@ -23,6 +23,9 @@ from machine_agent_sandbox.node import Node
 from machine_agent_sandbox.sandbox import Sandbox
 from machine_agent_sandbox.updates import (
     ADD_SERVER,
+    DEMO_FILE,
+    FILE_V1,
+    FILE_V2_BAD_FLAG,
     MAX_PODS,
     UNANSWERED,
     UPDATES,
@@ -223,3 +226,29 @@ def test_the_real_controllers_update_calls_replayed_on_a_sandbox_node(
         assert parse(flags.read_text())["max-pods"] == "200"  # v2's; v3 rolled back to it
     chrony = (node.root / "etc/chrony/chrony.conf").read_text()
     assert f"server {NTP_ADDRESS}" in chrony and "server 198.51.100.123" in chrony
+
+
+def test_files_are_written_in_place_and_put_back_when_the_change_fails(
+        bring_up: Callable[[int], Sandbox]) -> None:
+    """A file written by an in-place update; then an update that changes it, adds another
+    and fails on the kubelet: both files are as they were before it (the new one gone)."""
+    box = bring_up(1)
+    (node,) = box.nodes
+    follow_config_object(box, node)
+    start_daemon(box, node)
+    wait_bootstrapped(box, node)
+    caller = start_extension(box)
+    demo, new = node.root / DEMO_FILE.lstrip("/"), node.root / "etc/machine-agent-new.conf"
+
+    final = play_update(caller, update_request(box, node, FILE_V1), lambda a: None)
+    assert final["status"] == "Success", final
+    assert demo.read_text() == "generation 1\n" and demo.stat().st_mode & 0o7777 == 0o644
+
+    final = play_update(caller, update_request(box, node, FILE_V2_BAD_FLAG), lambda a: None)
+    assert final["status"] == "Failure" and "KubeletNotHealthy" in str(final["message"])
+    assert demo.read_text() == "generation 1\n"  # put back
+    assert not new.exists()  # it was not there before the change
+    log = (box.registry.base / f"{node.name}-daemon.log").read_text()
+    assert "create /etc/machine-agent-new.conf (mode 0644) (kept in place)" in log  # tried
+    assert "remove /etc/machine-agent-new.conf (no longer in spec.join.files" in log
+    assert box.conditions(node)["NodeBootstrapped"]["status"] == "True"
