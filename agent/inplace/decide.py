@@ -7,12 +7,11 @@ patches exactly the fields the agent carries out on a running node and leaves th
 a KubeadmConfig's `ntp` (the agent's time phase owns time sync), kubelet flags added or
 changed in joinConfiguration.nodeRegistration.kubeletExtraArgs and `files` added or
 changed with their content inline (the join phase keeps both on a joined node), all
-reaching the node through its AgentConfig object
-(update.py), and a MachineSet's switch to another bootstrap config template (the template
-itself is judged field by field). A changed Kubernetes version, infrastructure, a
-removed file or one from a Secret, users, taints, a removed kubelet flag or one the
-kubelet reads only when it registers (node-labels) stay different: those Machines are
-replaced.
+reaching the node through its AgentConfig object (update.py), and a MachineSet's switch
+to another bootstrap config template (the template itself is judged field by field). A
+changed Kubernetes version, infrastructure, a removed file or one from a Secret, users,
+taints, a removed kubelet flag or one the kubelet reads only when it registers
+(node-labels) stay different: those Machines are replaced.
 """
 
 from __future__ import annotations
@@ -75,6 +74,8 @@ def kept_files(spec: Any) -> list[Obj] | None:
                 or checks.file_owner(kept["owner"]):
             return None
         files.append(kept)
+    if len({f["path"] for f in files}) != len(files):
+        return None  # a path listed twice: the node's configuration would refuse it
     return files
 
 

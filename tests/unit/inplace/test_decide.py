@@ -101,7 +101,8 @@ def test_files_the_node_cannot_keep_in_place_are_rolled_out() -> None:
             [{**one, "encoding": "base64", "content": "MQo="}],
             [{**one, "append": True}],
             [{**one, "content": "2\n", "permissions": "u+x"}],
-            [{**one, "content": "2\n", "path": "etc/relative"}]):
+            [{**one, "content": "2\n", "path": "etc/relative"}],
+            [one, {**one, "content": "2\n"}]):  # a path twice
         request = _files_request([one], new)
         assert not in_place(request, can_update_machine_set(request)), new
 
