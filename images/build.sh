@@ -10,6 +10,7 @@
 #       (its dependencies as requirements/runtime.txt pins them), its units and drop-ins,
 #       a default /etc/machine-agent/config.yaml; its postinst enables, never starts
 #   images/build.sh image --out DIR [--site-bin DIR] [--overlay DIR]... [--enable UNIT]...
+#                         [--with-ssh]
 #       build DIR/rootfs.raw (ext4, no partition table), DIR/vmlinuz, DIR/initrd.img and
 #       DIR/cmdline; boot it with images/boot.sh DIR (qemu, -kernel/-initrd: no boot loader)
 #
@@ -18,6 +19,8 @@
 #   --overlay DIR   a tree copied over / of the image (e.g. etc/machine-agent/config.yaml);
 #                   repeatable, copied in the order given
 #   --enable UNIT   also enable this unit (one from the overlay); repeatable
+#   --with-ssh      start sshd at boot (host keys made at the node's first boot; give
+#                   authorized keys through cloud-init or an overlay); off by default
 #
 # Environment: MIRROR (Debian mirror; default: debootstrap's own), CACHE_DIR (default
 # /var/cache/machine-agent-image), PYTHON (builds the wheels; default: the repo's .venv),
@@ -191,13 +194,14 @@ install_units() {  # $1: tree (the .deb's staging tree): the units and the files
 }
 
 build_image() {
-  local out="" site_bin="" overlays=() enable=()
+  local out="" site_bin="" overlays=() enable=() ssh=0
   while (($#)); do
     case $1 in
       --out) out=$2; shift 2 ;;
       --site-bin) site_bin=$2; shift 2 ;;
       --overlay) overlays+=("$2"); shift 2 ;;
       --enable) enable+=("$2"); shift 2 ;;
+      --with-ssh) ssh=1; shift ;;
       *) echo "unknown option: $1" >&2; exit 2 ;;
     esac
   done
@@ -231,6 +235,32 @@ build_image() {
   done
   if ((${#enable[@]})); then
     systemctl --root="$tree" enable "${enable[@]}" >&2
+  fi
+  # sshd: for logging into a node that failed to join, when the site wants it. Its host
+  # keys are never in the image (every node would share them): cloud-init's ssh module
+  # makes them at the first boot, before ssh.service starts.
+  rm -f "$tree"/etc/ssh/ssh_host_*
+  mkdir -p "$tree/etc/systemd/system/ssh.service.d"
+  printf '%s\n' '# The image has no host keys; make any missing (as cloud-init does, where it runs).' \
+    '[Service]' 'ExecStartPre=/usr/bin/ssh-keygen -A' \
+    >"$tree/etc/systemd/system/ssh.service.d/host-keys.conf"
+  if ((ssh)); then
+    systemctl --root="$tree" enable ssh.service >&2
+  else
+    systemctl --root="$tree" disable ssh.service >&2
+  fi
+  # cloud-init's locale module sets its default, en_US.UTF-8 (update-locale refuses a
+  # locale that was never generated: `cloud-init status` would say error).
+  grep -qx "en_US.UTF-8 UTF-8" "$tree/etc/locale.gen" 2>/dev/null ||
+    echo "en_US.UTF-8 UTF-8" >>"$tree/etc/locale.gen"
+  chroot "$tree" locale-gen >&2
+  # No machine ID in the image (the base tree's would be every node's): an empty file,
+  # so systemd makes the node's own at its first boot (machine-id(5)). Not
+  # `uninitialized`: that boot would also apply the presets to every unit, and Debian's
+  # ("enable *") would start what the image leaves off, sshd among them.
+  : >"$tree/etc/machine-id"
+  if [ -f "$tree/var/lib/dbus/machine-id" ] && [ ! -L "$tree/var/lib/dbus/machine-id" ]; then
+    rm -f "$tree/var/lib/dbus/machine-id"
   fi
   cp "$tree"/boot/vmlinuz-* "$out/vmlinuz"
   cp "$tree"/boot/initrd.img-* "$out/initrd.img"

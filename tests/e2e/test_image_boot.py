@@ -26,6 +26,7 @@ minute; a cold one adds the debootstrap, a few minutes. Nothing leaves the VM.
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -46,7 +47,7 @@ pytestmark = pytest.mark.allow_processes
 def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The serial console of one boot of a freshly built image, ANSI colours removed."""
     return build_and_boot(tmp_path_factory.mktemp("image"), [
-        "--enable", "ntp-test-server.service",
+        "--with-ssh", "--enable", "ntp-test-server.service",
         "--enable", "cri-standin.socket", "--enable", "workload-apiserver.service",
         "--enable", "kubelet-standin.service",
         "--enable", "machine-agent-boot-report.service",
@@ -61,11 +62,25 @@ def build_and_boot(work: Path, extra: list[str]) -> list[str]:
     started = time.monotonic()
     build_image(work, extra, BUDGET - BOOT_RESERVE)
     built = time.monotonic()
+    IMAGE_FILES[work] = {path: _in_image(work / "image" / "rootfs.raw", path)
+                         for path in ("/etc/machine-id", "/etc/ssh")}
     lines = boot(work, "console.log", BUDGET - (built - started))
     print(f"\nimage build {built - started:.0f}s, boot to power-off "
           f"{time.monotonic() - built:.0f}s")
     (work / "image" / "rootfs.raw").unlink()  # 3 GB (sparse) that no one reads again
     return lines
+
+
+IMAGE_FILES: dict[Path, dict[str, str]] = {}
+"""What the built image held before it booted: /etc/machine-id, the names in /etc/ssh."""
+
+
+def _in_image(rootfs: Path, path: str) -> str:
+    """A file's content (`cat`) or a directory's names (`ls`) in the ext4 image, read
+    with debugfs (no mount)."""
+    verb = "ls -l" if path == "/etc/ssh" else "cat"
+    return subprocess.run(["debugfs", "-R", f"{verb} {path}", str(rootfs)],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
 
 
 def report(console: list[str]) -> list[str]:
@@ -232,3 +247,23 @@ def test_the_agents_time_splits_into_its_own_and_each_external_wait(
                                                    abs=0.002 * len(split.phases))
     after_start_up = split.total - split.parts[whole_boot.START_UP]
     assert -0.05 < after_start_up - split.analyze_seconds < 10, (after_start_up, split)
+
+
+def test_the_image_has_no_machine_id_and_no_host_keys_and_the_boot_made_its_own(
+        console: list[str]) -> None:
+    """Every node of the image gets its own identity: the image's /etc/machine-id is
+    empty and it holds no ssh host keys; the booted node has an ID and keys of its own,
+    and sshd running (--with-ssh)."""
+    (built,) = IMAGE_FILES.values()
+    assert built["/etc/machine-id"] == ""
+    assert "ssh_host_" not in built["/etc/ssh"] and "sshd_config" in built["/etc/ssh"]
+    lines = report(console)
+    (ident,) = [line for line in lines if line.startswith("machine-id:")]
+    assert re.fullmatch(r"machine-id: [0-9a-f]{32}", ident), ident
+    (sshd,) = [line for line in lines if line.startswith("sshd:")]
+    assert sshd.split()[1] == "active" and int(sshd.split()[-1]) >= 3, sshd
+
+
+def test_cloud_init_reports_done_not_error(console: list[str]) -> None:
+    (status,) = [line for line in report(console) if line.startswith("cloud-init status:")]
+    assert status == "cloud-init status: done", status
