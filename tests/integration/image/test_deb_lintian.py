@@ -59,7 +59,7 @@ def test_the_package_says_its_licenses_and_its_history(deb: Path, tmp_path: Path
     assert re.search(r"^Files: \*\nCopyright: .+\nLicense: Apache-2\.0$", copyright_, re.M)
     site = next((root / "opt/machine-agent/lib").glob("python3.*/site-packages"))
     for dist in site.glob("*.dist-info"):
-        name = dist.name.rsplit("-", 1)[0]
+        name = dist.name.removesuffix(".dist-info").rsplit("-", 1)[0]
         if name != "machine_agent":
             assert f"/{name}-*.dist-info/*" in copyright_, name
     changelog = subprocess.run(
