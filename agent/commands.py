@@ -77,6 +77,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         session = open_session(host, [os.path.abspath(f) for f in args.config],
                                wait_for_bootstrap=False,
                                cloud_init_wait=_duration(args.cloud_init_wait))
+        source = session.machine.config if session.machine is not None else None
+        if source is not None and source.text is not None:
+            # the digest an in-place update waits for on the Machine (AgentConfigApplied)
+            print(f"configuration: the node's files and {source.label}")
         return _plan(session.orchestrator(host, reporting=False), args)
     # Opening the session already writes (credentials, the bootstrap data's files).
     with node_lock(host, args.command, wait=not args.no_wait, on_wait=waiting):

@@ -215,6 +215,20 @@ def loopback_http_url(value: str) -> str | None:
     return None
 
 
+def octal_mode(value: str) -> str | None:
+    """A file mode as cloud-init's write_files gives it: octal text such as 0640."""
+    if re.fullmatch(r"0?[0-7]{3,4}", value) and int(value, 8) <= 0o7777:
+        return None
+    return f"{_shown(value)} is not an octal mode such as 0640"
+
+
+def file_owner(value: str) -> str | None:
+    """user:group (or user), as cloud-init's write_files gives it."""
+    if re.fullmatch(r"[a-z_][a-z0-9_-]*\$?(:[a-z_][a-z0-9_-]*\$?)?", value):
+        return None
+    return f"{_shown(value)} is not user:group"
+
+
 def sha256(value: str) -> str | None:
     if _SHA256.fullmatch(value):
         return None

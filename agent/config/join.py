@@ -62,6 +62,15 @@ class Taint:
 
 
 @dataclass(frozen=True)
+class NodeFile:
+    path: str = setting("Absolute path of the file.", check=checks.absolute_path)
+    content: str = setting("Its content (text).", default="")
+    permissions: str = setting("Octal mode.", default="0644", check=checks.octal_mode)
+    owner: str = setting("user:group, as the node's /etc/passwd and /etc/group know them.",
+                         default="root:root", check=checks.file_owner)
+
+
+@dataclass(frozen=True)
 class NodeRegistration:
     name: str | None = setting(
         "Node name of the JoinConfiguration the agent renders; default: the Machine's "
@@ -135,6 +144,11 @@ class JoinSpec:
         "After the join, how long to wait for the kubelet to register the Node (read "
         "from the workload cluster with its kubelet.conf).", default=Duration(120),
         check=checks.positive)
+    files: list[NodeFile] = setting(
+        "Files kept on a joined node in place (a KubeadmConfig's `files` changed by an "
+        "in-place update): written when their content, mode or owner differ; the content "
+        "each replaced is kept, and put back when the file is no longer listed.",
+        factory=list)
     kubelet_restart_command: list[str] = setting(
         "Command (argv, no shell) that restarts the kubelet after the agent changed its "
         "flags on a joined node (nodeRegistration.kubeletExtraArgs, in place).",
@@ -147,6 +161,10 @@ class JoinSpec:
         "is rolled back.", default=Duration(60), check=checks.positive)
 
     def validate(self) -> Iterator[tuple[str, str, str | None]]:
+        paths = [f.path for f in self.files]
+        for index, path in enumerate(paths):
+            if path in paths[:index]:
+                yield (f"files[{index}].path", f"{path} is listed twice", "list it once")
         if self.source == "config" and self.discovery is None:
             yield ("discovery", "is required with source: config",
                    "give discovery.bootstrapToken or discovery.file")

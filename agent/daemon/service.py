@@ -242,6 +242,12 @@ class Daemon:
             publisher(orchestrator)(True)
         else:
             self.deleting.hold_while_running()  # a Machine deleted meanwhile is held
+            if changed is None and machine is not None and machine.config is not None \
+                    and machine.config.text is not None and bootstrapped(orchestrator):
+                # A joined node whose daemon starts (a reboot, an upgrade) applies its
+                # AgentConfig object as it is now, perhaps changed while it was down by
+                # an in-place update that waits for this report.
+                changed = machine.config.label
             # After a change, AgentConfigApplied goes out with the final report.
             result = orchestrator.run(summarize=changed is None)
             if changed is not None:

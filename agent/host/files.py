@@ -36,6 +36,11 @@ class Files(HostState):
         except FileNotFoundError:
             return default
 
+    def mode_and_owner(self, system_path: str) -> tuple[int, int, int]:
+        """A file's permission bits, uid and gid."""
+        found = self.path(system_path).stat()
+        return found.st_mode & 0o7777, found.st_uid, found.st_gid
+
     def list_dir(self, system_path: str) -> list[str]:
         """Names in a directory, sorted; empty when it does not exist."""
         try:

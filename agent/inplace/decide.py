@@ -4,13 +4,14 @@ SDK asks for (pure).
 Cluster API applies the patches to the current objects and compares them with the
 desired ones: what the patches leave different is rolled out by replacement. So each hook
 patches exactly the fields the agent carries out on a running node and leaves the rest:
-a KubeadmConfig's `ntp` (the agent's time phase owns time sync) and kubelet flags added
-or changed in joinConfiguration.nodeRegistration.kubeletExtraArgs (the join phase keeps
-them on a joined node), both reaching the node through its AgentConfig object
-(update.py), and a MachineSet's switch to another bootstrap config template (the template
-itself is judged field by field). A changed Kubernetes version, infrastructure, files,
-users, taints, a removed kubelet flag or one the kubelet reads only when it
-registers (node-labels) stay different: those Machines are replaced.
+a KubeadmConfig's `ntp` (the agent's time phase owns time sync), kubelet flags added or
+changed in joinConfiguration.nodeRegistration.kubeletExtraArgs and `files` added or
+changed with their content inline (the join phase keeps both on a joined node), all
+reaching the node through its AgentConfig object (update.py), and a MachineSet's switch
+to another bootstrap config template (the template itself is judged field by field). A
+changed Kubernetes version, infrastructure, a removed file or one from a Secret, users,
+taints, a removed kubelet flag or one the kubelet reads only when it registers
+(node-labels) stay different: those Machines are replaced.
 """
 
 from __future__ import annotations
@@ -53,6 +54,41 @@ def kubelet_args(spec: Any) -> dict[str, str] | None:
     return args
 
 
+def kept_files(spec: Any) -> list[Obj] | None:
+    """A KubeadmConfigSpec's files as the agent keeps them in place ({path, content,
+    permissions, owner}); None when one is not for the node's AgentConfig (its content
+    from a Secret, encoded, appended to, or a value the agent's checks refuse)."""
+    given = spec.get("files") or [] if isinstance(spec, dict) else None
+    if not isinstance(given, list):
+        return None
+    files = []
+    for entry in given:
+        if not isinstance(entry, dict) or set(entry) - {"path", "content", "permissions",
+                                                        "owner"}:
+            return None  # contentFrom, encoding, append, deferred: a rollout
+        kept = {"path": entry.get("path"), "content": entry.get("content", ""),
+                "permissions": entry.get("permissions", "0644"),
+                "owner": entry.get("owner", "root:root")}
+        if not all(isinstance(v, str) for v in kept.values()) or \
+                checks.absolute_path(kept["path"]) or checks.octal_mode(kept["permissions"]) \
+                or checks.file_owner(kept["owner"]):
+            return None
+        files.append(kept)
+    if len({f["path"] for f in files}) != len(files):
+        return None  # a path listed twice: the node's configuration would refuse it
+    return files
+
+
+def _files_ops(current: Any, desired: Any, prefix: str) -> list[Obj]:
+    """Files added or changed, in place (the agent writes them and keeps what they
+    replaced); a file removed is a rollout."""
+    old, new = kept_files(current), kept_files(desired)
+    if old is None or new is None or old == new or \
+            not {f["path"] for f in old} <= {f["path"] for f in new}:
+        return []
+    return [{"op": "add", "path": f"{prefix}/files", "value": desired["files"]}]
+
+
 def _kubelet_ops(current: Any, desired: Any, prefix: str) -> list[Obj]:
     """Added or changed kubelet flags, in place (the agent rewrites kubeadm-flags.env and
     restarts the kubelet); a flag removed is a rollout: the node cannot tell a flag the
@@ -71,7 +107,8 @@ def config_ops(current: Any, desired: Any, prefix: str) -> list[Obj]:
     `prefix`) those of `desired`."""
     if not isinstance(current, dict) or not isinstance(desired, dict):
         return []
-    ops: list[Obj] = _kubelet_ops(current, desired, prefix)
+    ops: list[Obj] = _kubelet_ops(current, desired, prefix) + \
+        _files_ops(current, desired, prefix)
     for field in IN_PLACE_FIELDS:
         if current.get(field) == desired.get(field):
             continue

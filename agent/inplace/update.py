@@ -6,8 +6,8 @@ annotation `machine-agent.io/config` names (the node's RBAC grants it that objec
 and applies a change with its trial and rollback (agent.daemon.reconfigure), reporting
 `AgentConfigApplied` on the Machine with the digest of the content it applied or refused.
 So an update writes the desired settings into that ConfigMap (NTP servers: its
-`spec.time.servers`; kubelet flags: `spec.join.nodeRegistration.kubeletExtraArgs`) and
-answers, every time Cluster API asks again: `retryAfterSeconds`
+`spec.time.servers`; kubelet flags: `spec.join.nodeRegistration.kubeletExtraArgs`; files:
+`spec.join.files`) and answers, every time Cluster API asks again: `retryAfterSeconds`
 until the Machine's condition names that content, then Success, or Failure with the
 agent's own message (Cluster API shows only "UpdateMachine hook failed" on the Machine;
 the reason and its fix are in the agent's condition). Writing the same content again
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import yaml
 
 from agent.errors import AgentError
-from agent.inplace.decide import kubelet_args, ntp_servers
+from agent.inplace.decide import kept_files, kubelet_args, ntp_servers
 from agent.inplace.hooks import GROUP_VERSION, Obj, failure
 from agent.kube.client import Client, resource_path
 from agent.kube.errors import NotFound
@@ -42,34 +42,50 @@ def _response(retry: int = 0, message: str = "") -> Obj:
 
 @dataclass(frozen=True)
 class InPlace:
-    """What the agent is asked to make in place: the KubeadmConfig's NTP servers and
-    kubelet flags (empty: not asked)."""
+    """What the agent is asked to make in place: the KubeadmConfig's NTP servers, kubelet
+    flags and files (empty: not asked)."""
 
     servers: tuple[str, ...] = ()
     kubelet_args: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[tuple[str, str], ...], ...] = ()
+    """Each file's {path, content, permissions, owner}, as items."""
 
     @classmethod
     def of(cls, bootstrap_spec: Obj) -> InPlace:
         return cls(tuple(ntp_servers(bootstrap_spec.get("ntp"))),
-                   tuple(sorted((kubelet_args(bootstrap_spec) or {}).items())))
+                   tuple(sorted((kubelet_args(bootstrap_spec) or {}).items())),
+                   tuple(tuple(f.items()) for f in kept_files(bootstrap_spec) or []))
 
     def applied_to(self, text: str | None) -> str:
         """The AgentConfig text with these settings: `spec.time.servers` (each server's
-        other settings kept) and `spec.join.nodeRegistration.kubeletExtraArgs`;
-        everything else as it was."""
+        other settings kept), `spec.join.nodeRegistration.kubeletExtraArgs` and
+        `spec.join.files`; everything else as it was."""
         doc = yaml.safe_load(text) if text else None
         doc = doc if isinstance(doc, dict) else dict(SKELETON)
-        spec = doc.setdefault("spec", {})
+        spec = _section(doc, "spec")
         if self.servers:
-            time = spec.setdefault("time", {})
-            old = [s for s in time.get("servers") or [] if isinstance(s, dict)]
+            time = _section(spec, "time")
+            servers = time.get("servers")
+            old = [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) \
+                else []
             time["servers"] = [entry for host in self.servers
                                for entry in ([s for s in old if str(s.get("host")) == host]
                                              or [{"host": host}])]
         if self.kubelet_args:
-            registration = spec.setdefault("join", {}).setdefault("nodeRegistration", {})
-            registration["kubeletExtraArgs"] = dict(self.kubelet_args)
+            _section(_section(spec, "join"), "nodeRegistration")["kubeletExtraArgs"] = \
+                dict(self.kubelet_args)
+        if self.files:
+            _section(spec, "join")["files"] = [dict(f) for f in self.files]
         return str(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _section(parent: Obj, key: str) -> Obj:
+    """parent[key] as a mapping (made one when it is missing or not one: the node's
+    validation would refuse that content anyway)."""
+    if not isinstance(parent.get(key), dict):
+        parent[key] = {}
+    found: Obj = parent[key]
+    return found
 
 
 def update_machine(request: Obj, client: Client) -> Obj:

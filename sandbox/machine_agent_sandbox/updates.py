@@ -53,6 +53,8 @@ class Update:
     """The KubeadmConfig's ntp.servers the MachineDeployment's new template asks for."""
     kubelet_args: tuple[tuple[str, str], ...] = ()
     """Its joinConfiguration.nodeRegistration.kubeletExtraArgs."""
+    files: tuple[tuple[str, str], ...] = ()
+    """Its files: (path, content), mode 0644, owner root."""
 
     def bootstrap_spec(self) -> Obj:
         spec: Obj = {}
@@ -61,6 +63,9 @@ class Update:
         if self.kubelet_args:
             spec["joinConfiguration"] = {"nodeRegistration": {"kubeletExtraArgs": [
                 {"name": n, "value": v} for n, v in self.kubelet_args]}}
+        if self.files:
+            spec["files"] = [{"path": p, "content": c, "permissions": "0644"}
+                             for p, c in self.files]
         return spec
 
 
@@ -75,6 +80,14 @@ UPDATES = {u.name: u for u in (
 """The demo's in-place update faults."""
 ADD_SERVER = Update("update-ntp", "an in-place update adds an NTP server", None,
                     servers=(NTP_ADDRESS, UNANSWERED))
+DEMO_FILE = "/etc/machine-agent-demo.conf"
+FILE_V1 = Update("update-file", "an in-place update writes a file", None,
+                 files=((DEMO_FILE, "generation 1\n"),))
+FILE_V2_BAD_FLAG = Update(
+    "update-file-and-bad-flag", "an in-place update changes that file, adds another and "
+    "gives the kubelet a flag it does not know", Reason.KubeletNotHealthy,
+    files=((DEMO_FILE, "generation 2\n"), ("/etc/machine-agent-new.conf", "new\n")),
+    kubelet_args=(("no-such-flag", "1"),))
 MAX_PODS = Update("update-kubelet", "an in-place update raises the kubelet's max-pods", None,
                   kubelet_args=(("max-pods", "200"),))
 

@@ -7,10 +7,14 @@ rolled back, and the reason reaches both the Machine and the hook's answer."""
 
 from __future__ import annotations
 
+import copy
+import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from machine_agent_sandbox.kubeadm.kubelet_service import HEALTHZ_PORT
@@ -19,9 +23,13 @@ from machine_agent_sandbox.node import Node
 from machine_agent_sandbox.sandbox import Sandbox
 from machine_agent_sandbox.updates import (
     ADD_SERVER,
+    DEMO_FILE,
+    FILE_V1,
+    FILE_V2_BAD_FLAG,
     MAX_PODS,
     UNANSWERED,
     UPDATES,
+    config_object,
     follow_config_object,
     play_update,
     start_daemon,
@@ -31,6 +39,8 @@ from machine_agent_sandbox.updates import (
 )
 
 from agent.host import Host
+from agent.inplace.update import InPlace
+from agent.kube.machine_config import content_digest
 from agent.phases.join.kubeletflags import parse
 from agent.phases.join.result import JoinRecord
 from agent.state import Journal
@@ -133,3 +143,112 @@ def _healthz(box: Sandbox, node: Node) -> str:
                            f"print(healthz('http://127.0.0.1:{HEALTHZ_PORT}/healthz'))"],
                           capture_output=True, text=True, timeout=30, check=True)
     return done.stdout.strip()
+
+
+def test_plan_shows_a_pending_in_place_change_and_status_its_outcome(
+        bring_up: Callable[[int], Sandbox]) -> None:
+    """The operator's view on the node: what the Machine's AgentConfig object asks that
+    the node does not run yet (`plan`, with the digest the update waits for), then, once
+    the daemon applied it, `status` with AgentConfigApplied and a plan with nothing left."""
+    box = bring_up(1)
+    (node,) = box.nodes
+    follow_config_object(box, node)
+    code, lines = node.run("run")
+    assert code == 0, "\n".join(lines)
+    path = f"/api/v1/namespaces/{box.admin.ns}/configmaps/{config_object(node)}"
+    text = InPlace(servers=ADD_SERVER.servers, kubelet_args=MAX_PODS.kubelet_args).applied_to(
+        box.admin.call("GET", path)["data"]["config.yaml"])
+    box.admin.call("PATCH", path, {"data": {"config.yaml": text}},
+                   content_type="application/merge-patch+json")
+    code, plan = node.run("plan")
+    shown = "\n".join(plan)
+    assert code == 0, shown
+    assert (f"configuration: the node's files and configmap {box.admin.ns}/"
+            f"{config_object(node)} ({content_digest(text)})") in shown
+    assert "set the kubelet's flags in place (--max-pods=200)" in shown
+    assert f"+server {UNANSWERED} iburst" in shown
+    assert "+KUBELET_KUBEADM_ARGS=\"--max-pods=200\"" in shown
+
+    start_daemon(box, node)
+    deadline = time.monotonic() + 60
+    while (box.conditions(node).get("AgentConfigApplied") or {}).get("status") != "True":
+        assert time.monotonic() < deadline, box.conditions(node)
+        time.sleep(0.5)
+    code, status = node.run("status")
+    applied = next(line for line in status if line.startswith("AgentConfigApplied"))
+    assert "True" in applied and content_digest(text) in applied, status
+    code, plan = node.run("plan")
+    assert code == 0 and not [line for line in plan if line.lstrip().startswith("~ ")], plan
+
+
+RECORDED = json.loads((Path(__file__).parents[1] / "fixtures/real-capi/"
+                       "in-place-sandbox-node.json").read_text())["hook_calls"]
+
+
+def _recorded_updates() -> list[tuple[dict[str, Any], list[str]]]:
+    """Each template change's first UpdateMachine request as Cluster API sent it, with the
+    statuses the extension answered it, in order (in progress, then final)."""
+    groups: list[tuple[dict[str, Any], list[str]]] = []
+    for call in RECORDED:
+        if call["path"].endswith("can-update-machineset"):
+            groups.append(({}, []))
+        elif call["path"].endswith("update-machine"):
+            request, answers = groups[-1]
+            request.update(request or copy.deepcopy(call["request"]))
+            status = call["response"]["status"]
+            answers.append("in progress" if call["response"].get("retryAfterSeconds")
+                           else status)
+    return groups
+
+
+def test_the_real_controllers_update_calls_replayed_on_a_sandbox_node(
+        bring_up: Callable[[int], Sandbox]) -> None:
+    """Cluster API v1.14's UpdateMachine requests, recorded while a sandbox node's daemon
+    carried them out, replayed on this one: the same answers in the same order (in
+    progress, Success; in progress, Failure), the kubelet's flags and chronyd's servers
+    as the recorded node had them."""
+    box = bring_up(1)
+    (node,) = box.nodes
+    follow_config_object(box, node)
+    start_daemon(box, node)
+    wait_bootstrapped(box, node)
+    caller = start_extension(box)
+    flags = node.root / "var/lib/kubelet/kubeadm-flags.env"
+    for request, recorded in _recorded_updates():
+        request["desired"]["machine"]["metadata"].update(name=node.name,
+                                                         namespace=box.admin.ns)
+        seen: list[dict[str, Any]] = []
+        play_update(caller, request, seen.append)
+        answers = ["in progress" if a.get("retryAfterSeconds") else str(a["status"])
+                   for a in seen]
+        assert answers[0] == recorded[0] == "in progress"
+        assert answers[-1] == recorded[-1], (answers, recorded)
+        assert parse(flags.read_text())["max-pods"] == "200"  # v2's; v3 rolled back to it
+    chrony = (node.root / "etc/chrony/chrony.conf").read_text()
+    assert f"server {NTP_ADDRESS}" in chrony and "server 198.51.100.123" in chrony
+
+
+def test_files_are_written_in_place_and_put_back_when_the_change_fails(
+        bring_up: Callable[[int], Sandbox]) -> None:
+    """A file written by an in-place update; then an update that changes it, adds another
+    and fails on the kubelet: both files are as they were before it (the new one gone)."""
+    box = bring_up(1)
+    (node,) = box.nodes
+    follow_config_object(box, node)
+    start_daemon(box, node)
+    wait_bootstrapped(box, node)
+    caller = start_extension(box)
+    demo, new = node.root / DEMO_FILE.lstrip("/"), node.root / "etc/machine-agent-new.conf"
+
+    final = play_update(caller, update_request(box, node, FILE_V1), lambda a: None)
+    assert final["status"] == "Success", final
+    assert demo.read_text() == "generation 1\n" and demo.stat().st_mode & 0o7777 == 0o644
+
+    final = play_update(caller, update_request(box, node, FILE_V2_BAD_FLAG), lambda a: None)
+    assert final["status"] == "Failure" and "KubeletNotHealthy" in str(final["message"])
+    assert demo.read_text() == "generation 1\n"  # put back
+    assert not new.exists()  # it was not there before the change
+    log = (box.registry.base / f"{node.name}-daemon.log").read_text()
+    assert "create /etc/machine-agent-new.conf (mode 0644) (kept in place)" in log  # tried
+    assert "remove /etc/machine-agent-new.conf (no longer in spec.join.files" in log
+    assert box.conditions(node)["NodeBootstrapped"]["status"] == "True"

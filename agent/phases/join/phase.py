@@ -13,8 +13,6 @@ fails once every step ran, naming each failed command (see `JoinPhase.apply`). I
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -25,14 +23,13 @@ from agent.kube.workload import KUBELET_CONF
 from agent.logs import REDACT
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.facts import ClockChecked, ControlPlaneMember, NodeName
-from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin, WriteFile
+from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin
 from agent.phases.join.doctor import checks
 from agent.phases.join.dropins import environment
-from agent.phases.join.kubeletflags import FLAGS_FILE, keep, parse, render
-from agent.phases.join.kubeletrestart import restart_kubelet
-from agent.phases.join.managed import ManagedJoin, node_state, owner_ids
+from agent.phases.join.filechange import data_file_change
+from agent.phases.join.inplace import in_place_changes
+from agent.phases.join.managed import ManagedJoin, node_state
 from agent.phases.join.node import confirm_node
-from agent.phases.join.ondisk import current_content
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.result import CommandRun, JoinRecord, JoinResult
 from agent.phases.join.source import UNSOURCED_HINT, JoinSource, resolve, unsourced
@@ -90,14 +87,13 @@ class JoinPhase(PhaseOf[JoinResult]):
             plan.notes.append(f"already joined ({KUBELET_CONF} points at "
                               f"{source.target.expected_server}): kubeadm "
                               f"{facts.command}, bootcmd and runcmd are skipped")
-            if (flags := _kubelet_flags_change(ctx)) is not None:
-                plan.changes.append(flags)
+            plan.changes.extend(in_place_changes(ctx))
         else:
             plan.changes.extend(_command_change(ctx, index, step, plan.failed, "bootcmd")
                                 for index, step in enumerate(source.cloud.boot))
             plan.changes.extend(c for wf in source.cloud.files
-                                if (c := _file_change(ctx.host, wf, source,
-                                                      ctx.show_secrets)) is not None)
+                                if (c := data_file_change(ctx.host, wf, ctx.show_secrets))
+                                is not None)
             for index, step in enumerate(source.cloud.steps):
                 if isinstance(step, KubeadmJoin):
                     plan.changes.append(self._join_change(ctx, step, source))
@@ -247,39 +243,6 @@ def _sentinel_change(ctx: PhaseContext, write: Change, source: JoinSource,
                    action=confirm_then_write)
 
 
-def _kubelet_flags_change(ctx: PhaseContext) -> Change | None:
-    """On a joined node: nodeRegistration.kubeletExtraArgs kept in the kubelet's flags
-    (in place), the kubelet restarted and proven healthy; None when they are in force."""
-    spec = ctx.config.spec.join
-    record = ctx.journal.section(JoinRecord)
-    desired = dict(spec.node_registration.kubelet_extra_args)
-    text = ctx.host.read_text(FLAGS_FILE)
-    if text is None or (not desired and not record.kubelet_flags):  # the usual case
-        return None
-    current = parse(text)
-    flags, kept = keep(current, record.kubelet_flags or {}, desired)
-    if flags == current:
-        return None
-    content = render(flags)
-    changed = ", ".join([f"--{n}={v}" for n, v in sorted(flags.items())
-                         if current.get(n) != v] +
-                        [f"--{n} removed" for n in sorted(current) if n not in flags])
-
-    def rewrite_and_restart(host: Host) -> None:
-        host.write_file(FLAGS_FILE, content, mode=0o644)
-        record.kubelet_flags = kept or None  # journaled with the file: a rollback starts here
-        ctx.journal.save()
-        restart_kubelet(host, spec, changed, ctx.progress)
-
-    diff = "".join(difflib.unified_diff(text.splitlines(keepends=True),
-                                        content.splitlines(keepends=True),
-                                        fromfile=FLAGS_FILE, tofile=FLAGS_FILE))
-    return Change(f"kubelet-flags:{digest(content)[7:19]}",
-                  f"set the kubelet's flags in place ({changed}) in {FLAGS_FILE}, restart "
-                  f"the kubelet and wait for it to answer healthy", rewrite_and_restart,
-                  diff=diff, argv=tuple(spec.kubelet_restart_command))
-
-
 def _node_name(ctx: PhaseContext, source: JoinSource) -> str:
     """The node's name: the bootstrap data's, or the one its preKubeadmCommands put in
     the config file in place of a placeholder (journaled when kubeadm ran)."""
@@ -310,50 +273,6 @@ def _time_gate(ctx: PhaseContext) -> str | None:
         return None
     why = f": {record.reason}" if record.reason else ""
     return f"the time phase has not completed ({record.state}{why})"
-
-
-def _file_change(host: Host, wf: WriteFile, source: JoinSource,
-                 show_secrets: bool = False) -> Change | None:
-    """Write (or append to) a bootstrap data file. Its diff, which `plan` prints, names
-    sizes and digests only: bootstrap files hold keys and credentials (client-key-data,
-    AWS_SECRET_ACCESS_KEY=...), and a masking list cannot know them all; the contents
-    with `plan --show-secrets`."""
-    owner = owner_ids(host, wf.owner)
-    current = current_content(host, wf.path)
-    shown = "\n".join(REDACT(wf.content.decode(errors="replace")).splitlines()) + "\n"
-    if wf.append:
-        def append(h: Host) -> None:
-            before = h.read_bytes(wf.path) if h.exists(wf.path) else b""
-            h.write_file(wf.path, before + wf.content, mode=wf.mode, owner=owner)
-
-        def fingerprint(h: Host) -> str:
-            return digest(h.read_text(wf.path) if h.exists(wf.path) else None)
-
-        return Change(f"append:{wf.path}", f"append to {wf.path}", append,
-                      diff="".join(f"+{line}\n" for line in shown.splitlines())
-                      if show_secrets else f"+ {_sized(wf.content)}\n",
-                      probe=fingerprint)
-    if current == wf.content:
-        return None
-    if show_secrets:
-        before = REDACT(current.decode(errors="replace")) if current is not None else ""
-        diff = "".join(difflib.unified_diff(
-            before.splitlines(keepends=True), shown.splitlines(keepends=True),
-            fromfile=wf.path if current is not None else "/dev/null", tofile=wf.path))
-    else:
-        diff = (f"- {_sized(current)}\n" if current is not None else "") + \
-            f"+ {_sized(wf.content)} (contents hidden: `plan --show-secrets` shows them)\n"
-
-    def write(h: Host) -> None:
-        h.write_file(wf.path, wf.content, mode=wf.mode, owner=owner)
-
-    verb = "update" if current is not None else "create"
-    return Change(f"write:{wf.path}", f"{verb} {wf.path} (mode {wf.mode:04o})", write,
-                  diff=diff)
-
-
-def _sized(content: bytes) -> str:
-    return f"{len(content)} bytes, sha256:{hashlib.sha256(content).hexdigest()[:12]}"
 
 
 def _command_change(ctx: PhaseContext, index: int, step: Command,

@@ -87,6 +87,16 @@ class JoinInFlight:
     control_plane: bool = False
 
 
+@dataclass(frozen=True)
+class KeptFile:
+    """A file of spec.join.files the agent wrote in place: the mode and owner of the one
+    it replaced (its content saved beside the journal), or None when there was none."""
+
+    mode: int | None = None
+    uid: int = 0
+    gid: int = 0
+
+
 @dataclass
 class JoinRecord(Section):
     """What the join phase keeps across runs: its attempts (the last ones), the resets
@@ -102,6 +112,9 @@ class JoinRecord(Section):
     named: str | None = None
     """The node name the kubeadm config file gave when kubeadm ran, where the
     preKubeadmCommands replace a placeholder in it (Flatcar's `sed`)."""
+    kept_files: dict[str, KeptFile] | None = None
+    """The files of spec.join.files written in place on the joined node, by path
+    (agent.phases.join.inplace)."""
     kubelet_flags: dict[str, KeptFlag] | None = None
     """The kubelet flags the agent keeps in kubeadm-flags.env on the joined node, each
     with the value it replaced (agent.phases.join.kubeletflags)."""

@@ -61,12 +61,50 @@ def test_discovery_names_the_three_hooks_at_cluster_apis_paths() -> None:
     assert path_of("UpdateMachine") in recorded_paths
 
 
-def test_the_recorded_rollout_changes_files_and_kubelet_labels_so_it_is_not_in_place() -> None:
+def test_the_recorded_rollout_changes_kubelet_labels_so_it_is_not_in_place() -> None:
+    """The file's new content is patched (in place), the node-labels are not: the kubelet
+    reads them only when it registers, so Cluster API rolls the Machine out."""
     request = recorded_request("in-place", "can-update-machineset")
     response = can_update_machine_set(request)
     assert response["status"] == "Success"
-    assert "bootstrapConfigTemplatePatch" not in response  # files, labels: not the agent's
     assert not in_place(request, response)
+    patched = apply(request["current"]["bootstrapConfigTemplate"],
+                    response.get("bootstrapConfigTemplatePatch"))["spec"]["template"]["spec"]
+    want = request["desired"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
+    assert patched["files"] == want["files"]
+    assert patched["joinConfiguration"] != want["joinConfiguration"]
+
+
+def _files_request(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict[str, Any]:
+    request = recorded_request("in-place", "can-update-machineset")
+    cur = request["current"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
+    want = request["desired"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
+    want.update(copy.deepcopy(cur))
+    cur["files"], want["files"] = old, new
+    return request
+
+
+def test_a_file_added_or_changed_with_inline_content_is_made_in_place() -> None:
+    one = {"path": "/etc/a.conf", "content": "1\n", "permissions": "0644"}
+    request = _files_request([one], [{**one, "content": "2\n"},
+                                     {"path": "/etc/b.conf", "content": "b\n",
+                                      "owner": "root:root", "permissions": "0600"}])
+    assert in_place(request, can_update_machine_set(request))
+
+
+def test_files_the_node_cannot_keep_in_place_are_rolled_out() -> None:
+    one = {"path": "/etc/a.conf", "content": "1\n"}
+    for new in (
+            [],  # removed
+            [one, {"path": "/etc/s.conf", "contentFrom": {"secret": {"name": "s",
+                                                                      "key": "k"}}}],
+            [{**one, "encoding": "base64", "content": "MQo="}],
+            [{**one, "append": True}],
+            [{**one, "content": "2\n", "permissions": "u+x"}],
+            [{**one, "content": "2\n", "path": "etc/relative"}],
+            [one, {**one, "content": "2\n"}]):  # a path twice
+        request = _files_request([one], new)
+        assert not in_place(request, can_update_machine_set(request)), new
 
 
 def test_an_ntp_change_is_made_in_place() -> None:
