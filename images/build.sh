@@ -27,9 +27,10 @@
 # Environment: MIRROR (Debian mirror; default: debootstrap's own), UBUNTU_MIRROR (default
 # http://archive.ubuntu.com/ubuntu), CACHE_DIR (default /var/cache/machine-agent-image),
 # PYTHON (builds the wheels; default: the repo's .venv), IMAGE_SIZE (default 3G). Needs
-# root, debootstrap, mke2fs; for noble, Ubuntu's archive keyring in debootstrap's place
-# (/usr/share/keyrings/ubuntu-archive-keyring.gpg); network only for the mirrors and the
-# package index the wheels come from.
+# root, debootstrap, mke2fs, help2man (the .deb's manual page); for noble, Ubuntu's
+# archive key (/usr/share/keyrings/ubuntu-archive-keyring.gpg, else taken from Ubuntu's
+# keyring package with curl and checked by its fingerprint with gpg); network only for
+# the mirrors and the package index the wheels come from.
 #
 # The base tree (debootstrap + base-packages.txt: the slow part, minutes) is cached under
 # CACHE_DIR/<key>, the key being a hash of everything that shapes it: the package list,
@@ -296,8 +297,17 @@ build_deb() {  # $1: output directory, $2: suite (default bookworm); prints the 
     "$stage/usr/share/lintian/overrides/machine-agent"
   deb_changelog "$version" "$suite" | gzip -9n >"$stage/usr/share/doc/machine-agent/changelog.gz"
   chmod 0644 "$stage/usr/share/doc/machine-agent/changelog.gz"
-  mkdir -p "$stage/usr/bin" "$stage/DEBIAN"
+  mkdir -p "$stage/usr/bin" "$stage/DEBIAN" "$stage/usr/share/man/man8"
   ln -s "$VENV/bin/machine-agent" "$stage/usr/bin/machine-agent"
+  # Its manual page: what `machine-agent --help` says, as the package's venv runs it
+  printf '#!/bin/sh\nexec chroot %q %q -c %q "$@"\n' "$tree" "$inner/stage$VENV/bin/python" \
+    'import sys; from agent.cli import main; sys.exit(main())' >"$work/machine-agent"
+  chmod 0755 "$work/machine-agent"
+  SOURCE_DATE_EPOCH=$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || date +%s) \
+    help2man --no-info --section=8 --source="machine-agent $version" \
+    --name="turns a freshly booted machine into a Cluster API node" "$work/machine-agent" |
+    gzip -9n >"$stage/usr/share/man/man8/machine-agent.8.gz"
+  chmod 0644 "$stage/usr/share/man/man8/machine-agent.8.gz"
   install -m 0755 -t "$stage/DEBIAN" "$HERE/deb/postinst" "$HERE/deb/prerm" "$HERE/deb/postrm"
   (cd "$stage" && find etc -type f | sed 's#^#/#' | sort) >"$stage/DEBIAN/conffiles"
   (cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z |
