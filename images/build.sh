@@ -5,10 +5,15 @@
 #       make sure the cached debootstrap tree exists; print its path
 #   images/build.sh wheels DIR
 #       the agent's wheel and its dependencies' wheels (for images/ansible)
-#   images/build.sh deb DIR
-#       DIR/machine-agent_VERSION_amd64.deb: the agent in a venv under /opt/machine-agent
-#       (its dependencies as requirements/runtime.txt pins them), its units and drop-ins,
-#       a default /etc/machine-agent/config.yaml; its postinst enables, never starts
+#   images/build.sh deb DIR [SUITE]
+#       DIR/machine-agent_VERSION+DISTRO_amd64.deb for SUITE (bookworm, the default;
+#       trixie; noble), built in a debootstrap tree of it: the agent in a venv under
+#       /opt/machine-agent on that distribution's python3 (its dependencies as
+#       requirements/runtime.txt pins them), its units and drop-ins, a default
+#       /etc/machine-agent/config.yaml; its postinst enables, never starts
+#   images/build.sh tree deb|target SUITE
+#       make sure the cached tree a .deb for SUITE is built in (deb) or a bare system of
+#       SUITE (target, what the tests install each .deb into) exists; print its path
 #   images/build.sh image --out DIR [--site-bin DIR] [--overlay DIR]... [--enable UNIT]...
 #                         [--with-ssh]
 #       build DIR/rootfs.raw (ext4, no partition table), DIR/vmlinuz, DIR/initrd.img and
@@ -22,16 +27,21 @@
 #   --with-ssh      start sshd at boot (host keys made at the node's first boot; give
 #                   authorized keys through cloud-init or an overlay); off by default
 #
-# Environment: MIRROR (Debian mirror; default: debootstrap's own), CACHE_DIR (default
-# /var/cache/machine-agent-image), PYTHON (builds the wheels; default: the repo's .venv),
-# IMAGE_SIZE (default 3G). Needs root, debootstrap, mke2fs; network only for the Debian
-# mirror and the package index the wheels come from.
+# Environment: MIRROR (Debian mirror; default: debootstrap's own), UBUNTU_MIRROR (default
+# http://archive.ubuntu.com/ubuntu), CACHE_DIR (default /var/cache/machine-agent-image),
+# PYTHON (builds the wheels; default: the repo's .venv), IMAGE_SIZE (default 3G). Needs
+# root, debootstrap, mke2fs, help2man (the .deb's manual page); for noble, Ubuntu's
+# archive key (/usr/share/keyrings/ubuntu-archive-keyring.gpg, else taken from Ubuntu's
+# keyring package with curl and checked by its fingerprint with gpg); network only for
+# the mirrors and the package index the wheels come from.
 #
 # The base tree (debootstrap + base-packages.txt: the slow part, minutes) is cached under
 # CACHE_DIR/<key>, the key being a hash of everything that shapes it: the package list,
-# the text of build_base below, the suite and the mirror. Everything after it (the agent's
+# the text of build_base below, the suite and the mirror; the .deb's build and target
+# trees likewise, under CACHE_DIR/deb-SUITE-<key> and CACHE_DIR/target-SUITE-<key>. Everything after it (the agent's
 # venv, units, site binaries, overlay, the file system) is redone by every build, seconds.
 set -euo pipefail
+shopt -s inherit_errexit  # a failure inside $(...) fails the build too
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
@@ -106,7 +116,93 @@ build_wheels() {  # $1: directory. The project's wheel and every dependency's.
   cp "$REPO/requirements/runtime.txt" "$wheels/runtime.txt"
 }
 
-DEB_PYTHON=/usr/bin/python3  # bookworm's 3.11: the venv's python is a link to it
+# The .deb is built per distribution, in a debootstrap tree of it: the venv's python is a
+# link to that distribution's python3, its compiled wheels are for that Python, and
+# dpkg-shlibdeps reads that distribution's libraries. Ubuntu 22.04 (jammy) is not here:
+# its python3 is 3.10, older than the agent needs.
+DEB_SUITES="bookworm trixie noble"
+UBUNTU_MIRROR=${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
+
+suite_mirror() {  # $1: suite. Empty: debootstrap's own Debian mirror (or MIRROR)
+  case $1 in
+    noble) echo "$UBUNTU_MIRROR" ;;
+    *) echo "${MIRROR:-}" ;;
+  esac
+}
+
+# Ubuntu's archive signing key (2018), by fingerprint: Debian does not package Ubuntu's
+# keyring, so it is taken from Ubuntu's own ubuntu-keyring package and used only if it
+# holds this key, of which only this key is kept.
+UBUNTU_KEY=F6ECB3762474EDA9D21B7022871920D1991BC93C
+UBUNTU_KEYRING_DEB=pool/main/u/ubuntu-keyring/ubuntu-keyring_2023.11.28.1_all.deb
+
+debootstrap_keyring() {  # $1: suite; prints debootstrap's --keyring option, if it needs one
+  case $1 in noble) ;; *) return 0 ;; esac
+  local system=/usr/share/keyrings/ubuntu-archive-keyring.gpg kept=$CACHE_DIR/ubuntu-archive-$UBUNTU_KEY.gpg
+  if [ -e "$system" ]; then echo "--keyring=$system"; return 0; fi
+  if [ ! -s "$kept" ]; then
+    local tmp
+    tmp=$(mktemp -d)
+    curl -fsS -o "$tmp/keyring.deb" "$UBUNTU_MIRROR/$UBUNTU_KEYRING_DEB" >&2
+    dpkg-deb -x "$tmp/keyring.deb" "$tmp/x"
+    gpg --homedir "$tmp" --no-default-keyring \
+      --keyring "$tmp/x/usr/share/keyrings/ubuntu-archive-keyring.gpg" \
+      --export "$UBUNTU_KEY" >"$tmp/key.gpg" 2>/dev/null
+    if ! gpg --homedir "$tmp" --show-keys --with-colons "$tmp/key.gpg" 2>/dev/null |
+        grep -qx "fpr:::::::::$UBUNTU_KEY:"; then
+      echo "Ubuntu's keyring package holds no key $UBUNTU_KEY" >&2
+      rm -rf "$tmp"
+      return 1
+    fi
+    mv "$tmp/key.gpg" "$kept"
+    rm -rf "$tmp"
+  fi
+  echo "--keyring=$kept"
+}
+
+build_deb_tree() {  # $1: the directory to create, $2: suite. Its python3, dpkg-shlibdeps, strip
+  local mirror script=""
+  mirror=$(suite_mirror "$2")
+  # debootstrap knows an Ubuntu release by its script (gutsy's serves every later one)
+  [ -e "/usr/share/debootstrap/scripts/$2" ] || script=/usr/share/debootstrap/scripts/gutsy
+  debootstrap --variant=minbase --include=python3,dpkg-dev $(debootstrap_keyring "$2") "$2" "$1" \
+    "${mirror:-http://deb.debian.org/debian}" $script >&2
+  chroot "$1" apt-get clean
+  rm -rf "$1"/var/lib/apt/lists/*
+}
+
+build_target_tree() {  # $1: the directory to create, $2: suite. A bare system of it, the
+  # kind of machine a .deb is installed on (the tests install each .deb into a copy).
+  local mirror script=""
+  mirror=$(suite_mirror "$2")
+  [ -e "/usr/share/debootstrap/scripts/$2" ] || script=/usr/share/debootstrap/scripts/gutsy
+  debootstrap --variant=minbase $(debootstrap_keyring "$2") "$2" "$1" \
+    "${mirror:-http://deb.debian.org/debian}" $script >&2
+  chroot "$1" apt-get clean
+}
+
+ensure_tree() {  # $1: kind (deb: a build tree; target: a bare system), $2: suite;
+  # prints the cached tree's path
+  local kind=$1 suite=$2 dir
+  case " $DEB_SUITES " in
+    *" $suite "*) ;;
+    *) echo "no .deb for $suite: one of $DEB_SUITES (jammy's Python 3.10 is older than the agent needs)" >&2
+       return 2 ;;
+  esac
+  dir="$CACHE_DIR/$kind-$suite-$({ declare -f "build_${kind}_tree";
+    echo "$suite $(suite_mirror "$suite")"; } | sha256sum | cut -c1-16)"
+  mkdir -p "$CACHE_DIR"
+  exec 8>"$dir.lock"
+  flock 8
+  if [ ! -e "$dir/complete" ]; then
+    say "$kind tree for $suite not cached: debootstrap into $dir (minutes)"
+    rm -rf "$dir"
+    with_progress "the $suite $kind tree (debootstrap)" "build_${kind}_tree" "$dir/rootfs" "$suite"
+  fi
+  touch "$dir/complete"
+  exec 8>&-
+  echo "$dir/rootfs"
+}
 
 deb_version() {  # $1: the agent's version. The release's own at its tag (v$1); built from
   # another commit, $1+git<commits>.g<hash>: a later commit is a later version to dpkg
@@ -121,54 +217,133 @@ deb_version() {  # $1: the agent's version. The release's own at its tag (v$1); 
   fi
 }
 
-build_deb() {  # $1: output directory; prints the .deb's path
-  local out=$1 work stage venv version
+build_deb() {  # $1: output directory, $2: suite (default bookworm); prints the .deb's path
+  local out=$1 suite=${2:-bookworm} tree work stage venv version pyver distro python
+  tree=$(ensure_tree deb "$suite")
   mkdir -p "$out"
-  work=$(mktemp -d)
+  # The venv is made inside the build tree (its python3, at a path of its own: two builds
+  # at once share the tree), then moved out; the tree itself is left as it was.
+  work=$(mktemp -d "$tree/tmp/machine-agent-deb.XXXXXX")
   trap 'rm -rf "$work"' RETURN
-  build_wheels "$work/wheels" >&2
+  python=${PYTHON:-python3}
+  [ -z "${PYTHON:-}" ] && [ -x "$REPO/.venv/bin/python" ] && python=$REPO/.venv/bin/python
+  pyver=$(chroot "$tree" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  distro=$(. "$tree/etc/os-release" && echo "$ID$VERSION_ID" | sed 's/^debian/deb/')
+  mkdir -p "$work/wheels"
+  "$python" -m pip wheel -q --no-deps --wheel-dir "$work/wheels" "$REPO" >&2
+  # The dependencies exactly as requirements/runtime.txt pins them, each file checked
+  # against its hash, the wheels for the tree's Python.
+  "$python" -m pip download -q --require-hashes --only-binary=:all: --dest "$work/wheels" \
+    --python-version "$pyver" --implementation cp --platform manylinux_2_28_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -r "$REPO/requirements/runtime.txt" >&2
+  cp "$REPO/requirements/runtime.txt" "$work/wheels/runtime.txt"
+  # The builder's own pip, run from its directory by the tree's python (pip supports it).
+  cp -a "$("$python" -c 'import os, pip; print(os.path.dirname(pip.__file__))')" "$work/pip"
+  local inner=${work#"$tree"}
   stage=$work/stage
   venv=$stage$VENV
-  # Made where it is staged, then its paths moved to $VENV: a venv records its own path
-  # only in bin/ (scripts' #! lines, activate) and pyvenv.cfg. No pip inside (pip
-  # --python installs into it) and no .pyc files (postinst compiles them in place).
-  "$DEB_PYTHON" -m venv --without-pip "$venv"
-  "$DEB_PYTHON" -m pip --python "$venv/bin/python" install -q --no-compile --no-index \
-    --disable-pip-version-check --find-links "$work/wheels" --require-hashes \
-    -r "$work/wheels/runtime.txt" >&2
-  "$DEB_PYTHON" -m pip --python "$venv/bin/python" install -q --no-compile --no-index \
-    --disable-pip-version-check --find-links "$work/wheels" --no-deps machine-agent >&2
-  grep -rlI --null "$stage" "$venv" | xargs -0 -r sed -i "s#$stage##g"
-  if grep -rlI "$stage" "$venv" >&2; then
+  # No pip inside (nothing installs into it later) and no .pyc files (postinst compiles
+  # them in place). A venv records its own path only in bin/ (scripts' #! lines,
+  # activate) and pyvenv.cfg: moved to $VENV below.
+  chroot "$tree" python3 -m venv --without-pip "$inner/stage$VENV"
+  # (env -i: the builder's pip settings name its own files, none of them in the tree)
+  local pip=(chroot "$tree" env -i PATH=/usr/bin:/bin PIP_CONFIG_FILE=/dev/null
+             "$inner/stage$VENV/bin/python" "$inner/pip" install -q --no-compile
+             --no-index --disable-pip-version-check --no-cache-dir
+             --find-links "$inner/wheels")
+  "${pip[@]}" --require-hashes -r "$inner/wheels/runtime.txt" >&2
+  "${pip[@]}" --no-deps machine-agent >&2
+  grep -rlI --null "$inner/stage" "$venv" | xargs -0 -r sed -i "s#$inner/stage##g"
+  if grep -rlI "$inner/stage" "$venv" >&2; then
     echo "the staging path is left in the files above" >&2
     return 1
   fi
-  version=$(deb_version "$("$venv/bin/python" -c 'import agent; print(agent.__version__)')")
+  # What Python 3.13's venv adds for a developer's checkout: a .gitignore, an empty
+  # include/ (no C headers are installed in it)
+  rm -f "$venv/.gitignore"
+  find "$venv/include" -depth -type d -empty -delete 2>/dev/null || true
+  local site
+  site=$(echo "$venv"/lib/python3*/site-packages)
+  # PyYAML's wheel links its own copy of libyaml into its C extension; Debian allows no
+  # embedded copies. The agent falls back to PyYAML's pure-Python SafeLoader without it.
+  rm -f "$site"/yaml/_yaml.*.so
+  sed -i '/^yaml\/_yaml\..*\.so,/d' "$site"/pyyaml-*.dist-info/RECORD
+  # Modes as Debian ships Python modules (some wheels mark a module or a test executable).
+  find "$site" -type f -exec chmod 0644 {} +
+  # Stripped as dh_strip does, then the Depends their libraries need (libc6, with the
+  # version the symbols they use appeared in), as dpkg-shlibdeps finds them in the tree.
+  local objects=() shlibs
+  mapfile -t objects < <(find "$site" -name '*.so' -type f | sed "s#^$tree##")
+  chroot "$tree" strip --remove-section=.comment --remove-section=.note --strip-unneeded \
+    "${objects[@]}"
+  mkdir -p "$work/shlibs/debian"
+  printf 'Source: machine-agent\n\nPackage: machine-agent\nArchitecture: amd64\n' \
+    >"$work/shlibs/debian/control"
+  shlibs=$(chroot "$tree" sh -c 'cd "$1" && shift && dpkg-shlibdeps -O "$@"' - \
+    "$inner/shlibs" "${objects[@]}" | sed -n 's/^shlibs:Depends=//p')
+  [ -n "$shlibs" ] || { echo "dpkg-shlibdeps found no dependency for ${objects[*]}" >&2; return 1; }
+  # Every distribution in the venv is named in the copyright file.
+  local dist
+  for dist in "$site"/*.dist-info; do
+    dist=$(basename "$dist" | sed 's/-[^-]*\.dist-info$//')
+    [ "$dist" = machine_agent ] && continue
+    grep -q "/$dist-\*\.dist-info/" "$HERE/deb/copyright" || {
+      echo "images/deb/copyright names no license for the bundled $dist" >&2; return 1; }
+  done
+  version=$(deb_version "$(sed -n 's/^Version: //p' "$site"/machine_agent-*.dist-info/METADATA)")
+  version=$version+$distro
   install_units "$stage"
   install -D -m 0644 "$HERE/deb/config.yaml" "$stage/etc/machine-agent/config.yaml"
-  mkdir -p "$stage/usr/bin" "$stage/DEBIAN"
+  install -D -m 0644 "$HERE/deb/copyright" "$stage/usr/share/doc/machine-agent/copyright"
+  install -D -m 0644 "$HERE/deb/lintian-overrides" \
+    "$stage/usr/share/lintian/overrides/machine-agent"
+  deb_changelog "$version" "$suite" | gzip -9n >"$stage/usr/share/doc/machine-agent/changelog.gz"
+  chmod 0644 "$stage/usr/share/doc/machine-agent/changelog.gz"
+  mkdir -p "$stage/usr/bin" "$stage/DEBIAN" "$stage/usr/share/man/man8"
   ln -s "$VENV/bin/machine-agent" "$stage/usr/bin/machine-agent"
+  # Its manual page: what `machine-agent --help` says, as the package's venv runs it
+  printf '#!/bin/sh\nexec chroot %q %q -c %q "$@"\n' "$tree" "$inner/stage$VENV/bin/python" \
+    'import sys; from agent.cli import main; sys.exit(main())' >"$work/machine-agent"
+  chmod 0755 "$work/machine-agent"
+  SOURCE_DATE_EPOCH=$(git -C "$REPO" log -1 --format=%ct 2>/dev/null || date +%s) \
+    help2man --no-info --section=8 --source="machine-agent $version" \
+    --name="turns a freshly booted machine into a Cluster API node" "$work/machine-agent" |
+    gzip -9n >"$stage/usr/share/man/man8/machine-agent.8.gz"
+  chmod 0644 "$stage/usr/share/man/man8/machine-agent.8.gz"
   install -m 0755 -t "$stage/DEBIAN" "$HERE/deb/postinst" "$HERE/deb/prerm" "$HERE/deb/postrm"
   (cd "$stage" && find etc -type f | sed 's#^#/#' | sort) >"$stage/DEBIAN/conffiles"
+  (cd "$stage" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z |
+    xargs -0 md5sum) >"$stage/DEBIAN/md5sums"
   cat >"$stage/DEBIAN/control" <<CONTROL
 Package: machine-agent
 Version: $version
 Architecture: amd64
 Maintainer: machine-agent maintainers <machine-agent@example.net>
-Depends: python3 (>= 3.11), python3 (<< 3.12), init-system-helpers (>= 1.54), iproute2, systemd
+Depends: python3 (>= $pyver), python3 (<< ${pyver%.*}.$((${pyver#*.} + 1))), $shlibs, init-system-helpers (>= 1.54), iproute2, systemd
 Recommends: chrony | systemd-timesyncd, containernetworking-plugins
 Section: admin
 Priority: optional
 Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 Homepage: https://cluster-api.sigs.k8s.io
 Description: turns a freshly booted machine into a Cluster API node
- machine-agent configures network (with IPAM) and time, joins the cluster with
- kubeadm, installs the CNI and reports each step on the Machine's status. Runs from
- its own virtualenv in /opt/machine-agent; the units are enabled, not started.
+ machine-agent configures network (with IPAM) and time, joins the cluster
+ with kubeadm, installs the CNI and reports each step on the Machine's
+ status. Runs from its own virtualenv in /opt/machine-agent (built for
+ this distribution's Python $pyver); the units are enabled, not started.
 CONTROL
   local deb=$out/machine-agent_${version}_amd64.deb
   dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >&2
   echo "$deb"
+}
+
+deb_changelog() {  # $1: version, $2: suite. A native package's changelog: the commit it is
+  local date commit=""
+  date=$(git -C "$REPO" log -1 --format=%cD 2>/dev/null || date -R)
+  commit=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || true)
+  printf 'machine-agent (%s) %s; urgency=medium\n\n  * Built%s for %s.\n\n -- %s  %s\n' \
+    "$1" "$2" "${commit:+ from commit $commit}" "$2" \
+    "machine-agent maintainers <machine-agent@example.net>" "$date"
 }
 
 install_units() {  # $1: tree (the .deb's staging tree): the units and the files they rely on
@@ -276,7 +451,8 @@ build_image() {
 case ${1:-} in
   base) ensure_base ;;
   wheels) build_wheels "${2:?wheels needs a directory}" ;;
-  deb) build_deb "${2:?deb needs a directory}" ;;
+  deb) build_deb "${2:?deb needs a directory}" "${3:-bookworm}" ;;
+  tree) ensure_tree "${2:?tree needs deb or target}" "${3:?tree needs a suite}" ;;
   image) shift; build_image "$@" ;;
-  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -42,11 +42,11 @@ def playbook(tmp_path: Path, tree: Path, deb: Path, enabled: bool = True) -> str
     return recap.group(2)
 
 
-def test_role_installs_and_enables_the_agent_and_is_idempotent(tmp_path: Path) -> None:
+def test_role_installs_and_enables_the_agent_and_is_idempotent(tmp_path: Path,
+                                                               deb: Path) -> None:
     base = run(["bash", "images/build.sh", "base"]).strip()
     tree = tmp_path / "tree"
     run(["cp", "-a", base, str(tree)])  # device nodes too (copytree would read /dev/zero)
-    deb = Path(run(["bash", "images/build.sh", "deb", str(tmp_path / "deb")]).strip())
 
     assert playbook(tmp_path, tree, deb) != "0"
     version = run(["chroot", str(tree), "/opt/machine-agent/bin/machine-agent", "--version"])
