@@ -15,4 +15,4 @@ done
 for pid in "${image_trees[@]}"; do
   wait "$pid"  # a tree that failed fails the set-up (set -e)
 done
-unset image_trees pid
+unset image_trees pid suite
