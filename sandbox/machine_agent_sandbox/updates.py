@@ -54,7 +54,8 @@ class Update:
     kubelet_args: tuple[tuple[str, str], ...] = ()
     """Its joinConfiguration.nodeRegistration.kubeletExtraArgs."""
     files: tuple[tuple[str, str], ...] = ()
-    """Its files: (path, content), mode 0644, owner root."""
+    """Its files: (path, content), owner root."""
+    file_mode: str = "0644"
 
     def bootstrap_spec(self) -> Obj:
         spec: Obj = {}
@@ -64,7 +65,7 @@ class Update:
             spec["joinConfiguration"] = {"nodeRegistration": {"kubeletExtraArgs": [
                 {"name": n, "value": v} for n, v in self.kubelet_args]}}
         if self.files:
-            spec["files"] = [{"path": p, "content": c, "permissions": "0644"}
+            spec["files"] = [{"path": p, "content": c, "permissions": self.file_mode}
                              for p, c in self.files]
         return spec
 
@@ -83,10 +84,13 @@ ADD_SERVER = Update("update-ntp", "an in-place update adds an NTP server", None,
 DEMO_FILE = "/etc/machine-agent-demo.conf"
 FILE_V1 = Update("update-file", "an in-place update writes a file", None,
                  files=((DEMO_FILE, "generation 1\n"),))
+FILE_V1_PRIVATE = Update("update-file-mode", "an in-place update makes that file private",
+                         None, files=((DEMO_FILE, "generation 1\n"),), file_mode="0600")
 FILE_V2_BAD_FLAG = Update(
     "update-file-and-bad-flag", "an in-place update changes that file, adds another and "
     "gives the kubelet a flag it does not know", Reason.KubeletNotHealthy,
     files=((DEMO_FILE, "generation 2\n"), ("/etc/machine-agent-new.conf", "new\n")),
+    file_mode="0600",
     kubelet_args=(("no-such-flag", "1"),))
 MAX_PODS = Update("update-kubelet", "an in-place update raises the kubelet's max-pods", None,
                   kubelet_args=(("max-pods", "200"),))

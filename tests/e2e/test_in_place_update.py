@@ -25,6 +25,7 @@ from machine_agent_sandbox.updates import (
     ADD_SERVER,
     DEMO_FILE,
     FILE_V1,
+    FILE_V1_PRIVATE,
     FILE_V2_BAD_FLAG,
     MAX_PODS,
     UNANSWERED,
@@ -244,11 +245,15 @@ def test_files_are_written_in_place_and_put_back_when_the_change_fails(
     assert final["status"] == "Success", final
     assert demo.read_text() == "generation 1\n" and demo.stat().st_mode & 0o7777 == 0o644
 
+    final = play_update(caller, update_request(box, node, FILE_V1_PRIVATE), lambda a: None)
+    assert final["status"] == "Success", final
+    assert demo.read_text() == "generation 1\n" and demo.stat().st_mode & 0o7777 == 0o600
+
     final = play_update(caller, update_request(box, node, FILE_V2_BAD_FLAG), lambda a: None)
     assert final["status"] == "Failure" and "KubeletNotHealthy" in str(final["message"])
     assert demo.read_text() == "generation 1\n"  # put back
     assert not new.exists()  # it was not there before the change
     log = (box.registry.base / f"{node.name}-daemon.log").read_text()
-    assert "create /etc/machine-agent-new.conf (mode 0644) (kept in place)" in log  # tried
+    assert "create /etc/machine-agent-new.conf (mode 0600) (kept in place)" in log  # tried
     assert "remove /etc/machine-agent-new.conf (no longer in spec.join.files" in log
     assert box.conditions(node)["NodeBootstrapped"]["status"] == "True"

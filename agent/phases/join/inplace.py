@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -18,6 +19,7 @@ from agent.phases.join.cloudconfig import WriteFile
 from agent.phases.join.filechange import data_file_change
 from agent.phases.join.kubeletflags import FLAGS_FILE, keep, parse, render
 from agent.phases.join.kubeletrestart import restart_kubelet
+from agent.phases.join.managed import owner_ids
 from agent.phases.join.result import JoinRecord, KeptFile
 from agent.state import digest
 
@@ -42,13 +44,28 @@ def kept_files_changes(ctx: PhaseContext) -> list[Change]:
                for path, kept in sorted((record.kept_files or {}).items())
                if path not in wanted]
     for path, wf in wanted.items():
-        change = data_file_change(ctx.host, wf, ctx.show_secrets)
+        change = data_file_change(ctx.host, wf, ctx.show_secrets) or \
+            _mode_or_owner_change(ctx.host, wf)
         if change is not None:
             changes.append(replace(
                 change, key=f"kept:{path}:{digest(wf.content.decode(errors='replace'))[7:19]}",
                 summary=f"{change.summary} (kept in place)",
                 action=_saving_first(ctx, record, path, change.action)))
     return changes
+
+
+def _mode_or_owner_change(host: Host, wf: WriteFile) -> Change | None:
+    """The same content with another mode or owner: written again with them."""
+    owner = owner_ids(host, wf.owner)
+    if not host.exists(wf.path) or host.mode_and_owner(wf.path) == \
+            (wf.mode, *(owner or (os.geteuid(), os.getegid()))):
+        return None
+
+    def write(h: Host) -> None:
+        h.write_file(wf.path, wf.content, mode=wf.mode, owner=owner)
+
+    return Change(f"write:{wf.path}", f"set mode {wf.mode:04o} and owner "
+                  f"{':'.join(wf.owner)} of {wf.path}", write)
 
 
 def _owner(text: str) -> tuple[str, str]:
@@ -86,10 +103,10 @@ def _put_back(ctx: PhaseContext, record: JoinRecord, path: str, kept: KeptFile) 
         else:
             host.write_file(path, host.read_bytes(_backup(path)), mode=kept.mode,
                             owner=(kept.uid, kept.gid))
-            host.remove(_backup(path))
         record.kept_files = {p: k for p, k in (record.kept_files or {}).items()
                              if p != path} or None
-        ctx.journal.save()
+        ctx.journal.save()  # before the backup goes: a run cut short here reads it again
+        host.remove(_backup(path))
 
     what = (f"remove {path} (no longer in spec.join.files; there was none before)"
             if kept.mode is None else
