@@ -1,9 +1,10 @@
-"""An in-place update of a sandbox node, driven as Cluster API drives it: the node's daemon
+"""In-place updates of a sandbox node, driven as Cluster API drives them: the node's daemon
 follows its AgentConfig object, the update extension runs as its own HTTPS process beside
 the API server, and UpdateMachine is called (and called again after retryAfterSeconds)
-with a KubeadmConfig whose ntp servers changed. A change the node can make is made, with
-the node's chronyd on the new servers and no second join; one that fails its trial is
-rolled back, and the reason reaches both the Machine and the hook's answer."""
+with a KubeadmConfig whose NTP servers, kubelet flags or files changed (and, replayed,
+the requests Cluster API's own controllers sent). A change the node can make is made
+without a second join; one that fails its trial is rolled back, and the reason reaches
+both the Machine and the hook's answer."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from machine_agent_sandbox.cluster import Admin
 from machine_agent_sandbox.kubeadm.kubelet_service import HEALTHZ_PORT
 from machine_agent_sandbox.netns import NTP_ADDRESS
 from machine_agent_sandbox.node import Node
@@ -49,15 +52,30 @@ from agent.state import Journal
 pytestmark = pytest.mark.allow_processes
 
 
-def test_an_ntp_change_is_made_in_place_and_a_failing_one_rolled_back_with_its_reason(
-        bring_up: Callable[[int], Sandbox]) -> None:
+@dataclass
+class Serving:
+    """A sandbox node bootstrapped under the agent's daemon, following its AgentConfig
+    object, and the update extension beside the API server (its caller)."""
+
+    box: Sandbox
+    node: Node
+    caller: Admin
+
+
+@pytest.fixture
+def serving(bring_up: Callable[[int], Sandbox]) -> Serving:
     box = bring_up(1)
     (node,) = box.nodes
     follow_config_object(box, node)
     start_daemon(box, node)
     wait_bootstrapped(box, node)
+    return Serving(box, node, start_extension(box))
+
+
+def test_an_ntp_change_is_made_in_place_and_a_failing_one_rolled_back_with_its_reason(
+        serving: Serving) -> None:
+    box, node, caller = serving.box, serving.node, serving.caller
     joined = Journal.load(Host(node.root)).section(JoinRecord).attempts
-    caller = start_extension(box)
     sources = node.root / "etc/chrony/chrony.conf"
 
     answers: list[dict[str, object]] = []
@@ -106,14 +124,9 @@ def _read(path: Path) -> bytes:
 
 
 def test_a_kubelet_flag_is_set_in_place_and_one_the_kubelet_refuses_rolled_back(
-        bring_up: Callable[[int], Sandbox]) -> None:
-    box = bring_up(1)
-    (node,) = box.nodes
-    follow_config_object(box, node)
-    start_daemon(box, node)
-    wait_bootstrapped(box, node)
+        serving: Serving) -> None:
+    box, node, caller = serving.box, serving.node, serving.caller
     joined = Journal.load(Host(node.root)).section(JoinRecord).attempts
-    caller = start_extension(box)
     flags = node.root / "var/lib/kubelet/kubeadm-flags.env"
     as_kubeadm_wrote = flags.read_text()
 
@@ -203,17 +216,12 @@ def _recorded_updates() -> list[tuple[dict[str, Any], list[str]]]:
 
 
 def test_the_real_controllers_update_calls_replayed_on_a_sandbox_node(
-        bring_up: Callable[[int], Sandbox]) -> None:
+        serving: Serving) -> None:
     """Cluster API v1.14's UpdateMachine requests, recorded while a sandbox node's daemon
     carried them out, replayed on this one: the same answers in the same order (in
     progress, Success; in progress, Failure), the kubelet's flags and chronyd's servers
     as the recorded node had them."""
-    box = bring_up(1)
-    (node,) = box.nodes
-    follow_config_object(box, node)
-    start_daemon(box, node)
-    wait_bootstrapped(box, node)
-    caller = start_extension(box)
+    box, node, caller = serving.box, serving.node, serving.caller
     flags = node.root / "var/lib/kubelet/kubeadm-flags.env"
     for request, recorded in _recorded_updates():
         request["desired"]["machine"]["metadata"].update(name=node.name,
@@ -230,15 +238,10 @@ def test_the_real_controllers_update_calls_replayed_on_a_sandbox_node(
 
 
 def test_files_are_written_in_place_and_put_back_when_the_change_fails(
-        bring_up: Callable[[int], Sandbox]) -> None:
+        serving: Serving) -> None:
     """A file written by an in-place update; then an update that changes it, adds another
     and fails on the kubelet: both files are as they were before it (the new one gone)."""
-    box = bring_up(1)
-    (node,) = box.nodes
-    follow_config_object(box, node)
-    start_daemon(box, node)
-    wait_bootstrapped(box, node)
-    caller = start_extension(box)
+    box, node, caller = serving.box, serving.node, serving.caller
     demo, new = node.root / DEMO_FILE.lstrip("/"), node.root / "etc/machine-agent-new.conf"
 
     final = play_update(caller, update_request(box, node, FILE_V1), lambda a: None)
