@@ -42,6 +42,8 @@ def test_the_image_recipe_installs_with_the_hashes_checked() -> None:
     script = (REPO / "images/build.sh").read_text()
     assert '--require-hashes --wheel-dir "$wheels" \\\n    -r "$REPO/requirements/runtime.txt"' \
         in script
-    # the .deb's venv (images/build.sh deb), from those files, checked again
-    assert '--require-hashes \\\n    -r "$work/wheels/runtime.txt"' in script
+    # the .deb's wheels (images/build.sh deb, for the tree's Python) fetched against the
+    # same hashes, and its venv installed from them, checked again
+    assert '"$python" -m pip download -q --require-hashes' in script
+    assert '"${pip[@]}" --require-hashes -r "$inner/wheels/runtime.txt"' in script
     assert "--no-deps machine-agent" in script  # nothing resolved past the pins
