@@ -56,8 +56,9 @@ class LifecycleSpec:
         "Phases planned and applied again when the Machine's AgentConfig (the ConfigMap "
         "or Secret of its machine-agent.io/config annotation) changes; unset: every phase "
         "that can be (network, time, and join, which on a joined node only keeps the "
-        "kubelet's extra flags: kubeadm never runs again); empty: changes wait for the "
-        "next boot. cni is never redone on a running node.", default=None)
+        "kubelet's extra flags and spec.join.files: kubeadm never runs again); empty: "
+        "changes wait for the next boot. cni is never redone on a running node.",
+        default=None)
     watch: bool = setting(
         "Watch the Machine and its AgentConfig after the bootstrap (needs "
         "spec.management). Off: the daemon only waits to be stopped.", default=True)

@@ -10,8 +10,8 @@ The new configuration is loaded like at boot (local sources, the object on top) 
 validated; an invalid one is refused whole and the running one stays. A valid one is
 planned and applied by the orchestrator for the phases in spec.lifecycle.reconfigure
 only (by default every phase that can be: network, time, join, where join on a joined
-node only keeps the kubelet's extra flags, kubeadm never runs again; cni follows from the
-join). Each phase applies as it does at boot (the
+node only keeps the kubelet's extra flags and spec.join.files, kubeadm never runs again;
+cni follows from the join). Each phase applies as it does at boot (the
 network phase tries the change and rolls back to its snapshot when the node loses its
 gateway or management endpoint); when a phase fails with the new configuration, the
 previous configuration is applied again for it, and the phase's condition says it runs

@@ -7,14 +7,13 @@ back, so the node is never left half-updated."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import replace
 
 from agent.host import Host
-from agent.phases.base import Change, PhaseContext
+from agent.phases.base import Change, PhaseContext, file_change
 from agent.phases.join.cloudconfig import WriteFile
 from agent.phases.join.filechange import data_file_change
 from agent.phases.join.kubeletflags import FLAGS_FILE, keep, parse, render
@@ -128,20 +127,20 @@ def kubelet_flags_change(ctx: PhaseContext) -> Change | None:
     if flags == current:
         return None
     content = render(flags)
+    write = file_change(ctx.host, FLAGS_FILE, content)
+    if write is None:
+        return None
     changed = ", ".join([f"--{n}={v}" for n, v in sorted(flags.items())
                          if current.get(n) != v] +
                         [f"--{n} removed" for n in sorted(current) if n not in flags])
 
     def rewrite_and_restart(host: Host) -> None:
-        host.write_file(FLAGS_FILE, content, mode=0o644)
+        write.action(host)
         record.kubelet_flags = kept or None  # journaled with the file: a rollback starts here
         ctx.journal.save()
         restart_kubelet(host, spec, changed, ctx.progress)
 
-    diff = "".join(difflib.unified_diff(text.splitlines(keepends=True),
-                                        content.splitlines(keepends=True),
-                                        fromfile=FLAGS_FILE, tofile=FLAGS_FILE))
-    return Change(f"kubelet-flags:{digest(content)[7:19]}",
-                  f"set the kubelet's flags in place ({changed}) in {FLAGS_FILE}, restart "
-                  f"the kubelet and wait for it to answer healthy", rewrite_and_restart,
-                  diff=diff, argv=tuple(spec.kubelet_restart_command))
+    return replace(write, key=f"kubelet-flags:{digest(content)[7:19]}",
+                   summary=f"set the kubelet's flags in place ({changed}) in {FLAGS_FILE}, "
+                           "restart the kubelet and wait for it to answer healthy",
+                   action=rewrite_and_restart, argv=tuple(spec.kubelet_restart_command))

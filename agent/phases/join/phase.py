@@ -59,7 +59,8 @@ class JoinPhase(PhaseOf[JoinResult]):
     needs = (ClockChecked,)
     Result = JoinResult
     reconfigurable = True
-    """On a joined node only the kubelet's flags are changed (kubeadm never runs again)."""
+    """On a joined node only the kubelet's flags and spec.join.files are changed
+    (kubeadm never runs again: agent/phases/join/inplace.py)."""
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
         return checks(self, doctor)
