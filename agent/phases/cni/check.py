@@ -44,6 +44,10 @@ MARKER = ".machine-agent-cni-check"
 """File in a check's subdirectory saying the agent made it (host-local keeps its own
 files under a subdirectory named after the network, never at this level)."""
 _OWN = re.compile(re.escape(PREFIX) + r"[0-9a-f]{8}")
+_GONE = re.compile(r"\." + re.escape(PREFIX) + r"[0-9a-f]{8}\.gone")
+"""A finished check's subdirectory, renamed before its removal: removing a tree takes
+the marker early, so a kill midway would otherwise leave an unmarked directory that is
+not the agent's to touch; a name of this form says it is, with nothing else to undo."""
 BRIDGE = "bridge "
 """Marker line naming a bridge the check was about to create (absent before it)."""
 _IFNAME = re.compile(r"[A-Za-z0-9_.-]{1,15}")
@@ -69,6 +73,9 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
           ranges: list[IPRange]) -> Proof:
     """Run ADD, CHECK and DEL of the list against a throwaway namespace; the pod's address
     must come from one of `ranges` (when the list has host-local ranges)."""
+    for name in host.list_dir(spec.data_dir):
+        if _GONE.fullmatch(name) and host.is_real_dir(f"{spec.data_dir}/{name}"):
+            host.remove_tree(f"{spec.data_dir}/{name}")
     for left, bridges in _leftovers(host, spec):
         _clean_up(host, doc, bin_dir, _sandbox(spec, left), spec, bridges)
     box = _sandbox(spec, secrets.token_hex(4))
@@ -109,7 +116,7 @@ def prove(host: Host, doc: dict[str, Any], bin_dir: str, spec: CheckSpec,
         host.run(["ip", "netns", "delete", box.netns], check=False)
         if not proved:
             _remove_bridges(host, made)
-        host.remove_tree(box.data_dir)
+        _discard(host, spec, box)
     return Proof(commands, address, box.netns)
 
 
@@ -145,7 +152,15 @@ def _clean_up(host: Host, doc: dict[str, Any], bin_dir: str, box: Sandbox,
     _delete(host, conf, None, bin_dir, box, spec, strict=False)
     host.run(["ip", "netns", "delete", box.netns], check=False)
     _remove_bridges(host, bridges)
-    host.remove_tree(box.data_dir)
+    _discard(host, spec, box)
+
+
+def _discard(host: Host, spec: CheckSpec, box: Sandbox) -> None:
+    """Remove a check's data directory once nothing else of it is left: renamed first,
+    in one step, to the name that says so (`_GONE`)."""
+    gone = f"{spec.data_dir}/.{box.netns}.gone"
+    host.rename(box.data_dir, gone)
+    host.remove_tree(gone)
 
 
 def _links(host: Host) -> tuple[LinkState, ...]:

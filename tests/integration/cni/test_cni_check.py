@@ -156,3 +156,22 @@ def test_a_shared_data_dir_loses_only_the_agents_own_leftovers(tmp_path: Path) -
     assert not leftover_namespace
     assert sorted(p.name for p in data.iterdir()) == [
         "0a1b2c3d", "dpkg", "important", "ma-cni-check-0123abcd", "ma-cni-check-4567cdef"]
+
+
+@pytest.mark.allow_processes
+def test_a_check_killed_while_removing_its_data_leaves_nothing_after_the_next(
+        tmp_path: Path) -> None:
+    """Removing a tree takes the marker before the directories that held it: a check
+    killed midway would leave an unmarked directory no later check may touch. The data
+    directory is renamed first, in one step, to the finished-with name; the next check
+    removes what a kill left of that, and only that."""
+    install_image_plugins(tmp_path)
+    data = tmp_path / "var/lib/machine-agent/cni-check"
+    token = secrets.token_hex(4)
+    half_removed = data / f".ma-cni-check-{token}.gone"
+    (half_removed / "checknet").mkdir(parents=True)  # the marker went, the rest did not
+    (data / ".ma-cni-check-notatoken.gone").mkdir()  # not a name the agent gives
+    with node_namespace() as node:
+        result = check(Host(tmp_path, netns=node), bridge_list(unique("mabr")))
+    assert result.commands == ["ADD", "CHECK", "DEL"]
+    assert sorted(p.name for p in data.iterdir()) == [".ma-cni-check-notatoken.gone"]
