@@ -14,6 +14,7 @@ from agent.config.cni import CheckSpec, ConflistSpec, TemplateValues
 from agent.host import Host
 from agent.phases.cni.check import CNIBrokenError, prove
 from agent.phases.cni.conflist import examine, render
+from agent.phases.cni.result import Proof
 from tests.cni_fixtures import (
     check_namespaces,
     host_links,
@@ -33,7 +34,7 @@ def bridge_list(bridge: str, subnet: str = "203.0.113.0/24", version: str = "1.0
         name="checknet", bridge=bridge, subnet=subnet, cni_version=version, **values)))
 
 
-def check(host: Host, doc: dict[str, Any]) -> dict[str, Any]:
+def check(host: Host, doc: dict[str, Any]) -> Proof:
     found = examine(doc, BIN, {"bridge", "host-local", "portmap", "loopback"}, [])
     assert not found.problems
     return prove(host, doc, BIN, CheckSpec(), found.ranges)
