@@ -225,13 +225,7 @@ def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKE
         admin.ns, secret, cloud_config(endpoint, token, node_ip=None),
         labels={"cluster.x-k8s.io/cluster-name": CLUSTER}))
     account = f"machine-agent-{machine}"
-    rbac = render_node_rbac(NodeIdentity(admin.ns, machine, CLUSTER, secret, account,
-                                         machine_uid=created["metadata"]["uid"],
-                                         ipam_claims=ipam_claims))
-    for doc in yaml.safe_load_all(rbac):
-        plural = "roles" if doc["kind"] == "Role" else "rolebindings"
-        admin.create(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{admin.ns}/{plural}",
-                     doc)
+    grant(admin, node_identity(admin, machine, created["metadata"]["uid"], ipam_claims))
     admin.create(f"/api/v1/namespaces/{admin.ns}/serviceaccounts", {
         "apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": account, "namespace": admin.ns}})
@@ -239,3 +233,24 @@ def seed_machine(admin: Admin, machine: str, endpoint: str, *, token: str = TOKE
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
         "spec": {"expirationSeconds": TOKEN_SECONDS}})
     return str(issued["status"]["token"])
+
+
+def node_identity(admin: Admin, machine: str, uid: str,
+                  ipam_claims: tuple[tuple[str, str], ...] = (), *,
+                  config: str = "") -> NodeIdentity:
+    """The node of `machine` as the shipped RBAC names it: its Machine, bootstrap Secret,
+    ServiceAccount, IPAddressClaims and, with `config`, its AgentConfig ConfigMap."""
+    return NodeIdentity(admin.ns, machine, CLUSTER, f"{machine}-bootstrap",
+                        f"machine-agent-{machine}", machine_uid=uid, ipam_claims=ipam_claims,
+                        config_kind="configmap" if config else "", config_name=config)
+
+
+def grant(admin: Admin, identity: NodeIdentity) -> None:
+    """The shipped node RBAC (templates/rbac/node-rbac.yaml) for `identity`: its Role
+    and RoleBinding created, or replaced when the node has them already."""
+    base = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{admin.ns}"
+    for doc in yaml.safe_load_all(render_node_rbac(identity)):
+        plural = "roles" if doc["kind"] == "Role" else "rolebindings"
+        made = admin.call("POST", f"{base}/{plural}", doc, ok=(201, 409))
+        if made.get("kind") == "Status":  # 409: it exists
+            admin.call("PUT", f"{base}/{plural}/{doc['metadata']['name']}", doc)

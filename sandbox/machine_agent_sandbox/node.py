@@ -97,6 +97,8 @@ class Node:
         "caCertHash": CA_HASH})
     """The kubeadm stand-in's world: the workload cluster as this node's kubeadm sees it
     (the sandbox adds `apiServer`, the workload API where its kubelet registers)."""
+    claims: tuple[tuple[str, str], ...] = ()
+    """(interface, family) of the addresses it claims with the capi plugin (its RBAC)."""
 
     @property
     def name(self) -> str:
@@ -120,6 +122,7 @@ class Node:
         management kubeconfig: the sandbox's API endpoint, `admin`'s CA, and the server's
         name as `tls-server-name` when it is an external server reached through the
         relay."""
+        self.claims = addressing.claims
         for path, text in HEALTHY_PROC.items():
             self.write(path, text)
         self.write(f"/{KERNEL_HOSTNAME}", f"{self.name}\n")  # its own, not the host's

@@ -23,7 +23,7 @@ from cryptography import x509
 
 from agent.errors import PermanentError, Reason
 from agent.inplace.hooks import GROUP_VERSION, path_of
-from machine_agent_sandbox.cluster import CAPI, Admin
+from machine_agent_sandbox.cluster import CAPI, Admin, grant, node_identity
 from machine_agent_sandbox.netns import NTP_ADDRESS
 from machine_agent_sandbox.testkit.certs import make_ca, pem, serving_cert
 
@@ -103,8 +103,8 @@ def config_object(node: Node) -> str:
 def follow_config_object(box: Sandbox, node: Node) -> None:
     """Give the node an AgentConfig object: the ConfigMap (the sandbox's time settings,
     as the cluster's operator would keep them there), the Machine's annotation naming it,
-    and a Role letting the node's ServiceAccount read and watch that one object (the
-    rules node-rbac.yaml renders for spec.identity's config)."""
+    and the node's RBAC rendered again with it (node-rbac.yaml's rule for that one
+    object)."""
     ns, name = box.admin.ns, config_object(node)
     text = yaml.safe_dump({"apiVersion": "machine-agent.io/v1alpha1", "kind": "AgentConfig",
                            "spec": {"time": {"servers": [{"host": NTP_ADDRESS,
@@ -113,22 +113,12 @@ def follow_config_object(box: Sandbox, node: Node) -> None:
     box.admin.create(f"/api/v1/namespaces/{ns}/configmaps", {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
         "data": {"config.yaml": text}})
-    box.admin.call("PATCH", f"/apis/{CAPI}/namespaces/{ns}/machines/{node.name}", {
-        "metadata": {"annotations": {"machine-agent.io/config": f"configmap/{name}"}}},
+    machine = box.admin.call(
+        "PATCH", f"/apis/{CAPI}/namespaces/{ns}/machines/{node.name}", {
+            "metadata": {"annotations": {"machine-agent.io/config": f"configmap/{name}"}}},
         content_type="application/merge-patch+json")
-    role = f"machine-agent-{node.name}-config"
-    rbac = "/apis/rbac.authorization.k8s.io/v1"
-    box.admin.create(f"{rbac}/namespaces/{ns}/roles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": role, "namespace": ns},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [name],
-                   "verbs": ["get", "list", "watch"]}]})
-    box.admin.create(f"{rbac}/namespaces/{ns}/rolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": role, "namespace": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-        "subjects": [{"kind": "ServiceAccount", "name": f"machine-agent-{node.name}",
-                      "namespace": ns}]})
+    grant(box.admin, node_identity(box.admin, node.name, machine["metadata"]["uid"],
+                                   node.claims, config=name))
 
 
 def start_daemon(box: Sandbox, node: Node) -> Any:
