@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from machine_agent_sandbox.cluster import Admin
 from machine_agent_sandbox.kubeadm.kubelet_service import HEALTHZ_PORT
-from machine_agent_sandbox.netns import NTP_ADDRESS
+from machine_agent_sandbox.netns import GATEWAY, NTP_ADDRESS
 from machine_agent_sandbox.node import Node
 from machine_agent_sandbox.sandbox import Sandbox
 from machine_agent_sandbox.updates import (
@@ -260,3 +261,41 @@ def test_files_are_written_in_place_and_put_back_when_the_change_fails(
     assert "create /etc/machine-agent-new.conf (mode 0600) (kept in place)" in log  # tried
     assert "remove /etc/machine-agent-new.conf (no longer in spec.join.files" in log
     assert box.conditions(node)["NodeBootstrapped"]["status"] == "True"
+
+
+def test_a_network_change_whose_gateway_does_not_answer_is_rolled_back(
+        serving: Serving) -> None:
+    """The operator moves the node's default gateway, in its AgentConfig object, to an
+    address nothing answers on: the daemon tries the change, the gateway stays silent, the
+    node's routes are put back as they were and the Machine says why; the node stays in
+    service and reaches the management cluster all along (it reported)."""
+    box, node = serving.box, serving.node
+    routes = _routes(node)
+    assert f"default via {GATEWAY}" in routes
+    local = yaml.safe_load((node.root / "etc/machine-agent/config.yaml").read_text())
+    network = copy.deepcopy(local["spec"]["network"])
+    network["interfaces"][0]["gateway"] = SILENT_GATEWAY
+    path = f"/api/v1/namespaces/{box.admin.ns}/configmaps/{config_object(node)}"
+    text = yaml.safe_load(box.admin.call("GET", path)["data"]["config.yaml"])
+    text["spec"]["network"] = network
+    changed = yaml.safe_dump(text, sort_keys=False)
+    box.admin.call("PATCH", path, {"data": {"config.yaml": changed}},
+                   content_type="application/merge-patch+json")
+    deadline = time.monotonic() + 60
+    while content_digest(changed) not in str(
+            (applied := box.conditions(node).get("AgentConfigApplied") or {}).get("message")):
+        assert time.monotonic() < deadline, box.conditions(node)
+        time.sleep(0.5)
+    assert (applied["status"], applied["reason"]) == ("False", "GatewayUnreachable"), applied
+    assert f"gateway {SILENT_GATEWAY}" in applied["message"], applied
+    assert _routes(node) == routes  # rolled back: the default route via the old gateway
+    assert box.conditions(node)["NodeBootstrapped"]["status"] == "True"
+
+
+SILENT_GATEWAY = "192.0.2.254"
+"""On the node's segment, with nothing there to answer neighbour resolution."""
+
+
+def _routes(node: Node) -> str:
+    return subprocess.run(["ip", "-n", node.netns, "route", "show"], capture_output=True,
+                          text=True, timeout=10, check=True).stdout
