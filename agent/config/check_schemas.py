@@ -34,6 +34,9 @@ def _range(low: int, high: int) -> dict[str, dict[str, Any]]:
     return {"integer": {"minimum": low, "maximum": high}}
 
 
+_NUMBER = "(0|[1-9][0-9]{0,3})"
+
+
 def _string(**keywords: Any) -> dict[str, dict[str, Any]]:
     return {"string": keywords}
 
@@ -60,6 +63,7 @@ SCHEMAS: dict[Check, dict[str, dict[str, Any]]] = {
     checks.absolute_path: _string(pattern=r"^(?!.*/\.\.?(/|$))/[A-Za-z0-9._/@+:,=-]*$"),
     checks.https_url: _string(pattern=r"^https://[^\s/?#]+([/?#]\S*)?$"),
     checks.sha256: _string(pattern=r"^[0-9a-f]{64}$"),
+    checks.k8s_release: _string(pattern=rf"^v{_NUMBER}\.{_NUMBER}\.{_NUMBER}$"),
     checks.host_port: _string(
         pattern=rf"^({_HOST}|\[[0-9A-Fa-f:.]+\]):"
                 r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$"),

@@ -306,6 +306,7 @@ def pem_certificate(value: str) -> str | None:
 
 _BOOTSTRAP_TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")
 _K8S_VERSION = re.compile(r"^v?(\d+)\.(\d+)(\.\d+)?([-+][0-9A-Za-z.+-]+)?$")
+_K8S_RELEASE = re.compile(r"^v(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})$")
 _FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _CHECK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
@@ -335,6 +336,13 @@ def k8s_version(value: str) -> str | None:
     if _K8S_VERSION.fullmatch(value):
         return None
     return f"{_shown(value)} is not a Kubernetes version (e.g. v1.31.2)"
+
+
+def k8s_release(value: str) -> str | None:
+    """A Kubernetes release as its binaries are named: vMAJOR.MINOR.PATCH."""
+    if _K8S_RELEASE.fullmatch(value):
+        return None
+    return f"{_shown(value)} is not a Kubernetes release (vMAJOR.MINOR.PATCH, e.g. v1.31.3)"
 
 
 def unix_socket_url(value: str) -> str | None:

@@ -159,6 +159,21 @@ class JoinSpec:
     kubelet_restart_timeout: Duration = setting(
         "How long the kubelet has to answer healthy after that restart before the change "
         "is rolled back.", default=Duration(60), check=checks.positive)
+    in_place_version: str | None = setting(
+        "The Kubernetes release a joined node is to run, set by an in-place update: a "
+        "newer patch release of the one its kubelet runs, made with that release's "
+        "`kubeadm upgrade node` and kubelet from versionsDir, the kubelet restarted and "
+        "proven healthy. The kubelet and its configuration it replaced are kept, and put "
+        "back when this names the release before again or is removed (a rollback).",
+        default=None, check=checks.k8s_release)
+    versions_dir: str = setting(
+        "Where the node keeps the Kubernetes releases it may be updated to in place: "
+        "RELEASE/kubeadm and RELEASE/kubelet (the agent installs no packages: the image "
+        "or your configuration management puts them there).",
+        default="/opt/machine-agent/kubernetes", check=checks.absolute_path)
+    kubelet_binary: str = setting(
+        "The kubelet program the node runs, which an in-place release change replaces.",
+        default="/usr/bin/kubelet", check=checks.absolute_path)
 
     def validate(self) -> Iterator[tuple[str, str, str | None]]:
         paths = [f.path for f in self.files]

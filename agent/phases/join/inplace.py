@@ -1,9 +1,10 @@
-"""What the join phase changes on a node that has joined (kubeadm never runs again there):
-the kubelet's extra flags (spec.join.nodeRegistration.kubeletExtraArgs) and the files of
-spec.join.files, both set in place by an in-place update (agent/inplace). Each keeps what
-it replaced, journaled before the change is made: a later configuration without it, such
-as the previous one when a change is rolled back (agent/daemon/reconfigure.py), puts that
-back, so the node is never left half-updated."""
+"""What the join phase changes on a node that has joined (kubeadm join never runs again
+there): its Kubernetes patch release (spec.join.inPlaceVersion, agent.phases.join.
+release), the kubelet's extra flags (spec.join.nodeRegistration.kubeletExtraArgs) and
+the files of spec.join.files, all set in place by an in-place update (agent/inplace).
+Each keeps what it replaced, journaled before the change is made: a later configuration
+without it, such as the previous one when a change is rolled back (agent/daemon/
+reconfigure.py), puts that back, so the node is never left half-updated."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from agent.phases.join.filechange import data_file_change
 from agent.phases.join.kubeletflags import FLAGS_FILE, keep, parse, render
 from agent.phases.join.kubeletrestart import restart_kubelet
 from agent.phases.join.managed import owner_ids
+from agent.phases.join.release import release_changes
 from agent.phases.join.result import JoinRecord, KeptFile
 from agent.state import digest
 
@@ -27,7 +29,7 @@ BACKUPS = "/var/lib/machine-agent/kept-files"
 
 
 def in_place_changes(ctx: PhaseContext) -> list[Change]:
-    changes = kept_files_changes(ctx)
+    changes = release_changes(ctx) + kept_files_changes(ctx)
     flags = kubelet_flags_change(ctx)
     return changes + ([flags] if flags is not None else [])
 

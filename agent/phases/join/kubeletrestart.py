@@ -38,9 +38,11 @@ def healthz(url: str, timeout: float = 2.0) -> str:
 
 
 def restart_kubelet(host: Host, spec: JoinSpec, changed: str,
-                    progress: Callable[[str], None]) -> None:
+                    progress: Callable[[str], None], *,
+                    fix: str = "an unknown flag or a bad value stops it); fix "
+                               "nodeRegistration.kubeletExtraArgs") -> None:
     """Run the restart command, then wait until healthz answers `ok` HEALTHY_TIMES in a
-    row (bounded by spec.kubeletRestartTimeout)."""
+    row (bounded by spec.kubeletRestartTimeout); `fix` ends the hint when it does not."""
     host.run(list(spec.kubelet_restart_command), timeout=90)
     url, limit = spec.kubelet_healthz, float(spec.kubelet_restart_timeout)
     start = time.monotonic()
@@ -56,5 +58,4 @@ def restart_kubelet(host: Host, spec: JoinSpec, changed: str,
     raise PermanentError(
         f"the kubelet did not answer healthy at {url} within {limit:g}s of its restart with "
         f"{changed}: {last}", reason=Reason.KubeletNotHealthy,
-        hint="read `journalctl -u kubelet` (an unknown flag or a bad value stops it); "
-             "fix nodeRegistration.kubeletExtraArgs")
+        hint=f"read `journalctl -u kubelet` ({fix}")

@@ -59,8 +59,8 @@ class JoinPhase(PhaseOf[JoinResult]):
     needs = (ClockChecked,)
     Result = JoinResult
     reconfigurable = True
-    """On a joined node only the kubelet's flags and spec.join.files are changed
-    (kubeadm never runs again: agent/phases/join/inplace.py)."""
+    """On a joined node only its patch release, the kubelet's flags and spec.join.files
+    are changed (kubeadm join never runs again: agent/phases/join/inplace.py)."""
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
         return checks(self, doctor)
@@ -199,7 +199,9 @@ class JoinPhase(PhaseOf[JoinResult]):
                           kubeadm=source.facts.command if source.facts.command != "join"
                           else None,
                           control_plane=True if source.facts.control_plane else None,
-                          kubernetes_version=str(source.version),
+                          kubernetes_version=record.release.release
+                          if record.release is not None and record.release.done
+                          else str(source.version),
                           join_configuration=source.facts.api_version,
                           attempts=len(record.attempts), node_registered=registered,
                           failed_commands=[f"{kind}[{i}] `{c.command}`"

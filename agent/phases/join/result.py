@@ -97,6 +97,17 @@ class KeptFile:
     gid: int = 0
 
 
+@dataclass(frozen=True)
+class ReleaseChange:
+    """An in-place change of the node's Kubernetes release (agent.phases.join.release):
+    the release it makes, the one it replaced (whose kubelet and kubelet configuration
+    are kept beside the journal; empty: none kept), and whether it was proven."""
+
+    release: str = ""
+    previous: str = ""
+    done: bool = False
+
+
 @dataclass
 class JoinRecord(Section):
     """What the join phase keeps across runs: its attempts (the last ones), the resets
@@ -118,3 +129,6 @@ class JoinRecord(Section):
     kubelet_flags: dict[str, KeptFlag] | None = None
     """The kubelet flags the agent keeps in kubeadm-flags.env on the joined node, each
     with the value it replaced (agent.phases.join.kubeletflags)."""
+    release: ReleaseChange | None = None
+    """The last in-place change of the node's Kubernetes release, journaled before it is
+    made (agent.phases.join.release)."""
