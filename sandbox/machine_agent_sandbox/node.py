@@ -24,7 +24,7 @@ from machine_agent_sandbox.cluster import POOL, Admin
 from machine_agent_sandbox.files import write_atomic
 from machine_agent_sandbox.kubeadm.hostname import KERNEL_HOSTNAME
 from machine_agent_sandbox.kubeadm.kubelet_service import PIDFILE as KUBELET_PIDFILE
-from machine_agent_sandbox.kubeadm_standin import install
+from machine_agent_sandbox.kubeadm_standin import install, install_release
 from machine_agent_sandbox.netns import (
     DATA_LINK,
     GATEWAY,
@@ -45,6 +45,11 @@ HEALTHY_PROC = {
 kernel, so the real /proc is not the node's)."""
 RUNTIME_SOCKET = "/var/run/containerd/containerd.sock"
 RUN_TIMEOUT = 90.0
+RELEASE = "v1.31.2"
+"""The Kubernetes release the sandbox's cluster and nodes run."""
+STAGED_RELEASES = {"v1.31.3": False, "v1.31.4": True}
+"""Releases the node carries for an in-place release change (spec.join.versionsDir), by
+whether its kubelet is broken (built for another architecture: it does not run)."""
 """Bound on one agent run in the sandbox (the demo's own runs take seconds)."""
 
 
@@ -93,7 +98,7 @@ class Node:
     netns: str
     home: Path
     workload: dict[str, Any] = field(default_factory=lambda: {
-        "version": "v1.31.2", "tokens": {"abcdef": "0123456789abcdef"},
+        "version": RELEASE, "tokens": {"abcdef": "0123456789abcdef"},
         "caCertHash": CA_HASH})
     """The kubeadm stand-in's world: the workload cluster as this node's kubeadm sees it
     (the sandbox adds `apiServer`, the workload API where its kubelet registers)."""
@@ -129,6 +134,8 @@ class Node:
         self.runtime_socket.parent.mkdir(parents=True, exist_ok=True)
         self.save_world()
         install(self.home / "bin", self.root, self.world)
+        for release, broken in STAGED_RELEASES.items():
+            install_release(self.root, self.world, release, broken=broken)
         self.write_guard()
         registry.pidfile(self.root / KUBELET_PIDFILE)  # its kubelet's healthz, once started
         chrony = Client(registry, self.home / "chrony", self.root)

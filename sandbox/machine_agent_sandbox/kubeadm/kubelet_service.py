@@ -4,9 +4,10 @@ not know or a value it cannot parse (`failed to parse kubelet flag: unknown flag
 cmd/kubelet/app/server.go), else serves its healthz endpoint (127.0.0.1:10248, `ok`).
 
 The sandbox has no systemd and no kubelet: `restart` stops the previous healthz server
-(its pidfile under the node's root, which the sandbox's undo also stops), checks the
-flags as the kubelet's parser would for the flags it knows here (a subset: those a
-kubeadm user sets), and starts a new server in the caller's network namespace (the
+(its pidfile under the node's root, which the sandbox's undo also stops), checks that
+the node's kubelet program runs (an in-place release change replaces it) and the flags
+as the kubelet's parser would for the flags it knows here (a subset: those a kubeadm
+user sets), and starts a new server in the caller's network namespace (the
 node's) when they pass. Like systemctl, it exits 0 either way: a kubelet that dies on its
 flags is seen by asking its health, not by the restart.
 """
@@ -57,6 +58,17 @@ def flag_problem(text: str) -> str | None:
     return None
 
 
+def program_problem(root: Path) -> str | None:
+    """Why the node's kubelet program does not run (None: it does, or the node has none:
+    a test node without one)."""
+    program = root / "usr/bin/kubelet"
+    if not program.exists():
+        return None
+    done = subprocess.run([str(program), "--version"], capture_output=True, text=True,
+                          timeout=30, check=False)
+    return None if done.returncode == 0 else (done.stderr or done.stdout).strip()[:300]
+
+
 def restart(root: Path) -> int:
     pidfile = root / PIDFILE
     try:
@@ -72,7 +84,8 @@ def restart(root: Path) -> int:
     log = root / LOG
     log.parent.mkdir(parents=True, exist_ok=True)
     flags = root / FLAGS
-    problem = flag_problem(flags.read_text()) if flags.exists() else None
+    problem = program_problem(root) or (flag_problem(flags.read_text()) if flags.exists()
+                                        else None)
     with open(log, "a") as out:
         if problem is not None:
             out.write(f'E run.go:72] "command failed" err="{problem}"\n')
