@@ -7,9 +7,11 @@ patches exactly the fields the agent carries out on a running node and leaves th
 a KubeadmConfig's `ntp` (the agent's time phase owns time sync), kubelet flags added or
 changed in joinConfiguration.nodeRegistration.kubeletExtraArgs and `files` added or
 changed with their content inline (the join phase keeps both on a joined node), all
-reaching the node through its AgentConfig object (update.py), and a MachineSet's switch
-to another bootstrap config template (the template itself is judged field by field). A
-changed Kubernetes version, infrastructure, a removed file or one from a Secret, users,
+reaching the node through its AgentConfig object (update.py), a worker's Kubernetes
+version moved to a newer patch release (the node runs `kubeadm upgrade node` and the
+release's kubelet), and a MachineSet's switch to another bootstrap config template (the
+template itself is judged field by field). Another minor version or a control plane's
+version, infrastructure, a removed file or one from a Secret, users,
 taints, a removed kubelet flag or one the kubelet reads only when it registers
 (node-labels) stay different: those Machines are replaced.
 """
@@ -21,7 +23,9 @@ from typing import Any
 from agent.config import checks
 from agent.inplace.hooks import GROUP_VERSION, Obj, json_patch
 from agent.phases.join.kubeletflags import AT_REGISTRATION
+from agent.phases.join.release import newer_patch
 
+CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 IN_PLACE_FIELDS = ("ntp",)
 """KubeadmConfigSpec fields the agent applies on a running node, whole."""
 KUBELET_ARGS = ("joinConfiguration", "nodeRegistration", "kubeletExtraArgs")
@@ -122,6 +126,13 @@ def config_ops(current: Any, desired: Any, prefix: str) -> list[Obj]:
     return ops
 
 
+def _version_ops(current: Any, desired: Any, path: str) -> list[Obj]:
+    """A newer patch release: in place (agent.phases.join.release)."""
+    return [{"op": "replace", "path": path, "value": desired}] \
+        if isinstance(current, str) and isinstance(desired, str) and \
+        newer_patch(current, desired) else []
+
+
 def can_update_machine_set(request: Obj) -> Obj:
     current, desired = request.get("current") or {}, request.get("desired") or {}
     response: Obj = {"apiVersion": GROUP_VERSION, "kind": "CanUpdateMachineSetResponse",
@@ -131,14 +142,19 @@ def can_update_machine_set(request: Obj) -> Obj:
                                   "spec"), "/spec/template/spec")
     if template_ops:
         response["bootstrapConfigTemplatePatch"] = json_patch(template_ops)
-    ref = ("machineSet", "spec", "template", "spec", "bootstrap", "configRef")
-    old_ref, new_ref = _at(current, *ref), _at(desired, *ref)
+    spec = ("machineSet", "spec", "template", "spec")
+    machine_set_ops = _version_ops(_at(current, *spec, "version"), _at(desired, *spec, "version"),
+                                   "/spec/template/spec/version")
+    old_ref, new_ref = _at(current, *spec, "bootstrap", "configRef"), \
+        _at(desired, *spec, "bootstrap", "configRef")
     if isinstance(old_ref, dict) and isinstance(new_ref, dict) and old_ref != new_ref and \
             {k: v for k, v in old_ref.items() if k != "name"} == \
             {k: v for k, v in new_ref.items() if k != "name"}:
-        response["machineSetPatch"] = json_patch([{
+        machine_set_ops.append({
             "op": "replace", "path": "/spec/template/spec/bootstrap/configRef/name",
-            "value": new_ref.get("name")}])
+            "value": new_ref.get("name")})
+    if machine_set_ops:
+        response["machineSetPatch"] = json_patch(machine_set_ops)
     return response
 
 
@@ -150,4 +166,10 @@ def can_update_machine(request: Obj) -> Obj:
                      _at(desired, "bootstrapConfig", "spec"), "/spec")
     if ops:
         response["bootstrapConfigPatch"] = json_patch(ops)
+    labels = _at(current, "machine", "metadata", "labels") or {}
+    if CONTROL_PLANE_LABEL not in labels:  # a control plane's upgrade is kubeadm's own
+        machine_ops = _version_ops(_at(current, "machine", "spec", "version"),
+                                   _at(desired, "machine", "spec", "version"), "/spec/version")
+        if machine_ops:
+            response["machinePatch"] = json_patch(machine_ops)
     return response

@@ -94,9 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         prog="machine-agent-update-extension",
         description="Serve Cluster API's in-place update hooks (Runtime SDK) for nodes run "
                     "by machine-agent: a KubeadmConfig's NTP servers, kubelet flags added "
-                    "or changed and files with inline content are made in place by the "
-                    "node's agent (through the Machine's AgentConfig ConfigMap), everything "
-                    "else is left to a rollout (docs/in-place-updates.md).",
+                    "or changed and files with inline content, and a worker's newer "
+                    "Kubernetes patch release, are made in place by the node's agent "
+                    "(through the Machine's AgentConfig ConfigMap), everything else is "
+                    "left to a rollout (docs/in-place-updates.md).",
         epilog="exit status:\n  0  stopped\n  2  the command line, the kubeconfig or the "
                "certificate is refused (the message says which)\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)

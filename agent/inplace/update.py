@@ -7,11 +7,12 @@ and applies a change with its trial and rollback (agent.daemon.reconfigure), rep
 `AgentConfigApplied` on the Machine with the digest of the content it applied or refused.
 So an update writes the desired settings into that ConfigMap (NTP servers: its
 `spec.time.servers`; kubelet flags: `spec.join.nodeRegistration.kubeletExtraArgs`; files:
-`spec.join.files`) and answers, every time Cluster API asks again: `retryAfterSeconds`
-until the Machine's condition names that content, then Success, or Failure with the
-agent's own message (Cluster API shows only "UpdateMachine hook failed" on the Machine;
-the reason and its fix are in the agent's condition). Writing the same content again
-changes nothing, so a repeated call is harmless.
+`spec.join.files`; a worker Machine's Kubernetes version: `spec.join.inPlaceVersion`,
+which changes nothing on a node that runs it) and answers, every time Cluster API asks
+again: `retryAfterSeconds` until the Machine's condition names that content, then
+Success, or Failure with the agent's own message (Cluster API shows only "UpdateMachine
+hook failed" on the Machine; the reason and its fix are in the agent's condition).
+Writing the same content again changes nothing, so a repeated call is harmless.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from dataclasses import dataclass
 
 import yaml
 
+from agent.config import checks
 from agent.errors import AgentError
-from agent.inplace.decide import kept_files, kubelet_args, ntp_servers
+from agent.inplace.decide import CONTROL_PLANE_LABEL, kept_files, kubelet_args, ntp_servers
 from agent.inplace.hooks import GROUP_VERSION, Obj, failure
 from agent.kube.client import Client, resource_path
 from agent.kube.errors import NotFound
@@ -43,18 +45,26 @@ def _response(retry: int = 0, message: str = "") -> Obj:
 @dataclass(frozen=True)
 class InPlace:
     """What the agent is asked to make in place: the KubeadmConfig's NTP servers, kubelet
-    flags and files (empty: not asked)."""
+    flags and files, the Machine's release (empty: not asked)."""
 
     servers: tuple[str, ...] = ()
     kubelet_args: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[tuple[str, str], ...], ...] = ()
     """Each file's {path, content, permissions, owner}, as items."""
+    release: str = ""
+    """The Machine's Kubernetes version, when a worker's (a control plane's is not
+    changed in place)."""
 
     @classmethod
-    def of(cls, bootstrap_spec: Obj) -> InPlace:
+    def of(cls, bootstrap_spec: Obj, machine: Obj | None = None) -> InPlace:
+        spec, meta = (machine or {}).get("spec") or {}, (machine or {}).get("metadata") or {}
+        version = spec.get("version")
+        release = version if isinstance(version, str) and not checks.k8s_release(version) \
+            and CONTROL_PLANE_LABEL not in (meta.get("labels") or {}) else ""
         return cls(tuple(ntp_servers(bootstrap_spec.get("ntp"))),
                    tuple(sorted((kubelet_args(bootstrap_spec) or {}).items())),
-                   tuple(tuple(f.items()) for f in kept_files(bootstrap_spec) or []))
+                   tuple(tuple(f.items()) for f in kept_files(bootstrap_spec) or []),
+                   release)
 
     def applied_to(self, text: str | None) -> str:
         """The AgentConfig text with these settings: `spec.time.servers` (each server's
@@ -76,6 +86,8 @@ class InPlace:
                 dict(self.kubelet_args)
         if self.files:
             _section(spec, "join")["files"] = [dict(f) for f in self.files]
+        if self.release:
+            _section(spec, "join")["inPlaceVersion"] = self.release
         return str(yaml.safe_dump(doc, sort_keys=False))
 
 
@@ -92,7 +104,8 @@ def update_machine(request: Obj, client: Client) -> Obj:
     desired = request.get("desired") or {}
     meta = (desired.get("machine") or {}).get("metadata") or {}
     namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-    wanted = InPlace.of((desired.get("bootstrapConfig") or {}).get("spec") or {})
+    wanted = InPlace.of((desired.get("bootstrapConfig") or {}).get("spec") or {},
+                        desired.get("machine"))
     if wanted == InPlace():
         return _response(message="nothing for the agent to change in place")
     try:

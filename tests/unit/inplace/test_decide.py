@@ -118,13 +118,41 @@ def test_an_ntp_change_is_made_in_place() -> None:
     assert can_update_machine_set(request) == response  # deterministic
 
 
-def test_a_kubernetes_version_change_is_rolled_out() -> None:
+def _with_version(version: str) -> dict[str, Any]:
+    """The recorded CanUpdateMachineSet request (v1.35.0) with only the MachineSet's
+    Kubernetes version changed."""
     request = recorded_request("in-place", "can-update-machineset")
-    request["desired"]["machineSet"]["spec"]["template"]["spec"]["version"] = "v1.35.1"
+    request["desired"]["machineSet"]["spec"]["template"]["spec"]["version"] = version
     want = request["desired"]["bootstrapConfigTemplate"]["spec"]["template"]["spec"]
     want.update({k: v for k, v in request["current"]["bootstrapConfigTemplate"]["spec"]
                  ["template"]["spec"].items()})
-    assert not in_place(request, can_update_machine_set(request))
+    return request
+
+
+def test_a_newer_patch_release_is_made_in_place_another_minor_one_rolled_out() -> None:
+    request = _with_version("v1.35.1")
+    response = can_update_machine_set(request)
+    assert in_place(request, response)
+    ops = json.loads(base64.b64decode(response["machineSetPatch"]["patch"]))
+    assert {"op": "replace", "path": "/spec/template/spec/version", "value": "v1.35.1"} in ops
+    for version in ("v1.36.0", "v1.34.9", "v2.35.1", "1.35.1", "v1.35.1-rc.0"):
+        assert not in_place(_with_version(version),
+                            can_update_machine_set(_with_version(version))), version
+
+
+def test_a_control_plane_machines_version_is_left_to_its_rollout() -> None:
+    """CanUpdateMachine (KubeadmControlPlane's hook, and a worker Machine's): a worker's
+    patch release is patched; a control plane's upgrade (its static Pods, etcd) is
+    kubeadm's on the control plane and a rollout here."""
+    machine = recorded_request("in-place", "update-machine")["desired"]["machine"]
+    machine["spec"]["version"] = "v1.35.0"
+    desired = copy.deepcopy(machine)
+    desired["spec"]["version"] = "v1.35.1"
+    request = {"current": {"machine": machine}, "desired": {"machine": desired}}
+    ops = json.loads(base64.b64decode(can_update_machine(request)["machinePatch"]["patch"]))
+    assert ops == [{"op": "replace", "path": "/spec/version", "value": "v1.35.1"}]
+    machine["metadata"]["labels"]["cluster.x-k8s.io/control-plane"] = ""
+    assert "machinePatch" not in can_update_machine(request)
 
 
 def test_turning_ntp_off_is_not_done_in_place() -> None:
