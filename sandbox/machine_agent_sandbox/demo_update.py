@@ -11,6 +11,7 @@ import time
 
 import yaml
 
+from machine_agent_sandbox.kubeadm_standin import KUBELET_PROGRAM
 from machine_agent_sandbox.sandbox import Sandbox
 from machine_agent_sandbox.updates import (
     Update,
@@ -43,14 +44,16 @@ def demo_update(box: Sandbox, update: Update, start: float) -> int:
     wait_bootstrapped(box, node)
     say(f"  NodeBootstrapped True: the node joined and is in service "
         f"({time.monotonic() - start:.1f}s)")
-    kept = [node.root / "etc/chrony/chrony.conf", node.root / "var/lib/kubelet/kubeadm-flags.env"]
+    kept = [node.root / "etc/chrony/chrony.conf", node.root / "var/lib/kubelet/kubeadm-flags.env",
+            node.root / KUBELET_PROGRAM]
     before = [path.read_text() for path in kept]
     caller = start_extension(box)
     say("\n$ machine-agent-update-extension --kubeconfig ADMIN --cert ... --port 9443   "
         "(beside the API server)")
     say(f"\nfault   | {update.story}")
-    say(f"Cluster API | UpdateMachine {node.name}: KubeadmConfig "
-        f"{json.dumps(update.bootstrap_spec())}")
+    say(f"Cluster API | UpdateMachine {node.name}: " + (
+        f"Machine spec.version {update.release}" if update.release else
+        f"KubeadmConfig {json.dumps(update.bootstrap_spec())}"))
 
     last: list[str] = []
 
@@ -90,8 +93,8 @@ def demo_update(box: Sandbox, update: Update, start: float) -> int:
     for problem in problems:
         say(f"UNEXPECTED: {problem}")
     if not problems:
-        say(f"as expected: the change was tried and rolled back (chronyd's servers and the "
-            f"kubelet's flags as before), AgentConfigApplied is False with reason "
+        say(f"as expected: the change was tried and rolled back (chronyd's servers, the "
+            f"kubelet's flags and program as before), AgentConfigApplied is False with reason "
             f"{update.reason}, UpdateMachine failed with the agent's reason, and the node "
             "stayed in service")
     say(f"demo took {time.monotonic() - start:.1f}s")

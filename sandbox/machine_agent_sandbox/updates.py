@@ -56,6 +56,8 @@ class Update:
     files: tuple[tuple[str, str], ...] = ()
     """Its files: (path, content), owner root."""
     file_mode: str = "0644"
+    release: str = ""
+    """The Machine's new spec.version (empty: as it is)."""
 
     def bootstrap_spec(self) -> Obj:
         spec: Obj = {}
@@ -77,6 +79,9 @@ UPDATES = {u.name: u for u in (
     Update("update-kubelet-flag", "an in-place update gives the kubelet a flag it does not "
            "know (--no-such-flag)", Reason.KubeletNotHealthy,
            kubelet_args=(("max-pods", "200"), ("no-such-flag", "1"))),
+    Update("update-release-broken", "an in-place update moves the node to Kubernetes "
+           "v1.31.4, whose kubelet in the node's versionsDir does not run (built for "
+           "another architecture)", Reason.KubeletNotHealthy, release="v1.31.4"),
 )}
 """The demo's in-place update faults."""
 ADD_SERVER = Update("update-ntp", "an in-place update adds an NTP server", None,
@@ -92,6 +97,8 @@ FILE_V2_BAD_FLAG = Update(
     files=((DEMO_FILE, "generation 2\n"), ("/etc/machine-agent-new.conf", "new\n")),
     file_mode="0600",
     kubelet_args=(("no-such-flag", "1"),))
+PATCH_RELEASE = Update("update-release", "an in-place update moves the node to Kubernetes "
+                       "v1.31.3", None, release="v1.31.3")
 MAX_PODS = Update("update-kubelet", "an in-place update raises the kubelet's max-pods", None,
                   kubelet_args=(("max-pods", "200"),))
 
@@ -163,6 +170,8 @@ def update_request(box: Sandbox, node: Node, update: Update) -> Obj:
     """UpdateMachineRequest as Cluster API's Machine controller sends it: the desired
     Machine, infrastructure machine and KubeadmConfig (with the update's changes)."""
     machine = box.admin.machine(node.name)
+    if update.release:
+        machine["spec"]["version"] = update.release
     return {"apiVersion": GROUP_VERSION, "kind": "UpdateMachineRequest", "settings": {},
             "desired": {
                 "machine": machine,

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ import pytest
 import yaml
 from machine_agent_sandbox.cluster import Admin
 from machine_agent_sandbox.kubeadm.kubelet_service import HEALTHZ_PORT
-from machine_agent_sandbox.netns import GATEWAY, NTP_ADDRESS
+from machine_agent_sandbox.kubeadm_standin import KUBELET_PROGRAM
+from machine_agent_sandbox.netns import DATA_LINK, GATEWAY, NTP_ADDRESS
 from machine_agent_sandbox.node import Node
 from machine_agent_sandbox.sandbox import Sandbox
 from machine_agent_sandbox.updates import (
@@ -32,6 +33,7 @@ from machine_agent_sandbox.updates import (
     FILE_V1_PRIVATE,
     FILE_V2_BAD_FLAG,
     MAX_PODS,
+    PATCH_RELEASE,
     UNANSWERED,
     UPDATES,
     config_object,
@@ -196,15 +198,14 @@ def test_plan_shows_a_pending_in_place_change_and_status_its_outcome(
     assert code == 0 and not [line for line in plan if line.lstrip().startswith("~ ")], plan
 
 
-RECORDED = json.loads((Path(__file__).parents[1] / "fixtures/real-capi/"
-                       "in-place-sandbox-node.json").read_text())["hook_calls"]
-
-
-def _recorded_updates() -> list[tuple[dict[str, Any], list[str]]]:
-    """Each template change's first UpdateMachine request as Cluster API sent it, with the
-    statuses the extension answered it, in order (in progress, then final)."""
+def _recorded_updates(name: str) -> list[tuple[dict[str, Any], list[str]]]:
+    """Each change's first UpdateMachine request as Cluster API sent it (recorded in
+    tests/fixtures/real-capi/NAME.json), with the statuses the extension answered it, in
+    order (in progress, then final)."""
+    recorded = json.loads((Path(__file__).parents[1] / f"fixtures/real-capi/{name}.json")
+                          .read_text())["hook_calls"]
     groups: list[tuple[dict[str, Any], list[str]]] = []
-    for call in RECORDED:
+    for call in recorded:
         if call["path"].endswith("can-update-machineset"):
             groups.append(({}, []))
         elif call["path"].endswith("update-machine"):
@@ -216,15 +217,27 @@ def _recorded_updates() -> list[tuple[dict[str, Any], list[str]]]:
     return groups
 
 
+def _as_the_recorded_node(node: Node, name: str) -> None:
+    """What the recorded node ran after both changes, the second one rolled back."""
+    if name == "in-place-sandbox-node":  # workers-v2, then v3's bad flag rolled back
+        flags = (node.root / "var/lib/kubelet/kubeadm-flags.env").read_text()
+        assert parse(flags)["max-pods"] == "200"
+        chrony = (node.root / "etc/chrony/chrony.conf").read_text()
+        assert f"server {NTP_ADDRESS}" in chrony and "server 198.51.100.123" in chrony
+    else:  # v1.31.3, then v1.31.4's kubelet put back
+        assert _kubelet_release(node) == "Kubernetes v1.31.3"
+
+
+@pytest.mark.parametrize("name", ["in-place-sandbox-node", "in-place-release-sandbox-node"])
 def test_the_real_controllers_update_calls_replayed_on_a_sandbox_node(
-        serving: Serving) -> None:
+        serving: Serving, name: str) -> None:
     """Cluster API v1.14's UpdateMachine requests, recorded while a sandbox node's daemon
     carried them out, replayed on this one: the same answers in the same order (in
-    progress, Success; in progress, Failure), the kubelet's flags and chronyd's servers
-    as the recorded node had them."""
+    progress, Success; in progress, Failure), the node as the recorded one was after
+    them (template rotations: the kubelet's flags and chronyd's servers; patch releases:
+    the kubelet's release)."""
     box, node, caller = serving.box, serving.node, serving.caller
-    flags = node.root / "var/lib/kubelet/kubeadm-flags.env"
-    for request, recorded in _recorded_updates():
+    for request, recorded in _recorded_updates(name):
         request["desired"]["machine"]["metadata"].update(name=node.name,
                                                          namespace=box.admin.ns)
         seen: list[dict[str, Any]] = []
@@ -233,9 +246,7 @@ def test_the_real_controllers_update_calls_replayed_on_a_sandbox_node(
                    for a in seen]
         assert answers[0] == recorded[0] == "in progress"
         assert answers[-1] == recorded[-1], (answers, recorded)
-        assert parse(flags.read_text())["max-pods"] == "200"  # v2's; v3 rolled back to it
-    chrony = (node.root / "etc/chrony/chrony.conf").read_text()
-    assert f"server {NTP_ADDRESS}" in chrony and "server 198.51.100.123" in chrony
+    _as_the_recorded_node(node, name)
 
 
 def test_files_are_written_in_place_and_put_back_when_the_change_fails(
@@ -297,5 +308,58 @@ SILENT_GATEWAY = "192.0.2.254"
 
 
 def _routes(node: Node) -> str:
-    return subprocess.run(["ip", "-n", node.netns, "route", "show"], capture_output=True,
-                          text=True, timeout=10, check=True).stdout
+    """The routes the network phase owns: those on the node's data link (the CNI bridge's
+    carrier, and so its route's `linkdown`, comes and goes with the pods on it)."""
+    return subprocess.run(["ip", "-n", node.netns, "route", "show", "dev", DATA_LINK],
+                          capture_output=True, text=True, timeout=10, check=True).stdout
+
+
+def test_a_patch_release_is_made_in_place_and_one_whose_kubelet_fails_put_back(
+        serving: Serving) -> None:
+    """The Machine's version moves to v1.31.3: the node runs that release's `kubeadm
+    upgrade node` and its kubelet, restarted healthy, without a second join. Then to
+    v1.31.4, whose kubelet does not run: v1.31.3's kubelet and configuration are put back
+    and restarted, and the reason reaches the Machine and the hook. A release the node
+    does not carry is refused before anything changes."""
+    box, node, caller = serving.box, serving.node, serving.caller
+    joined = Journal.load(Host(node.root)).section(JoinRecord).attempts
+    config = node.root / "var/lib/kubelet/config.yaml"
+    config.write_text(config.read_text() + "# as the node had it\n")
+
+    final = play_update(caller, update_request(box, node, PATCH_RELEASE), lambda a: None)
+    assert final["status"] == "Success", final
+    assert _kubelet_release(node) == "Kubernetes v1.31.3"
+    assert _healthz(box, node) == "ok"
+    assert "# as the node had it" not in config.read_text()  # the cluster's, from kubeadm
+    world = json.loads(node.world.read_text())
+    assert world["invocations"].count("upgrade node") == 1
+    assert "(Kubernetes v1.31.3)" in box.conditions(node)["NodeJoined"]["message"]
+    upgraded = config.read_text()
+
+    fault = UPDATES["update-release-broken"]
+    final = play_update(caller, update_request(box, node, fault), lambda a: None)
+    assert final["status"] == "Failure", final
+    refused = box.conditions(node)["AgentConfigApplied"]
+    assert (refused["status"], refused["reason"]) == ("False", "KubeletNotHealthy"), refused
+    assert "Kubernetes v1.31.4" in refused["message"], refused
+    assert "check /opt/machine-agent/kubernetes/v1.31.4/kubelet" in refused["message"]
+    assert _kubelet_release(node) == "Kubernetes v1.31.3"  # put back
+    assert config.read_text() == upgraded
+    assert _healthz(box, node) == "ok"
+    assert "Exec format error" in (node.root / "var/log/kubelet.log").read_text()
+
+    missing = replace(PATCH_RELEASE, release="v1.31.9")
+    final = play_update(caller, update_request(box, node, missing), lambda a: None)
+    assert final["status"] == "Failure", final
+    refused = box.conditions(node)["AgentConfigApplied"]
+    assert refused["reason"] == "NotOnImage", refused
+    assert "/opt/machine-agent/kubernetes/v1.31.9" in refused["message"], refused
+    assert _kubelet_release(node) == "Kubernetes v1.31.3"
+    assert box.conditions(node)["NodeBootstrapped"]["status"] == "True"
+    assert Journal.load(Host(node.root)).section(JoinRecord).attempts == joined  # no new join
+
+
+def _kubelet_release(node: Node) -> str:
+    return subprocess.run([str(node.root / KUBELET_PROGRAM), "--version"],
+                          capture_output=True, text=True, timeout=30,
+                          check=True).stdout.strip()
