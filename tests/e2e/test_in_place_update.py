@@ -173,7 +173,8 @@ def test_plan_shows_a_pending_in_place_change_and_status_its_outcome(
     code, lines = node.run("run")
     assert code == 0, "\n".join(lines)
     path = f"/api/v1/namespaces/{box.admin.ns}/configmaps/{config_object(node)}"
-    text = InPlace(servers=ADD_SERVER.servers, kubelet_args=MAX_PODS.kubelet_args).applied_to(
+    text = InPlace(servers=ADD_SERVER.servers, kubelet_args=MAX_PODS.kubelet_args,
+                   release=PATCH_RELEASE.release).applied_to(
         box.admin.call("GET", path)["data"]["config.yaml"])
     box.admin.call("PATCH", path, {"data": {"config.yaml": text}},
                    content_type="application/merge-patch+json")
@@ -185,6 +186,8 @@ def test_plan_shows_a_pending_in_place_change_and_status_its_outcome(
     assert "set the kubelet's flags in place (--max-pods=200)" in shown
     assert f"+server {UNANSWERED} iburst" in shown
     assert "+KUBELET_KUBEADM_ARGS=\"--max-pods=200\"" in shown
+    assert ("upgrade the node from Kubernetes v1.31.2 to v1.31.3 in place: kubeadm upgrade "
+            "node, the kubelet of /opt/machine-agent/kubernetes/v1.31.3") in shown
 
     start_daemon(box, node)
     deadline = time.monotonic() + 60
@@ -196,6 +199,7 @@ def test_plan_shows_a_pending_in_place_change_and_status_its_outcome(
     assert "True" in applied and content_digest(text) in applied, status
     code, plan = node.run("plan")
     assert code == 0 and not [line for line in plan if line.lstrip().startswith("~ ")], plan
+    assert _kubelet_release(node) == "Kubernetes v1.31.3"
 
 
 def _recorded_updates(name: str) -> list[tuple[dict[str, Any], list[str]]]:
