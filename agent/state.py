@@ -36,6 +36,7 @@ WRITTEN_DIRS = (
     "/etc/chrony/sources.d", "/etc/cloud/cloud.cfg.d", "/etc/cni/net.d", "/etc/kubernetes",
     "/etc/kubernetes/pki", "/run/kubeadm", "/run/cluster-api", "/run/machine-agent",
     "/run/machine-agent/kube", STATE_DIR, f"{STATE_DIR}/credentials", f"{STATE_DIR}/ipam",
+    f"{STATE_DIR}/kept-files", f"{STATE_DIR}/kept-release", "/var/lib/kubelet",
 )
 """Directories the agent writes files into (atomically: a temp file, then a rename); a
 kill in between leaves the temp file, which `clean_temp_files` removes on the next start."""

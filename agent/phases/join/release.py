@@ -84,11 +84,10 @@ def kubelet_release(host: Host, kubelet: str) -> str:
 
 def newer_patch(running: str, target: str) -> bool:
     """Whether `target` is a newer patch release of `running` (both vMAJOR.MINOR.PATCH)."""
-    found = [_RELEASE.fullmatch(v) for v in (running, target)]
-    if found[0] is None or found[1] is None:
+    old, new = _RELEASE.fullmatch(running), _RELEASE.fullmatch(target)
+    if old is None or new is None:
         return False
-    old, new = ([int(p) for p in f.groups()] for f in found)  # type: ignore[union-attr]
-    return old[:2] == new[:2] and new[2] > old[2]
+    return old.group(1, 2) == new.group(1, 2) and int(new.group(3)) > int(old.group(3))
 
 
 def _binaries(ctx: PhaseContext, release: str) -> tuple[str, str]:
@@ -126,8 +125,8 @@ def _upgrade(ctx: PhaseContext, record: JoinRecord, target: str, previous: str,
             raise PermanentError(
                 f"kubeadm {target} upgrade node failed (exit {done.returncode}): "
                 f"{(done.stderr or done.stdout).strip()[-600:]}", reason=Reason.CommandFailed,
-                hint="read its output above; the kubelet and its configuration of "
-                     f"{previous} are put back")
+                hint="fix what kubeadm says (its output is quoted); the kubelet and its "
+                     f"configuration of {previous} are put back")
         host.write_file(spec.kubelet_binary, host.read_bytes(kubelet), mode=0o755)
         restart_kubelet(host, spec, f"Kubernetes {target}", ctx.progress,
                         fix=f"a kubelet built for another machine or a configuration it "
