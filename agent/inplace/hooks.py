@@ -39,6 +39,14 @@ def json_patch(ops: list[Obj]) -> Obj:
             "patch": base64.b64encode(json.dumps(ops).encode()).decode()}
 
 
+RETRYING = frozenset({"UpdateMachineResponse"})
+"""Responses of the hooks Cluster API calls again (CommonRetryResponse), where
+retryAfterSeconds is required, a Failure's too (the Runtime SDK's OpenAPI document)."""
+
+
 def failure(kind: str, message: str) -> Obj:
-    return {"apiVersion": GROUP_VERSION, "kind": kind, "status": "Failure",
-            "message": message}
+    out: Obj = {"apiVersion": GROUP_VERSION, "kind": kind, "status": "Failure",
+                "message": message}
+    if kind in RETRYING:
+        out["retryAfterSeconds"] = 0
+    return out
