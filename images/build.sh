@@ -402,6 +402,13 @@ build_image() {
   if [ -n "$site_bin" ]; then
     say "site binaries from $site_bin"
     install -m 0755 -t "$tree/usr/local/bin" "$site_bin"/*
+    if [ -e "$site_bin/kubelet" ]; then
+      # The kubelet an in-place patch release replaces is this one, not /usr/bin's.
+      printf '%s\n' '# images/build.sh: the kubelet given with --site-bin is in /usr/local/bin.' \
+        'apiVersion: machine-agent.io/v1alpha1' 'kind: AgentConfig' 'spec:' '  join:' \
+        '    kubeletBinary: /usr/local/bin/kubelet' \
+        >"$tree/etc/machine-agent/config.d/10-site-kubelet.yaml"
+    fi
   fi
   local overlay
   for overlay in ${overlays[@]+"${overlays[@]}"}; do
