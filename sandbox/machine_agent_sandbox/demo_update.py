@@ -11,7 +11,7 @@ import time
 
 import yaml
 
-from machine_agent_sandbox.kubeadm_standin import KUBELET_PROGRAM
+from machine_agent_sandbox.kubeadm.node import KUBELET_PROGRAM
 from machine_agent_sandbox.sandbox import Sandbox
 from machine_agent_sandbox.updates import (
     Update,

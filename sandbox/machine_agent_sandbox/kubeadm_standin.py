@@ -70,13 +70,12 @@ from machine_agent_sandbox.kubeadm import kubelet_service
 from machine_agent_sandbox.kubeadm.errors import exit_with
 from machine_agent_sandbox.kubeadm.init import init
 from machine_agent_sandbox.kubeadm.join import join
-from machine_agent_sandbox.kubeadm.node import Failed
+from machine_agent_sandbox.kubeadm.node import KUBELET_PROGRAM, Failed
 from machine_agent_sandbox.kubeadm.reset_command import reset
 from machine_agent_sandbox.kubeadm.upgrade import upgrade_node
 
-KUBELET_PROGRAM = "usr/bin/kubelet"
 RELEASES = "opt/machine-agent/kubernetes"
-"""spec.join.kubeletBinary's and versionsDir's defaults, under the node's root."""
+"""spec.join.versionsDir's default, under the node's root."""
 
 
 COMMANDS: dict[tuple[str, ...], Callable[[Path, dict[str, Any], list[str]], int]] = {

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from machine_agent_sandbox.cluster import Admin
 from machine_agent_sandbox.kubeadm.kubelet_service import HEALTHZ_PORT
-from machine_agent_sandbox.kubeadm_standin import KUBELET_PROGRAM
+from machine_agent_sandbox.kubeadm.node import KUBELET_PROGRAM
 from machine_agent_sandbox.netns import DATA_LINK, GATEWAY, NTP_ADDRESS
 from machine_agent_sandbox.node import Node
 from machine_agent_sandbox.sandbox import Sandbox

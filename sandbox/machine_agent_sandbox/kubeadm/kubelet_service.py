@@ -26,6 +26,7 @@ from typing import Any
 
 from machine_agent_sandbox.kubeadm import kubelet
 from machine_agent_sandbox.kubeadm.flags import FLAGS
+from machine_agent_sandbox.kubeadm.node import KUBELET_PROGRAM
 
 PIDFILE = "run/machine-agent-sandbox/kubelet-healthz.pid"
 LOG = "var/log/kubelet.log"
@@ -61,7 +62,7 @@ def flag_problem(text: str) -> str | None:
 def program_problem(root: Path) -> str | None:
     """Why the node's kubelet program does not run (None: it does, or the node has none:
     a test node without one)."""
-    program = root / "usr/bin/kubelet"
+    program = root / KUBELET_PROGRAM
     if not program.exists():
         return None
     done = subprocess.run([str(program), "--version"], capture_output=True, text=True,

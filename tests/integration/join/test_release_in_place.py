@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from machine_agent_sandbox.kubeadm_standin import KUBELET_PROGRAM, install, install_release
+from machine_agent_sandbox.kubeadm.node import KUBELET_PROGRAM
+from machine_agent_sandbox.kubeadm_standin import install, install_release
 
 from agent.config.join import JoinSpec
 from agent.config.model import AgentConfig, AgentSpec
