@@ -116,9 +116,46 @@ def ip_text(family: int, value: memoryview) -> str:
     return socket.inet_ntop(family, bytes(value))
 
 
+RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV4_ROUTE = 1, 5, 7
+RTNLGRP_IPV6_IFADDR, RTNLGRP_IPV6_ROUTE = 9, 11
+WATCHED_GROUPS = sum(1 << (group - 1) for group in (
+    RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_IFADDR,
+    RTNLGRP_IPV6_ROUTE))
+"""The multicast groups of the tables a snapshot holds: links, addresses, routes."""
+
+
 def connect(host: Host) -> Rtnl:
     """A client in the host's namespace; the caller closes it."""
     return Rtnl(host.rtnetlink())
+
+
+class ChangeWatch:
+    """Whether the namespace's links, addresses or routes may have changed since the
+    watch was opened: the kernel sends every change of those tables to the watch's
+    socket, read without waiting. Opened before a dump, an unchanged watch means the
+    dump still describes the namespace; anything received, or lost (the socket's
+    buffer overran), counts as a change."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        sock.bind((0, WATCHED_GROUPS))
+        sock.setblocking(False)
+
+    def changed(self) -> bool:
+        try:
+            return bool(self.sock.recv(1 << 16))
+        except BlockingIOError:
+            return False
+        except OSError:  # ENOBUFS: notifications were dropped
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def watch(host: Host) -> ChangeWatch:
+    """A change watch in the host's namespace; the caller closes it."""
+    return ChangeWatch(host.rtnetlink())
 
 
 class Rtnl:

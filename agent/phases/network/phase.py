@@ -15,14 +15,15 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.config.network import CLOUD_INIT, NetworkSpec
 from agent.errors import AgentError, PermanentError, Reason, TemporaryError
 from agent.host import Host
-from agent.netlink.observe import Observed, kernel_text, observe
+from agent.netlink.observe import Observed, kernel_text, links, observe
 from agent.netlink.probe import arp_conflicts, dad_failures
-from agent.netlink.rtnl import connect
+from agent.netlink.rtnl import ChangeWatch, connect, watch
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.facts import NodeAddresses
 from agent.phases.network.apply import Diff, Executor, NetOp, forward, rollback
@@ -59,6 +60,27 @@ class AddressConflict(PermanentError):
     reason = Reason.AddressConflict
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """The plan's diff, what it was computed from, and a change watch opened before its
+    snapshot was taken."""
+
+    netplan: NetworkPlan
+    dad: bool
+    snapshot: Observed
+    names: dict[str, str]
+    diff: Diff
+    watch: ChangeWatch
+
+    def reusable_for(self, netplan: NetworkPlan, dad: bool) -> bool:
+        """Whether apply may start from this: the same plan, and no link, address or route
+        of the namespace changed since the snapshot. Closes the watch."""
+        try:
+            return (self.netplan, self.dad) == (netplan, dad) and not self.watch.changed()
+        finally:
+            self.watch.close()
+
+
 class NetworkPhase(PhaseOf[NetworkResult]):
     name = "network"
     condition = "NetworkReady"
@@ -72,8 +94,8 @@ class NetworkPhase(PhaseOf[NetworkResult]):
 
     def __init__(self) -> None:
         self._result = NetworkResult()
-        self._planned: tuple[NetworkPlan, bool, Observed, dict[str, str], Diff] | None = None
-        """The plan's diff and what it was computed from, for apply to reuse."""
+        self._planned: _Planned | None = None
+        """The plan's snapshot and diff, for apply to start from when nothing changed."""
         self._rtnl: Rtnl | None = None
         """The run's netlink socket: opened by plan, used by apply and verify, closed when
         verify ends or apply fails (a retry plans, and opens one, again)."""
@@ -84,9 +106,15 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         return self._rtnl
 
     def _close(self) -> None:
+        self._forget_plan()
         if self._rtnl is not None:
             self._rtnl.close()
             self._rtnl = None
+
+    def _forget_plan(self) -> None:
+        if self._planned is not None:
+            self._planned.watch.close()
+            self._planned = None
 
     # -- plan -------------------------------------------------------------------------
 
@@ -96,11 +124,18 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         netplan = build_plan(spec, held_allocations(ctx, spec))
         out.notes += [str(claim) for claim in netplan.pending]
         if spec.interfaces and is_live(ctx.host):
-            now = observe(self._netlink(ctx.host))
-            names = resolve_names(ctx.host, netplan, now)
-            dad = spec.conflict_detection.duplicate_address_detection
-            diff = forward(netplan, now, names, dad=dad)
-            self._planned = (netplan, dad, now, names, diff)
+            self._forget_plan()
+            rtnl = self._netlink(ctx.host)
+            changes = watch(ctx.host)  # before the dump: any change after it is seen
+            try:
+                now = observe(rtnl)
+                names = resolve_names(ctx.host, netplan, now)
+                dad = spec.conflict_detection.duplicate_address_detection
+                diff = forward(netplan, now, names, dad=dad)
+            except BaseException:
+                changes.close()
+                raise
+            self._planned = _Planned(netplan, dad, now, names, diff, changes)
             out.changes += [Change(f"netlink:{op}", str(op), _single(op)) for op in diff.ops]
         elif spec.interfaces:
             out.notes.append("no live change: the host root is not / and no network "
@@ -145,10 +180,8 @@ class NetworkPhase(PhaseOf[NetworkResult]):
                     result: NetworkResult) -> None:
         host = ctx.host
         rtnl = self._netlink(host)
-        before = observe(rtnl)
-        names, diff = self._forward(host, netplan,
-                                    spec.conflict_detection.duplicate_address_detection,
-                                    before)
+        before, names, diff = self._forward(
+            host, rtnl, netplan, spec.conflict_detection.duplicate_address_detection)
         executor = Executor(host, rtnl, before.links)
         try:
             executor.run(diff.links)
@@ -163,28 +196,29 @@ class NetworkPhase(PhaseOf[NetworkResult]):
             raise
         result.netlink_changes = executor.count
 
-    def _forward(self, host: Host, netplan: NetworkPlan, dad: bool,
-                 before: Observed) -> tuple[dict[str, str], Diff]:
-        """The names and forward diff of `netplan` against `before`: the plan's when the
-        snapshot finds the namespace as the plan saw it, for the same plan. Every
-        attempt plans right before it applies, and the diff is a function of those two
-        (and of link drivers, which do not change under a link): computing it again
-        was ~3 ms of 1,000 addresses. The snapshot itself is always taken afresh."""
+    def _forward(self, host: Host, rtnl: Rtnl, netplan: NetworkPlan,
+                 dad: bool) -> tuple[Observed, dict[str, str], Diff]:
+        """The snapshot apply starts from (and rolls back to), and the names and forward
+        diff of `netplan` against it: the plan's, when it was made for the same plan and
+        the kernel reported no change of a link, address or route since its snapshot
+        (every attempt plans right before it applies, so this spares the run a dump of
+        the namespace and the diff); else taken afresh."""
         planned, self._planned = self._planned, None
-        if planned is not None and planned[:3] == (netplan, dad, before):
-            return planned[3], planned[4]
+        if planned is not None and planned.reusable_for(netplan, dad):
+            return planned.snapshot, planned.names, planned.diff
+        before = observe(rtnl)
         names = resolve_names(host, netplan, before)
-        return names, forward(netplan, before, names, dad=dad)
+        return before, names, forward(netplan, before, names, dad=dad)
 
     def _probe_and_add(self, ctx: PhaseContext, spec: NetworkSpec, rtnl: Rtnl,
                        executor: Executor, ops: list[NetOp],
                        new_ipv4: list[tuple[str, str]], netplan: NetworkPlan) -> None:
         clock, timing = ctx.host.clock, spec.conflict_detection
         if new_ipv4 and timing.arp_probes:
-            now = observe(rtnl)
+            # the links' MACs, those made a moment ago too: links only, not a snapshot
+            macs = {state.name: state.mac for state in links(rtnl)}
             ctx.progress(f"probing {len(new_ipv4)} IPv4 address(es) for conflicts (ARP)")
-            candidates = [(link, state.mac, ip) for link, ip in new_ipv4
-                          if (state := now.link(link)) is not None]
+            candidates = [(link, macs[link], ip) for link, ip in new_ipv4 if link in macs]
             taken = arp_conflicts(ctx.host, candidates, timing, clock.monotonic)
             if taken:
                 raise AddressConflict(
@@ -262,7 +296,6 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         except AgentError:
             return False  # the run plans again and reports it
         finally:
-            self._planned = None
             self._close()
 
     # -- verify -----------------------------------------------------------------------

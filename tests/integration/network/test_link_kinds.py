@@ -198,11 +198,12 @@ def test_created_link_is_one_recorded_change_on_the_run_socket(seg: Segment,
     assert host.effects.recent[-1] == "netlink: create bridge br9"
 
 
-def test_a_run_makes_one_netlink_socket(seg: Segment, tmp_path: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_makes_one_netlink_socket_and_one_change_watch(
+        seg: Segment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # plan, apply (a bridge created, a NIC enslaved, addresses, the gateway check) and
     # verify share the run's socket: before, each opened its own, and every created
-    # link one more through pyroute2
+    # link one more through pyroute2. The second is the plan's change watch (listening
+    # only, closed when apply starts).
     opened: list[str] = []
     original = Host.rtnetlink
 
@@ -216,4 +217,4 @@ def test_a_run_makes_one_netlink_socket(seg: Segment, tmp_path: Path,
         {"name": "n0"},
         {"name": "br0", "type": "bridge", "bridge": {"members": ["n0"]},
          "gateway": GATEWAY, "addresses": [{"static": "192.0.2.10/24"}]}]}))
-    assert opened == [seg.node]
+    assert opened == [seg.node, seg.node]
