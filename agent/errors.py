@@ -8,9 +8,9 @@ Machine's condition), says what failed and what to do, and whether it is tempora
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from agent.printable import printable
+from agent.recordtype import record
 
 SHOWN = 40
 """Characters of a value an error echoes: a hostile value may be megabytes."""
@@ -27,7 +27,7 @@ def shown(value: object, limit: int = SHOWN) -> str:
                                   if len(value) > limit else "")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ReasonInfo:
     meaning: str
     fix: str
@@ -363,7 +363,7 @@ class PermanentError(AgentError):
     temporary = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FieldError:
     """One validation problem, located by its path in the document."""
 

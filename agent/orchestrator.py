@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from agent.config import LoadedConfig
@@ -21,6 +21,7 @@ from agent.kube.reporter import MachineReporter
 from agent.logs import in_phase
 from agent.phases import registry
 from agent.phases.base import Phase, PhaseContext, PhasePlan, PhaseResult, Results
+from agent.recordtype import record
 from agent.report import SUMMARY, Conditions, Reporter, last_outcome
 from agent.report.conditions import Status
 from agent.retry import Backoff, retry
@@ -36,7 +37,7 @@ Outcome = Literal["applied", "up-to-date", "skipped", "failed", "pending"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_RETRY_LATER = 0, 1, 2, 3
 
 
-@dataclass
+@record
 class PhaseOutcome:
     phase: str
     outcome: Outcome
@@ -46,7 +47,7 @@ class PhaseOutcome:
     temporary: bool = False
 
 
-@dataclass
+@record
 class RunResult:
     outcomes: list[PhaseOutcome] = field(default_factory=list)
     temporary: bool = False

@@ -22,17 +22,18 @@ from __future__ import annotations
 import base64
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from urllib.parse import unquote, urlsplit
 
 from agent.logs import REDACT
+from agent.recordtype import record
 
 
 class ProxyURLInvalid(ValueError):
     """A proxy URL the agent cannot use; the message says why and what to write."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Proxy:
     """Where to open the tunnel, and the header that authenticates to the proxy."""
 
@@ -78,7 +79,7 @@ def parse_proxy_url(url: str) -> Proxy:
     return Proxy(host, port or 80, authorization, url)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ProxySettings:
     """Which proxy, if any, a request to a URL goes through."""
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 from agent.errors import AgentError
+from agent.recordtype import record
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Backoff:
     """Full-jitter exponential backoff (delay drawn from [0, min(cap, base * 2**n)]).
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from agent.config import LoadedConfig, default_sources, load_config
 from agent.config.sources.chain import Source
@@ -28,6 +28,7 @@ from agent.logs import set_context
 from agent.orchestrator import Orchestrator
 from agent.phases import registry
 from agent.phases.base import Phase
+from agent.recordtype import record
 from agent.report import LocalStatus, Sentinel
 from agent.report.metrics import MetricsTextfile
 from agent.retry import Backoff, retry
@@ -44,7 +45,7 @@ def load(host: Host, sources: Iterable[Source]) -> LoadedConfig:
                        [lambda c: registry.config_problems(c, phases), plugin_problems])
 
 
-@dataclass
+@record
 class Session:
     loaded: LoadedConfig
     machine: MachineView | None = None

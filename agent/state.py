@@ -12,12 +12,13 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any, ClassVar, Literal, TypeVar
 
 from agent import records
 from agent.errors import StateError
 from agent.host import Host
+from agent.recordtype import record
 
 STATE_DIR = "/var/lib/machine-agent"
 JOURNAL = f"{STATE_DIR}/journal.json"
@@ -85,7 +86,7 @@ def digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
-@dataclass
+@record
 class PhaseRecord:
     phase: str
     state: PhaseState
@@ -103,7 +104,7 @@ class PhaseRecord:
     """What the phase produced that others or `status` need (e.g. the address claimed)."""
 
 
-@dataclass
+@record
 class Section:
     """Base of one component's durable state in the journal (reports not yet delivered,
     the IPAM addresses claimed, the delete policy's steps, ...): a dataclass whose fields
@@ -122,7 +123,7 @@ class Section:
 S = TypeVar("S", bound=Section)
 
 
-@dataclass
+@record
 class Journal:
     host: Host
     phases: dict[str, PhaseRecord] = field(default_factory=dict)

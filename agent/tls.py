@@ -10,11 +10,12 @@ has its own fix. Imports nothing of the agent; ssl only on the error path.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from os import PathLike
 
+from agent.recordtype import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Trust:
     """How a client verifies its server, in the words of its configuration."""
 

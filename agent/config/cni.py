@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.config import checks
 from agent.config.fields import Duration, setting
+from agent.recordtype import record
 
 Problem = tuple[str, str, str | None]
 
@@ -56,7 +56,7 @@ def conflist_shape(doc: dict[str, Any]) -> Iterator[Problem]:
             yield (f"plugins[{i}].type", problem, None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PluginSource:
     source: Literal["image", "bundle", "url"] = setting(
         "Where the plugin binaries come from: already in the image (binDir), a local "
@@ -79,7 +79,7 @@ class PluginSource:
                 yield (name, f"is not used with source: {self.source}", "remove it")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TemplateValues:
     name: str = setting("The network's name.", default="machine-agent",
                         check=checks.cni_network_name)
@@ -99,7 +99,7 @@ class TemplateValues:
                                        default=True)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConflistSpec:
     inline: dict[str, Any] | None = setting(
         "The network configuration list itself (cniVersion, name, plugins).", default=None)
@@ -121,7 +121,7 @@ class ConflistSpec:
                         for sub, msg, hint in conflist_shape(self.inline))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CheckSpec:
     enabled: bool = setting("Prove the list with ADD/CHECK/DEL against a throwaway network "
                             "namespace. Turn off for delegating plugins whose daemon is not "
@@ -138,7 +138,7 @@ class CheckSpec:
                                 check=checks.positive)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConfigMapRef:
     name: str = setting("The ConfigMap's name, in the Machine's namespace.",
                         check=checks.k8s_name)
@@ -150,7 +150,7 @@ MANIFEST_SOURCES = (("file", "file"), ("url", "url"), ("config_map_ref", "config
 """The manifest's sources: (attribute, document key)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ManifestSpec:
     file: str | None = setting("Multi-document YAML manifest on the node.", default=None,
                                check=checks.absolute_path)
@@ -186,7 +186,7 @@ class ManifestSpec:
             yield ("sha256", "is required with url", "give the manifest's sha256")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CNISpec:
     bin_dir: str = setting("Directory of the plugin binaries.", default="/opt/cni/bin",
                            check=checks.absolute_path)

@@ -4,7 +4,6 @@ aliases. Pure: the sources (agent/config/sources/) read the text."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -13,9 +12,10 @@ from agent import __version__
 from agent.config import yamlkeys
 from agent.config.model import API_VERSION, KIND
 from agent.errors import FieldError, shown
+from agent.recordtype import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fragment:
     """A partial document and where it came from."""
 

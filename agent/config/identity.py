@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from agent.config import checks
 from agent.config.fields import setting
+from agent.recordtype import record
 
 Problem = tuple[str, str, str | None]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MachineRef:
     name: str = setting("Name of the Machine object.", check=checks.k8s_name)
     namespace: str = setting("Namespace of the Machine.", default="default",
                              check=checks.k8s_namespace)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DiscoverySpec:
     host_uuid_label: str = setting(
         "Label whose value is this host's DMI product UUID; used when no machine is named.",
@@ -45,7 +45,7 @@ class DiscoverySpec:
                 yield ("providerIDPattern", f"is not a regular expression: {err}", None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IdentitySpec:
     machine: MachineRef | None = setting(
         "The Machine this node is. Without it, the Machine is discovered.", default=None)

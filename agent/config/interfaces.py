@@ -6,11 +6,11 @@ from __future__ import annotations
 import functools
 import ipaddress
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import checks
 from agent.config.fields import setting
+from agent.recordtype import record
 
 Problem = tuple[str, str, str | None]
 RT_TABLE_MAIN = 254
@@ -22,7 +22,7 @@ DEFAULT_MTU = 1500
 IPV6_MIN_MTU = 1280
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IPAMRef:
     plugin: str = setting("IPAM plugin name (entry point in group machine_agent.ipam).",
                           check=checks.k8s_name)
@@ -30,7 +30,7 @@ class IPAMRef:
     family: Literal["ipv4", "ipv6"] = setting("Address family to claim.", default="ipv4")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AddressSpec:
     static: str | None = setting("Static address with prefix length, e.g. 192.0.2.10/24.",
                                  default=None, check=checks.ip_interface)
@@ -58,7 +58,7 @@ class AddressSpec:
         return ipaddress.ip_interface(self.static) if self.static else None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RouteSpec:
     to: str = setting("Destination network, or `default`.", check=checks.route_destination)
     via: str | None = setting("Next hop; without it the route is on-link.", default=None,
@@ -88,7 +88,7 @@ class RouteSpec:
         return ipaddress.ip_address(self.via).version if self.via else None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MatchSpec:
     name: str | None = setting(
         "Kernel name of the link, or a shell glob of names (`en*`, as netplan and "
@@ -106,7 +106,7 @@ class MatchSpec:
             yield ("", "give exactly one of name, macAddress or driver", None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LinkDNSSpec:
     nameservers: list[str] = setting("DNS servers reached through this link, in order.",
                                      factory=list, check=checks.ip_address)
@@ -114,7 +114,7 @@ class LinkDNSSpec:
                                 check=checks.fqdn)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VLANSpec:
     id: int = setting("802.1Q VLAN id.", check=checks.vlan_id)
     parent: str = setting("Interface entry the VLAN rides on.", check=checks.interface_name)
@@ -123,7 +123,7 @@ class VLANSpec:
         default=None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BondSpec:
     members: list[str] = setting("Interface entries enslaved to the bond.",
                                  check=checks.interface_name)
@@ -172,7 +172,7 @@ class BondSpec:
             yield ("minLinks", f"{self.min_links} is not a count (0-4294967295)", None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BridgeSpec:
     members: list[str] = setting("Interface entries attached to the bridge.", factory=list,
                                  check=checks.interface_name)
@@ -203,7 +203,7 @@ class BridgeSpec:
                 yield (key, f"{value} is outside {least}-{most}", None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MacvlanSpec:
     parent: str = setting("Interface entry the macvlan sits on.", check=checks.interface_name)
     mode: Literal["bridge", "private", "vepa", "passthru"] = setting(
@@ -214,7 +214,7 @@ InterfaceType = Literal["ethernet", "vlan", "bond", "bridge", "macvlan"]
 _SECTIONS = ("vlan", "bond", "bridge", "macvlan")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class InterfaceSpec:
     name: str = setting("Interface name on the node; other entries refer to it by this name.",
                         check=checks.interface_name)

@@ -7,13 +7,13 @@ the configuration is loaded, `config validate` too).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from agent.config.fields import setting
+from agent.recordtype import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IPAMSpec:
     plugins: dict[str, dict[str, Any]] = setting(
         "Settings of each IPAM plugin, by plugin name (e.g. static, capi, netbox). Each "

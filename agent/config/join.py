@@ -9,16 +9,16 @@ one is checked; the token and the certificate key are secrets and are never show
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import checks
 from agent.config.fields import Duration, setting
+from agent.recordtype import record
 
 DEFAULT_CRI_SOCKET = "unix:///var/run/containerd/containerd.sock"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BootstrapTokenDiscovery:
     token: str = setting("The bootstrap token, `abcdef.0123456789abcdef`.",
                          check=checks.bootstrap_token, secret=True)
@@ -29,7 +29,7 @@ class BootstrapTokenDiscovery:
         "never joins without verifying the CA.", factory=list, check=checks.ca_cert_hash)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileDiscovery:
     kube_config_path: str = setting("A kubeconfig with the cluster's endpoint and CA.",
                                     check=checks.absolute_path)
@@ -38,7 +38,7 @@ class FileDiscovery:
         default=None, check=checks.bootstrap_token, secret=True)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Discovery:
     bootstrap_token: BootstrapTokenDiscovery | None = setting(
         "Discovery by bootstrap token.", default=None)
@@ -53,7 +53,7 @@ class Discovery:
                    "prints the hash")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Taint:
     key: str = setting("Taint key.", check=checks.label_key)
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = setting(
@@ -61,7 +61,7 @@ class Taint:
     value: str = setting("Taint value.", default="", check=checks.label_value)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeFile:
     path: str = setting("Absolute path of the file.", check=checks.absolute_path)
     content: str = setting("Its content (text).", default="")
@@ -70,7 +70,7 @@ class NodeFile:
                          default="root:root", check=checks.file_owner)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeRegistration:
     name: str | None = setting(
         "Node name of the JoinConfiguration the agent renders; default: the Machine's "
@@ -87,7 +87,7 @@ class NodeRegistration:
         factory=list, check=checks.preflight_check_name)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ControlPlaneJoin:
     advertise_address: str | None = setting(
         "Address this node's API server advertises.", default=None,
@@ -99,7 +99,7 @@ class ControlPlaneJoin:
         default=None, check=checks.hex_key, secret=True)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JoinSpec:
     source: Literal["bootstrapData", "config"] = setting(
         "Join from the Machine's CABPK bootstrap data, or from this section.",

@@ -10,16 +10,16 @@ points at changes: the agent plans and applies the phases named in `reconfigure`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import checks
 from agent.config.fields import Duration, PhaseName, setting
+from agent.recordtype import record
 
 Problem = tuple[str, str, str | None]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OnDeleteSpec:
     policy: Literal["reset", "keep"] = setting(
         "reset: undo the node's set-up with the steps below, reporting each, once CAPI "
@@ -48,7 +48,7 @@ class OnDeleteSpec:
         return [name for name, on in wanted if on]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LifecycleSpec:
     on_delete: OnDeleteSpec = setting(
         "What the agent does when its Machine is being deleted.", factory=OnDeleteSpec)

@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from agent.config.fields import join_path
 from agent.config.fragment import Fragment
 from agent.config.model import API_VERSION, KIND, AgentConfig
 from agent.errors import FieldError
+from agent.recordtype import record
 
 DEFAULT = "default"
 
 
-@dataclass
+@record
 class Origins:
     """Where values came from: `values` for scalars and lists (a list is set whole),
     `mappings` for the mappings a source wrote (an error inside one names that source)."""
@@ -85,7 +86,7 @@ def _ancestors(path: str) -> Iterator[str]:
         path = path[:cut] if cut > 0 else ""
 
 
-@dataclass
+@record
 class LoadedConfig:
     config: AgentConfig
     document: dict[str, Any]

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from agent.config import checks
 from agent.config.fields import Duration, setting
+from agent.recordtype import record
 
 Problem = tuple[str, str, str | None]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ManagementSpec:
     kubeconfig: str | None = setting(
         "Path of a kubeconfig for the management cluster.", default=None,

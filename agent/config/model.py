@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.config.cni import CNISpec
@@ -16,12 +15,13 @@ from agent.config.network import NetworkSpec
 from agent.config.reporting import ReportingSpec
 from agent.config.retry import RetrySpec
 from agent.config.timesync import TimeSpec
+from agent.recordtype import record
 
 API_VERSION = "machine-agent.io/v1alpha1"
 KIND = "AgentConfig"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AgentSpec:
     identity: IdentitySpec = setting("Which Machine this node is.", factory=IdentitySpec)
     management: ManagementSpec = setting("How to reach the management cluster.",
@@ -43,7 +43,7 @@ class AgentSpec:
         "by phase name; each phase checks its own (`config validate` too).", factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AgentConfig:
     api_version: Literal["machine-agent.io/v1alpha1"] = setting(
         f"Always {API_VERSION}.")

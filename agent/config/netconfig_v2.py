@@ -12,8 +12,10 @@ a document with it is for the agent alone (docs/network-config-v2.md)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from agent.recordtype import record
 
 SECTIONS = (("ethernets", "ethernet"), ("bonds", "bond"), ("bridges", "bridge"),
             ("vlans", "vlan"))
@@ -43,7 +45,7 @@ _MS = re.compile(r"^(\d+)(ms)?$")
 _SECONDS = re.compile(r"^(\d+)(s)?$")
 
 
-@dataclass
+@record
 class Translation:
     interfaces: list[dict[str, Any]] = field(default_factory=list)
     problems: list[tuple[str, str, str | None]] = field(default_factory=list)

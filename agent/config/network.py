@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.config import checks
@@ -19,6 +18,7 @@ from agent.config.interfaces import (
     Problem,
 )
 from agent.config.netconfig_v2 import translate
+from agent.recordtype import record
 
 CLOUD_INIT = "cloud-init"
 
@@ -29,7 +29,7 @@ def _config_source(value: str) -> str | None:
     return checks.absolute_path(value)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DNSSpec:
     nameservers: list[str] = setting("DNS servers, in order.", factory=list,
                                      check=checks.ip_address)
@@ -39,7 +39,7 @@ class DNSSpec:
         default="resolved")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConflictDetectionSpec:
     arp_probes: int = setting(
         "ARP probes sent before an IPv4 address is added (RFC 5227 PROBE_NUM; 0: none).",
@@ -58,7 +58,7 @@ class ConflictDetectionSpec:
         check=checks.positive, key="dadTimeout")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VerifySpec:
     management_endpoint: str | None = setting(
         "host:port that must accept a TCP connection over the new configuration. Default: "
@@ -69,7 +69,7 @@ class VerifySpec:
                                 check=checks.positive)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetworkSpec:
     renderer: Literal["networkd", "netplan", "none"] = setting(
         "Which persistent configuration to write; chosen by name, never probed.",
@@ -319,7 +319,7 @@ class NetworkSpec:
                 order += 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Earlier:
     order: int
     net: ipaddress.IPv4Network | ipaddress.IPv6Network

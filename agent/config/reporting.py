@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from agent.config import checks
 from agent.config.fields import setting
+from agent.recordtype import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ReportingSpec:
     conditions: bool = setting("Write conditions onto the Machine's status.", default=True)
     events: bool = setting("Record Events on phase transitions.", default=True)

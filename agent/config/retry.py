@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from agent.config import checks
 from agent.config.fields import Duration, setting
+from agent.recordtype import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RetrySpec:
     attempts: int = setting("Attempts per phase for temporary failures.", default=5,
                             check=checks.positive)

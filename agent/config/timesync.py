@@ -4,11 +4,11 @@ that holds the join until the clock is synchronised."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from agent.config import checks
 from agent.config.fields import Duration, setting
+from agent.recordtype import record
 
 POLL_RANGE = (-6, 24)
 """chrony.conf(5), `server`: minpoll and maxpoll are log2 seconds from -6 to 24."""
@@ -29,7 +29,7 @@ def step_limit(value: int) -> str | None:
     return f"{value} is not a step limit (a number of updates, at least 1, or -1: no limit)"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NTPSource:
     SCALAR_FIELD: ClassVar[str] = "host"
 
@@ -58,7 +58,7 @@ class NTPSource:
                    "make maxpoll at least minpoll")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MakeStep:
     threshold: Duration = setting("Step the clock when it is off by more than this...",
                                   default=Duration(1), check=checks.positive)
@@ -66,7 +66,7 @@ class MakeStep:
                          default=3, check=step_limit)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChronySettings:
     target: Literal["main", "dropin"] = setting(
         "Write the whole chrony.conf (main: the agent owns every source) or only a "
@@ -90,14 +90,14 @@ class ChronySettings:
                                        default=None, check=checks.port)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TimesyncdSettings:
     drop_in: str = setting("The timesyncd drop-in the agent writes.",
                            default="/etc/systemd/timesyncd.conf.d/machine-agent.conf",
                            check=checks.absolute_path)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TimeSpec:
     servers: list[NTPSource] = setting(
         "NTP servers or pools: a host name, or {host, port, iburst, pool, nts, minpoll, "

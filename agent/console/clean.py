@@ -14,11 +14,12 @@ refuses while the journal records any (`machine-agent release-addresses` first),
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from agent.errors import PermanentError
 from agent.host import Host
 from agent.ipam.ledger import held
+from agent.recordtype import record
 from agent.report import SENTINEL
 from agent.state import NODE_LOCK, STATE_DIR, Journal
 
@@ -30,7 +31,7 @@ LOGS_KEPT = ("the system journal (the agent's log lines are entries in it beside
 (cloud-init's `clean --logs` removes its own files only, never the journal)."""
 
 
-@dataclass
+@record
 class CleanReport:
     removed: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)

@@ -13,7 +13,7 @@ Exit status (also `status --wait`, see agent.console.wait):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
 from agent.console.killswitch import disabled_by
@@ -21,6 +21,7 @@ from agent.console.timeline import analyze, seconds_between
 from agent.errors import Reason
 from agent.host import Host
 from agent.printable import printable
+from agent.recordtype import record
 from agent.report import SUMMARY, from_previous_boot, read_status_document
 from agent.state import Journal, PhaseRecord
 
@@ -42,7 +43,7 @@ HEALTHY = frozenset(r for r in Reason if r.info.healthy)
 reason completed with a problem the node lives with: the outcome is `degraded`."""
 
 
-@dataclass
+@record
 class StatusView:
     """What `status` shows, read once."""
 

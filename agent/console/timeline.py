@@ -13,16 +13,17 @@ data.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from datetime import datetime
 from typing import Any
 
+from agent.recordtype import record
 from agent.report import SUMMARY
 
 SETUP = "(set-up: configuration, cloud-init, the Machine and its bootstrap data)"
 
 
-@dataclass
+@record
 class Span:
     name: str
     kind: str
@@ -34,7 +35,7 @@ class Span:
     """For a phase: True, False, or Unknown when the run stopped inside it."""
 
 
-@dataclass
+@record
 class Analysis:
     started_at: str | None
     finished_at: str | None

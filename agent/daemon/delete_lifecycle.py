@@ -14,7 +14,6 @@ import enum
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from agent.daemon.deletion import (
@@ -34,6 +33,7 @@ from agent.errors import AgentError, Reason
 from agent.host import Host
 from agent.ipam.base import PluginEnv
 from agent.orchestrator import Orchestrator
+from agent.recordtype import record
 from agent.retry import Backoff
 from agent.session import Session
 from agent.state import node_lock
@@ -46,12 +46,12 @@ CREDENTIAL_RECHECK = 300.0
 """Seconds between looks for a rotated credential once the hook came off for its expiry."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DeleteAgain:
     """Time to run the delete policy again: a step failed for a reason that may pass."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CredentialCheck:
     """Time to look whether the credential expires soon without a rotation
     (agent.daemon.deletion.hook_release_due)."""

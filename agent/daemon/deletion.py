@@ -68,7 +68,7 @@ import datetime as dt
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from agent.config import AgentConfig
@@ -81,6 +81,7 @@ from agent.kube.client import Client, resource_path
 from agent.kube.kubeconfig import Credentials
 from agent.kube.machine import GROUP, MachineView
 from agent.phases.base import Results
+from agent.recordtype import record
 from agent.report import Conditions
 from agent.state import Journal, Section
 
@@ -102,7 +103,7 @@ ETCD_MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
 MERGE_PATCH = "application/merge-patch+json"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Step:
     name: str
     """The step's key in spec.lifecycle.onDelete."""
@@ -114,7 +115,7 @@ class Step:
     """Why the step is left out this time (None: it runs)."""
 
 
-@dataclass
+@record
 class DeleteRecord(Section):
     """The delete policy's progress for one Machine, so a restart resumes it."""
 
@@ -126,7 +127,7 @@ class DeleteRecord(Section):
     finished: bool = False
 
 
-@dataclass
+@record
 class DeletePolicy:
     host: Host
     config: AgentConfig

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config import AgentConfig
@@ -20,13 +19,14 @@ from agent.errors import Reason
 from agent.host import Host
 from agent.netlink.changes import ChangeWatch
 from agent.orchestrator import Orchestrator
+from agent.recordtype import record
 
 log = logging.getLogger("agent.daemon")
 
 CONDITION = "ConfigurationDrift"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Drift:
     """The kernel announced a change of the node's links, addresses or routes."""
 

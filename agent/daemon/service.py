@@ -43,7 +43,6 @@ import logging
 import queue
 import signal
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -66,6 +65,7 @@ from agent.kube.machine_config import ConfigRef, ManagementSource, config_ref
 from agent.kube.reporter import MachineReporter
 from agent.orchestrator import EXIT_OK, EXIT_USAGE, Orchestrator
 from agent.phases.base import Phase
+from agent.recordtype import record
 from agent.report import SUMMARY, Conditions, LocalStatus, Reporter, last_outcome
 from agent.retry import Backoff
 from agent.session import Session
@@ -82,12 +82,12 @@ class Stopping(BaseException):
     `except Exception` in a phase or the orchestrator may swallow it)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stop:
     signum: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StartAgain:
     """Time to try the bootstrap again: the management cluster could not be read, or a
     phase failed for a reason that may pass."""

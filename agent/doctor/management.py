@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +21,7 @@ from agent.kube.rbac import capi_claims
 from agent.kube.readonly import read_only_client
 from agent.phases.checks import Check, Doctor, not_checked
 from agent.phases.join import token_checks
+from agent.recordtype import record
 from agent.session import load
 
 PHASE = "management"
@@ -31,7 +31,7 @@ RBAC_FIX = ("apply templates/rbac/node-rbac.yaml rendered for this node "
 LATER = ("tls", "credentials", "machine", "bootstrap-secret", "bootstrap-token")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Permission:
     verb: str
     group: str

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from agent.doctor import config, ipam, journal, management
@@ -15,13 +15,14 @@ from agent.host import Host, ReadOnlyHostError
 from agent.phases import registry
 from agent.phases.base import Phase
 from agent.phases.checks import Check, Doctor, log
+from agent.recordtype import record
 
 EXIT_PASS, EXIT_FAIL, EXIT_NOT_RUN = 0, 1, 2
 FORMAT = 1
 """Version of the --json document (docs/doctor.md)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Area:
     name: str
     checks: Callable[[Doctor], Iterator[Check]]
@@ -43,7 +44,7 @@ def areas(phases: list[Phase] | None = None) -> list[Area]:
             + [Area(name, OWN[name]) for name in AFTER_PHASES])
 
 
-@dataclass
+@record
 class Diagnosis:
     checks: list[Check] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)

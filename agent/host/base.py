@@ -9,13 +9,14 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 from agent.errors import PermanentError, Reason, StateError
 from agent.hostpath import resolve_in_root
 from agent.logs import Redactor
+from agent.recordtype import record
 
 log = logging.getLogger("agent.host")  # one logger for the whole Host
 
@@ -43,7 +44,7 @@ class Clock:
         time.sleep(max(0.0, seconds))
 
 
-@dataclass
+@record
 class EffectLog:
     """Counts side effects; optionally ends the process right after the Nth (crash tests)."""
 

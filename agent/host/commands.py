@@ -11,12 +11,12 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from agent.errors import CommandError, CommandTimeoutError, PermanentError, Reason
 from agent.host.base import HostState
+from agent.recordtype import record
 
 if TYPE_CHECKING:
     import subprocess
@@ -48,7 +48,7 @@ HOST_ONLY = frozenset({"kubeadm", "kubelet", "ip", "chronyc", "timedatectl", "hw
 membership: never run against an image tree, chrooted or not."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommandResult:
     argv: tuple[str, ...]
     returncode: int

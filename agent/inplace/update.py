@@ -17,8 +17,6 @@ Writing the same content again changes nothing, so a repeated call is harmless.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import yaml
 
 from agent.config import checks
@@ -28,6 +26,7 @@ from agent.inplace.hooks import GROUP_VERSION, Obj, failure
 from agent.kube.client import Client, resource_path
 from agent.kube.errors import NotFound
 from agent.kube.machine_config import CONFIG_ANNOTATION, CONFIG_KEY, content_digest
+from agent.recordtype import record
 
 RETRY_SECONDS = 5
 CONDITION = "AgentConfigApplied"
@@ -42,7 +41,7 @@ def _response(retry: int = 0, message: str = "") -> Obj:
     return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class InPlace:
     """What the agent is asked to make in place: the KubeadmConfig's NTP servers, kubelet
     flags and files, the Machine's release (empty: not asked)."""

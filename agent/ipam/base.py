@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import typing
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from agent.config.fields import Decoder
@@ -23,6 +22,7 @@ from agent.errors import (
 )
 from agent.host import Host
 from agent.kube.facts import MachineFacts
+from agent.recordtype import record
 
 ENTRY_POINT_GROUP = "machine_agent.ipam"
 """Where IPAM plugins are registered (entry points); the name is the plugin's."""
@@ -30,7 +30,7 @@ ENTRY_POINT_GROUP = "machine_agent.ipam"
 Family = Literal["ipv4", "ipv6"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClaimRequest:
     claim_key: str
     """Machine UID + interface + family; the backend keeps one address per key."""
@@ -43,7 +43,7 @@ class ClaimRequest:
     """The node's host name, for backends that record one (NetBox's dns_name)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Allocation:
     address: str
     prefix: int
@@ -99,7 +99,7 @@ class IPAMUnavailable(TemporaryError):
     reason = Reason.IPAMUnavailable
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PluginEnv:
     """What a plugin may use besides its own settings."""
 

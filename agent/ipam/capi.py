@@ -15,7 +15,6 @@ retry or a reboot finds the same claim, and a new Machine of the same name gets 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.config import checks
@@ -42,6 +41,7 @@ from agent.kube.errors import (
 )
 from agent.kube.facts import MachineFacts
 from agent.kube.watch import WaitTimedOut, Watcher
+from agent.recordtype import record
 
 GROUP = "ipam.cluster.x-k8s.io"
 CLUSTER_LABEL = "cluster.x-k8s.io/cluster-name"
@@ -56,7 +56,7 @@ FAILED_REASONS = {"PoolNotReady": PoolNotFound, "PoolExhausted": PoolExhausted,
                   "AllocationFailed": AllocationFailed}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CAPIPool:
     name: str = setting("Name of the pool object.", check=checks.k8s_name)
     kind: str = setting("Kind of the pool: InClusterIPPool (in the Machine's namespace), "
@@ -65,7 +65,7 @@ class CAPIPool:
     api_group: str = setting("API group of the pool.", default=GROUP, check=checks.k8s_name)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CAPIOptions:
     pools: dict[str, CAPIPool] = setting(
         "Pools by the name spec.network uses. A name without an entry is an "

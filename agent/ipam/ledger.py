@@ -6,14 +6,15 @@ can give back every address this node holds even when the network phase never fi
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
+from agent import recordtype
 from agent.ipam.base import Allocation, ClaimRequest
 from agent.state import Journal, Section
 
 
-@dataclass(frozen=True)
+@recordtype.record(frozen=True)
 class Held:
     """One address this node holds: which plugin gave it, and how to give it back."""
 
@@ -36,7 +37,7 @@ class Held:
                    Allocation(**alloc))
 
 
-@dataclass
+@recordtype.record
 class Ledger(Section):
     """Every address this node holds, by claim key (as `Held.as_json` in the file)."""
 

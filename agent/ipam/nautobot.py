@@ -22,7 +22,6 @@ What it relies on was measured against Nautobot 3.2.7 (tests/integration/nautobo
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from typing import Any
 
 from agent.config import checks
@@ -39,6 +38,7 @@ from agent.ipam.base import (
     validate_allocation,
 )
 from agent.ipam.rest import RestAPI, detail, loopback_or_https
+from agent.recordtype import record
 
 CLAIM_FIELD = "machine_agent_claim_key"
 GATEWAY_FIELD = "gateway"
@@ -53,13 +53,13 @@ def _namespace(value: str) -> str | None:
     return checks.safe_text(value) or (None if value.strip() else "a namespace has a name")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NautobotPool:
     prefix: str = setting("Allocate from this Nautobot prefix (e.g. 192.0.2.0/24).",
                           check=checks.ip_network)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NautobotOptions:
     url: str = setting("Nautobot base URL, e.g. https://nautobot.example.net.",
                        check=loopback_or_https)
@@ -76,7 +76,7 @@ class NautobotOptions:
         factory=dict)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Prefix:
     id: str
     network: ipaddress.IPv4Network | ipaddress.IPv6Network

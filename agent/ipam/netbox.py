@@ -20,7 +20,6 @@ What it relies on was measured against NetBox 4.7.3 (tests/integration/netbox/RE
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from typing import Any
 
 from agent.config import checks
@@ -36,13 +35,14 @@ from agent.ipam.base import (
     validate_allocation,
 )
 from agent.ipam.rest import RestAPI, detail, loopback_or_https
+from agent.recordtype import record
 
 CLAIM_FIELD = "machine_agent_claim_key"
 GATEWAY_FIELD = "gateway"
 GATEWAY_TAG = "gateway"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetBoxPool:
     prefix: str | None = setting("Allocate from this NetBox prefix (e.g. 192.0.2.0/24).",
                                  default=None, check=checks.ip_network)
@@ -55,7 +55,7 @@ class NetBoxPool:
             yield ("", "give exactly one of prefix or ipRange", None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetBoxOptions:
     url: str = setting("NetBox base URL, e.g. https://netbox.example.net.", check=loopback_or_https)
     token_file: str = setting("File holding the API token (v2 `nbt_…` or v1).",
@@ -72,7 +72,7 @@ class NetBoxOptions:
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pool:
     """A NetBox prefix or IP range, as found in NetBox."""
 

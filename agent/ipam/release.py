@@ -13,18 +13,18 @@ Machine deletes them (Kubernetes garbage collection) and the provider frees the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import AgentError
 from agent.ipam.base import IPAMPlugin, PluginEnv, open_plugin
 from agent.ipam.ledger import Held, forget, held
+from agent.recordtype import record
 from agent.state import Journal
 
 NETWORK_PHASE = "network"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Outcome:
     held: Held
     error: AgentError | None = None

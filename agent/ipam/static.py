@@ -10,7 +10,6 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from agent.config import checks
@@ -23,6 +22,7 @@ from agent.ipam.base import (
     PoolNotFound,
     validate_allocation,
 )
+from agent.recordtype import record
 
 STATE = "/var/lib/machine-agent/ipam/static.json"
 LOCK = "/var/lib/machine-agent/ipam/static.lock"
@@ -40,7 +40,7 @@ def _address_item(value: str) -> str | None:
     return checks.ip_address(value)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StaticPool:
     addresses: list[str] = setting(
         "Addresses to hand out: single addresses, ranges `first-last`, or networks.",
@@ -60,7 +60,7 @@ class StaticPool:
             yield ("prefix", f"{self.prefix} is not a prefix length (1-{limit})", None)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StaticOptions:
     pools: dict[str, StaticPool] = setting("Pools by name.", factory=dict)
 

@@ -9,13 +9,13 @@ other 4xx will not without a change by a person.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import AgentError, Reason
+from agent.recordtype import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cause:
     """One entry of a Status's `details.causes`."""
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from agent.recordtype import record
 
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 """CAPI's label on control-plane Machines (set by the control-plane provider)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MachineFacts:
     """The Machine this node is, reduced to what the phases use."""
 

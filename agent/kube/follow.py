@@ -19,12 +19,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from agent.errors import AgentError
 from agent.kube.client import Client, Object
 from agent.kube.errors import Gone, error_from_status
 from agent.kube.watch import MAX_WATCH_SECONDS
+from agent.recordtype import record
 from agent.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ RECONNECT_BACKOFF = Backoff(base=0.5, cap=30.0, attempts=0)
 """Pauses between reconnects after failures (attempts unused: it retries until stopped)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Update:
     source: str
     """What is followed, e.g. `machine` (the Follower's name)."""
@@ -41,7 +41,7 @@ class Update:
     """The object's current version; None when it does not exist (any more)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Recovered:
     """The management cluster answers again after a failure of the watch (sent before
     the updates the new connection brings)."""

@@ -21,7 +21,7 @@ import logging
 import os
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from agent.config import checks
@@ -31,6 +31,7 @@ from agent.host import Host
 from agent.kube.bearer import MAX_TOKEN_FILE, TOKEN_FIX, token_problem
 from agent.logs import REDACT
 from agent.proxy import ProxySettings, ProxyURLInvalid, from_environment, parse_proxy_url
+from agent.recordtype import record
 from agent.tls import default_bundle
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 MATERIAL_DIR = "/run/machine-agent/kube"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Credentials:
     """How to reach and authenticate to the API server. Paths are real file paths."""
 

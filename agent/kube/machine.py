@@ -17,7 +17,6 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agent import dmi
@@ -32,6 +31,7 @@ from agent.kube.facts import CONTROL_PLANE_LABEL, MachineFacts
 from agent.kube.machine_config import ConfigRef, ManagementSource, config_ref, decode_base64
 from agent.kube.watch import WaitTimedOut, Watcher
 from agent.logs import REDACT
+from agent.recordtype import record
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,7 +39,7 @@ T = TypeVar("T")
 GROUP = "cluster.x-k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
 """Preferred first: v1beta2 is the storage version; v1beta1 is deprecated."""
-@dataclass(frozen=True)
+@record(frozen=True)
 class MachineView:
     """The Machine as read: facts for the phases, and what the reporter needs."""
 
@@ -143,7 +143,7 @@ class _Shape:
         return value
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MachineShape:
     """The fields of a Machine the agent reads, checked."""
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -15,6 +14,7 @@ from agent.config.fragment import Fragment, parse_fragment
 from agent.errors import FieldError, PermanentError, Reason
 from agent.host import Host
 from agent.kube.client import Object, resource_path
+from agent.recordtype import record
 
 CONFIG_ANNOTATION = "machine-agent.io/config"
 CONFIG_KEY = "config.yaml"
@@ -27,7 +27,7 @@ def content_digest(text: str) -> str:
     return f"config sha256:{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ManagementSource:
     """A config Source (agent.config.sources.chain) holding the text read from a ConfigMap or
     Secret, or the problem met reading it; its origin names the object."""
@@ -62,7 +62,7 @@ class ManagementSource:
         return [Fragment(fragment.origin, fragment.document, shared=True)]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConfigRef:
     """The ConfigMap or Secret a Machine's annotation names."""
 

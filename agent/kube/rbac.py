@@ -3,18 +3,19 @@ templates/rbac/node-rbac.yaml (shipped for operators; the tests apply exactly it
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Literal
 
 from agent.config import checks
 from agent.config.network import NetworkSpec
 from agent.kube.claims import UID, claim_key, claim_name
+from agent.recordtype import record
 from agent.templating import render
 
 TEMPLATE = "rbac/node-rbac.yaml"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeIdentity:
     namespace: str
     machine: str

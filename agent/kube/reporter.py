@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from agent.errors import AgentError
@@ -33,6 +33,7 @@ from agent.kube.client import Client
 from agent.kube.errors import AlreadyExists, NotFound, Unauthorized
 from agent.kube.events import clip, events_path, transition_event
 from agent.kube.machine import GROUP, MachineView
+from agent.recordtype import record
 from agent.report import MAX_MESSAGE, Condition
 from agent.retry import Backoff
 from agent.state import Journal, Section
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 DELIVERY_BACKOFF = Backoff(base=1.0, cap=30.0, attempts=8)
 
 
-@dataclass
+@record
 class Reports(Section):
     """What was reported to the Machine and what is not delivered yet, kept in the
     journal so a restart or an unreachable cluster loses nothing."""

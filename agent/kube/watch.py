@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from agent.errors import TemporaryError
 from agent.kube.client import Client, Object
 from agent.kube.errors import Gone, error_from_status
+from agent.recordtype import record
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class WaitTimedOut(TemporaryError):
     """The deadline passed before an object matched."""
 
 
-@dataclass
+@record
 class WatchStats:
     """What happened while waiting (for logs and tests)."""
 
@@ -44,7 +45,7 @@ class WatchStats:
     relists_on_gone: int = 0
 
 
-@dataclass
+@record
 class Watcher:
     client: Client
     path: str

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from agent.hostpath import read_regular
 from agent.kube.bearer import token_problem
 from agent.kube.kubeconfig import MAX_FILE
 from agent.logs import REDACT
+from agent.recordtype import record
 from agent.tls import Trust, ca_pins, default_bundle, explain
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class WorkloadAPIError(PermanentError):
     caller's (what fails for the user: the CNI, the join)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeReadiness:
     ready: bool
     detail: str

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import REASONS, Reason
 from agent.host import Host
 from agent.phases.context import PhaseContext, ResultReader, Results
+from agent.recordtype import record
 from agent.state import Journal, PhaseRecord
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ Status = Literal["pass", "warn", "fail"]
 log = logging.getLogger("agent.doctor")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Check:
     phase: str
     """The area: config, management, network, ipam, time, join, cni, journal."""
@@ -64,7 +65,7 @@ def from_last_run(area: str, name: str, record: PhaseRecord, why: str,
                  {"reason": record.reason, "source": "journal"})
 
 
-@dataclass
+@record
 class Doctor:
     """What the checks share: the read-only host and what earlier areas found."""
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from agent import records
@@ -16,10 +15,11 @@ from agent.host import Host
 from agent.kube.client import Client
 from agent.kube.facts import MachineFacts
 from agent.phases.facts import CNIConfigList, ControlPlaneMember, Fact, NodeAddresses, NodeName
+from agent.recordtype import record
 from agent.state import Journal
 
 
-@dataclass
+@record
 class PhaseResult:
     """Base of what a phase proved (each phase's own dataclass, in its folder): journaled
     as JSON (agent/records.py), read back for later phases, `status` and the condition;
@@ -74,7 +74,7 @@ class Progress(Protocol):
         """Say what a long wait is waiting for, under `reason` (e.g. TimeSynchronizing)."""
 
 
-@dataclass
+@record
 class PhaseContext:
     config: AgentConfig
     host: Host

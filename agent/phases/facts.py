@@ -9,14 +9,16 @@ a phase runs before a phase that provides what it needs (agent/phases/registry.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from agent.recordtype import record
 
 
 class Fact:
     """Base of the facts a phase provides."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeAddresses(Fact):
     """Addresses a phase put on the node's links."""
 
@@ -24,7 +26,7 @@ class NodeAddresses(Fact):
     """Link → `address/prefix`."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClockChecked(Fact):
     """The clock was checked against its servers before the phases after this one (or
     left to the image, with no servers configured)."""
@@ -34,19 +36,19 @@ class ClockChecked(Fact):
     """False: no servers configured, the clock was not checked."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NodeName(Fact):
     """The Node this machine registered as."""
 
     name: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ControlPlaneMember(Fact):
     """This machine joined (or initialized) the cluster as a control plane."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CNIConfigList(Fact):
     """A CNI configuration list a phase wrote (the delete policy removes it)."""
 

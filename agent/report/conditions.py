@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from agent.errors import Reason
 from agent.host import Host
 from agent.logs import REDACT
+from agent.recordtype import record
 
 SUMMARY = "NodeBootstrapped"
 """The summary condition type; put it in Machine.spec.readinessGates."""
@@ -21,7 +21,7 @@ so the message fits either API version."""
 Status = Literal["True", "False", "Unknown"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Condition:
     type: str
     status: Status

@@ -40,13 +40,13 @@ import logging
 import posixpath
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent import records
 from agent.config.fragment import Fragment, parse_fragment
 from agent.errors import FieldError, Reason, TemporaryError
 from agent.host import Host
+from agent.recordtype import record
 
 if TYPE_CHECKING:
     from email.message import Message
@@ -70,7 +70,7 @@ MAX_USER_DATA = 16 * 1024 * 1024
 _REDACTED_VALUE = "redacted for non-root user"  # cloudinit/sources/__init__.py
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CloudInitSource:
     """AgentConfig fragments from cloud-init's instance data (module docstring)."""
 

@@ -23,7 +23,6 @@ turns into a silently different identity.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from agent.config import checks
 from agent.config.fragment import Fragment
@@ -31,6 +30,7 @@ from agent.config.model import API_VERSION, KIND
 from agent.config.sources.files import FileSource
 from agent.errors import FieldError
 from agent.host import Host
+from agent.recordtype import record
 
 CMDLINE = "/proc/cmdline"
 PREFIX = "machine-agent."
@@ -108,7 +108,7 @@ def machine_fragment(value: str, errors: list[FieldError]) -> Fragment | None:
         "identity": {"machine": {"namespace": namespace, "name": name}}}})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelCmdlineSource:
     """The agent's parameters on the kernel command line (module docstring). A missing
     /proc/cmdline (an image tree, a test root) gives nothing."""

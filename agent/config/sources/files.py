@@ -4,18 +4,18 @@ given with --config."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from agent.config.fragment import MAX_BYTES, Fragment, parse_fragment
 from agent.errors import FieldError
 from agent.host import Host
 from agent.hostpath import UnreadableFileError
+from agent.recordtype import record
 
 BAKED_FILE = "/etc/machine-agent/config.yaml"
 DROP_IN_DIR = "/etc/machine-agent/config.d"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileSource:
     """One YAML file; a missing file is an error only when `required`.
 
@@ -47,7 +47,7 @@ class FileSource:
         return [fragment] if fragment else []
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DropInSource:
     """Every `*.yaml` in a directory, in lexical order."""
 

@@ -24,7 +24,6 @@ import json
 import logging
 import re
 import secrets
-from dataclasses import dataclass
 from typing import Any
 
 from agent.config.cni import CheckSpec
@@ -34,6 +33,7 @@ from agent.netlink.observe import LinkState, links
 from agent.netlink.rtnl import connect
 from agent.phases.cni.conflist import IPRange, own_links
 from agent.phases.cni.result import Proof
+from agent.recordtype import record
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class CNIBrokenError(PermanentError):
     reason = Reason.CNIBroken
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Sandbox:
     """The throwaway pod: its namespace, container id and host-local data directory."""
 

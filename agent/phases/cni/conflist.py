@@ -8,13 +8,14 @@ import copy
 import ipaddress
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from agent import templating
 from agent.config import AgentConfig
 from agent.config.cni import ConflistSpec, conflist_shape
 from agent.errors import PermanentError, Reason
+from agent.recordtype import record
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -41,7 +42,7 @@ def to_text(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IPRange:
     """One host-local range, located by its path in the conflist."""
 
@@ -59,7 +60,7 @@ class IPRange:
                 and (self.end is None or int(address) <= int(self.end)))
 
 
-@dataclass
+@record
 class Findings:
     problems: list[str] = field(default_factory=list)
     ranges: list[IPRange] = field(default_factory=list)

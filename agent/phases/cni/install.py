@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import io
 import posixpath
-from dataclasses import dataclass
 
 from agent.config import checks
 from agent.config.cni import PluginSource
 from agent.errors import PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.base import Change
+from agent.recordtype import record
 from agent.tls import Trust, default_bundle, explain
 
 MAX_BUNDLE = 512 * 1024 * 1024
@@ -34,7 +34,7 @@ class BundleError(PermanentError):
     reason = Reason.CNIBroken
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bundle:
     origin: str
     """The bundle's path or URL, for messages."""

@@ -13,7 +13,6 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.config.cni import ConfigMapRef, ManifestSpec
@@ -23,6 +22,7 @@ from agent.kube.client import Client, resource_path
 from agent.kube.errors import NotFound
 from agent.kube.facts import CONTROL_PLANE_LABEL, MachineFacts
 from agent.kube.workload import NodeReadiness
+from agent.recordtype import record
 
 POLL_INTERVAL = 5.0
 """Seconds between looks at the Node while waiting for Ready."""
@@ -40,14 +40,14 @@ class WorkloadCluster(Protocol):
         """The Node's Ready condition (not ready when the Node is not registered yet)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Manifest:
     origin: str
     sha256: str
     objects: list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decision:
     """Whether this node applies the manifest, and why (shown by `plan`)."""
 

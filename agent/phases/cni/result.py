@@ -4,14 +4,15 @@ what it keeps in the journal across runs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from agent.phases.base import PhaseResult
 from agent.phases.facts import CNIConfigList, Fact
+from agent.recordtype import record
 from agent.state import Section
 
 
-@dataclass
+@record
 class Proof:
     """The ADD/CHECK/DEL run against a throwaway namespace."""
 
@@ -21,14 +22,14 @@ class Proof:
     namespace: str = ""
 
 
-@dataclass
+@record
 class ManifestDecision:
     applied: bool = False
     """Whether this node applies the CNI manifest."""
     why: str = ""
 
 
-@dataclass
+@record
 class CNIResult(PhaseResult):
     bin_dir: str = ""
     conflist: str | None = None
@@ -48,7 +49,7 @@ class CNIResult(PhaseResult):
         return [CNIConfigList(self.conflist)] if self.conflist else []
 
 
-@dataclass
+@record
 class CNIRecord(Section):
     """What the cni phase keeps across runs: the manifest this node applied (a node that
     applied it once applies it again, `manifest.apply: auto`)."""

@@ -18,12 +18,12 @@ wins, most specific first. What is temporary is retried with backoff; the rest s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from agent.errors import Reason
+from agent.recordtype import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Classified:
     reason: Reason
     summary: str

@@ -19,13 +19,14 @@ import binascii
 import re
 import shlex
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from agent.config import checks
 from agent.config.fragment import yaml_structure_problem
 from agent.errors import PermanentError, Reason, shown
 from agent.phases.join.template import InstanceData, render_cloud_config
+from agent.recordtype import record
 
 SENTINEL = "/run/cluster-api/bootstrap-success.complete"
 """CABPK's success sentinel (cluster-api: bootstrap/kubeadm/internal/cloudinit/cloudinit.go)."""
@@ -50,7 +51,7 @@ class BootstrapDataError(PermanentError):
     reason = Reason.ConfigInvalid
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WriteFile:
     path: str
     content: bytes
@@ -59,7 +60,7 @@ class WriteFile:
     append: bool
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Command:
     """A runcmd entry run as given: a string through `sh -c` (as cloud-init does), a
     list as the argument vector. `shown` is what the journal, the log, conditions,
@@ -80,7 +81,7 @@ class Command:
     drop-ins: agent.phases.join.dropins)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KubeadmJoin:
     """The runcmd entry that runs kubeadm (`join`, or `init` on the first control plane);
     executed by the agent's managed join."""
@@ -96,7 +97,7 @@ class KubeadmJoin:
 Step = Command | KubeadmJoin
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CloudConfig:
     files: list[WriteFile]
     steps: list[Step]

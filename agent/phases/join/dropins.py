@@ -13,18 +13,18 @@ under systemd, which the agent does not reproduce.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from agent.config import checks
 from agent.host import Host
 from agent.phases.join.cloudconfig import BootstrapDataError
+from agent.recordtype import record
 
 _ORDERING = {"After", "Before", "Requires", "Wants"}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DropIns:
     environment_files: tuple[str, ...] = ()
     """EnvironmentFile= paths, a leading `-` kept (the file may be missing)."""

@@ -8,7 +8,7 @@ there: cmd/kubeadm/app/util/config/common.go, validateSupportedVersion).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from agent.config import checks
@@ -16,6 +16,7 @@ from agent.config.fragment import yaml_structure_problem
 from agent.config.join import DEFAULT_CRI_SOCKET, ControlPlaneJoin, JoinSpec, Taint
 from agent.errors import PermanentError, Reason, shown
 from agent.logs import REDACTED
+from agent.recordtype import record
 from agent.templating import render
 
 V1BETA3 = "kubeadm.k8s.io/v1beta3"
@@ -32,7 +33,7 @@ class JoinConfigError(PermanentError):
     reason = Reason.ConfigInvalid
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Version:
     major: int
     minor: int
@@ -66,7 +67,7 @@ def go_duration(seconds: float) -> str:
     return f"{secs}s"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JoinParams:
     """Everything a JoinConfiguration says, validated; the template only lays it out."""
 
@@ -121,7 +122,7 @@ def render_join_configuration(params: JoinParams, version: Version) -> str:
     return render(f"join/joinconfiguration-{api.rsplit('/', 1)[1]}.yaml.j2", p=params)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JoinFacts:
     """What the agent needs to know from a JoinConfiguration it did not render."""
 

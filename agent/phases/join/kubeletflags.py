@@ -13,10 +13,10 @@ wrote it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from agent.config import checks
 from agent.errors import PermanentError, Reason
+from agent.recordtype import record
 
 FLAGS_FILE = "/var/lib/kubelet/kubeadm-flags.env"
 AT_REGISTRATION = frozenset({"node-labels", "register-with-taints", "register-node",
@@ -28,7 +28,7 @@ _LINE = re.compile(r'KUBELET_KUBEADM_ARGS="([^"\\\n]*)"\n?')
 _FLAG = re.compile(r"--([a-z0-9][a-z0-9-]*)=(\S*)")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KeptFlag:
     """A flag the agent set in place: its value, and the one it replaced (None: the
     flag was not there)."""

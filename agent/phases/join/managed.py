@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.errors import AgentError, CommandError, CommandTimeoutError, PermanentError, Reason
@@ -27,6 +26,7 @@ from agent.phases.join.classify import Classified, classify_output, last_line
 from agent.phases.join.cloudconfig import WriteFile
 from agent.phases.join.ondisk import current_content
 from agent.phases.join.result import JoinAttempt, JoinInFlight, JoinRecord, KubeadmReset
+from agent.recordtype import record
 from agent.retry import Backoff
 
 # What `kubeadm join` writes on a worker (cmd/kubeadm/app/cmd/phases/join/kubelet.go:
@@ -47,7 +47,7 @@ CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 """Set by kubeadm's mark-control-plane phase, the last of a control-plane join."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JoinTarget:
     """What one join attempt uses. `files` are rewritten after a reset (kubeadm reset
     removes /etc/kubernetes/pki, where control-plane bootstrap data puts certificates)."""

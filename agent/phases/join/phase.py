@@ -14,7 +14,7 @@ fails once every step ran, naming each failed command (see `JoinPhase.apply`). I
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
 from agent.errors import AgentError, CommandError, PermanentError, Reason
@@ -33,6 +33,7 @@ from agent.phases.join.node import confirm_node
 from agent.phases.join.preflight import PreflightInputs, run_preflight
 from agent.phases.join.result import CommandRun, JoinRecord, JoinResult
 from agent.phases.join.source import UNSOURCED_HINT, JoinSource, resolve, unsourced
+from agent.recordtype import record
 from agent.state import digest
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ TAIL = 500
 """Characters of a command's output kept in the journal and the condition message."""
 
 
-@dataclass
+@record
 class JoinPlan(PhasePlan):
     failed: dict[str, str] = field(default_factory=dict)
     """runcmd entries that failed while this plan was applied: step key → what failed."""

@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 import socket
 import stat
-from dataclasses import dataclass
 
 from agent.errors import AgentError, PermanentError, Reason, TemporaryError
 from agent.host import Host
 from agent.phases.join.joinconfig import Version
+from agent.recordtype import record
 
 KUBELET_PORT = 10250
 API_CHECK = "APIServerReachable"
@@ -27,7 +27,7 @@ IPV6_FORWARD = "/proc/sys/net/ipv6/conf/default/forwarding"
 BRIDGE_NF = "/proc/sys/net/bridge/bridge-nf-call-iptables"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PreflightInputs:
     version: Version
     """The Kubernetes version the node joins (Machine.spec.version)."""
@@ -44,7 +44,7 @@ class PreflightInputs:
     """Why the time gate is closed, or None when it is open."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Failure:
     check: str
     problem: str

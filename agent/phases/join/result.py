@@ -3,15 +3,16 @@ condition; and what it keeps in the journal across runs (attempts, commands run)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from agent.phases.base import PhaseResult
 from agent.phases.facts import ControlPlaneMember, Fact, NodeName
 from agent.phases.join.kubeletflags import KeptFlag
+from agent.recordtype import record
 from agent.state import Section
 
 
-@dataclass
+@record
 class JoinResult(PhaseResult):
     node: str | None = None
     """The node name kubeadm joined with."""
@@ -38,7 +39,7 @@ class JoinResult(PhaseResult):
                 *([ControlPlaneMember()] if self.control_plane else [])]
 
 
-@dataclass
+@record
 class JoinAttempt:
     """One `kubeadm join` attempt."""
 
@@ -52,7 +53,7 @@ class JoinAttempt:
     message: str | None = None
 
 
-@dataclass
+@record
 class CommandRun:
     """One runcmd (or bootcmd) entry of the bootstrap data, as it ran."""
 
@@ -65,7 +66,7 @@ class CommandRun:
     """`bootcmd`, or None: a runcmd entry. Their indexes count apart."""
 
 
-@dataclass
+@record
 class KubeadmReset:
     """A `kubeadm reset -f` before an attempt, and why."""
 
@@ -74,7 +75,7 @@ class KubeadmReset:
     exit_status: int | None = None
 
 
-@dataclass
+@record
 class JoinInFlight:
     """A `kubeadm join` journaled before kubeadm starts, removed once it finished or the
     node was reset. kubeadm writes kubelet.conf long before it is done (a control plane's
@@ -87,7 +88,7 @@ class JoinInFlight:
     control_plane: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KeptFile:
     """A file of spec.join.files the agent wrote in place: the mode and owner of the one
     it replaced (its content saved beside the journal), or None when there was none."""
@@ -97,7 +98,7 @@ class KeptFile:
     gid: int = 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ReleaseChange:
     """An in-place change of the node's Kubernetes release (agent.phases.join.release):
     the release it makes, the one it replaced (whose kubelet and kubelet configuration
@@ -108,7 +109,7 @@ class ReleaseChange:
     done: bool = False
 
 
-@dataclass
+@record
 class JoinRecord(Section):
     """What the join phase keeps across runs: its attempts (the last ones), the resets
     before them, and the bootstrap data's commands as they ran (never run twice)."""

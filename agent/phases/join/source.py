@@ -3,8 +3,6 @@ agent's own `spec.join`, reduced to one `JoinSource` (pure: reads through the Ho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from agent.config import AgentConfig
 from agent.errors import PermanentError, Reason
 from agent.host import Host
@@ -31,12 +29,13 @@ from agent.phases.join.managed import JoinTarget, kubeconfig_server
 from agent.phases.join.node import kubeadm_node_name
 from agent.phases.join.ondisk import read_node_file
 from agent.phases.join.template import read_instance_data
+from agent.recordtype import record
 
 JOIN_CONFIG_PATH = "/run/kubeadm/kubeadm-join-config.yaml"
 """Where CABPK puts the JoinConfiguration; the agent renders its own there too."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class JoinSource:
     origin: str
     """Where the join came from, for the plan and the condition message."""

@@ -24,12 +24,12 @@ import contextlib
 import copy
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from agent.config.sources.cloudinit import REDACTED, SENSITIVE
 from agent.errors import ConfigError, PermanentError, Reason
 from agent.host import Host
+from agent.recordtype import record
 from agent.templating import TemplateProblem, UndefinedVariable, render_data_template
 
 HEADER = re.compile(r"^##\s*template:\s*(.*?)\s*$", re.IGNORECASE)
@@ -43,7 +43,7 @@ class TemplateError(PermanentError):
     reason = Reason.ConfigInvalid
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class InstanceData:
     variables: dict[str, Any]
     """cloud-init's jinja variables."""

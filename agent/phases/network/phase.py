@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.config.network import CLOUD_INIT, NetworkSpec
@@ -47,6 +46,7 @@ from agent.phases.network.verify import (
     management_accepts,
     management_endpoint,
 )
+from agent.recordtype import record
 
 if TYPE_CHECKING:
     from agent.netlink.rtnl import Rtnl
@@ -60,7 +60,7 @@ class AddressConflict(PermanentError):
     reason = Reason.AddressConflict
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Planned:
     """The plan's diff, what it was computed from, and a change watch opened before its
     snapshot was taken."""

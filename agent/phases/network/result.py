@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from agent.phases.base import PhaseResult
 from agent.phases.facts import Fact, NodeAddresses
+from agent.recordtype import record
 
 
-@dataclass
+@record
 class ClaimedAddress:
     """An address claimed from IPAM, as `status` shows it (the journal's IPAM ledger
     holds what `reset` releases)."""
@@ -21,7 +22,7 @@ class ClaimedAddress:
     handle: str = ""
 
 
-@dataclass
+@record
 class NetworkResult(PhaseResult):
     live: bool = False
     """Whether the links were changed live (else: the files alone, an image tree)."""

@@ -13,17 +13,16 @@ checked against the daemon here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from agent.config.timesync import ChronySettings
 from agent.errors import AgentError, Reason, TemporaryError
 from agent.host import Host
+from agent.recordtype import record
 
 COMMAND_TIMEOUT = 5.0
 """Seconds one chronyc call may take; chronyc itself gives up on a dead socket sooner."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Tracking:
     reference: str
     """The selected source's address, or '' when chronyd has none."""
@@ -38,7 +37,7 @@ class Tracking:
         return self.leap == "Normal"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Source:
     name: str
     state: str

@@ -8,15 +8,15 @@ The gate opens when the time daemon says the clock is synchronised (chrony's lea
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from agent.errors import AgentError, Reason
 from agent.host import Clock
 from agent.phases.base import Progress
 from agent.phases.time.ntpcheck import format_seconds
+from agent.recordtype import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClockState:
     synchronised: bool
     """The daemon considers the clock synchronised (chrony: leap status Normal)."""
@@ -33,7 +33,7 @@ class ClockState:
                 f"source {source}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GateOutcome:
     opened: bool
     last: ClockState | None

@@ -8,16 +8,17 @@ condition instead of the join failing later with an opaque TLS error.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from agent.config.timesync import NTPSource
+from agent.recordtype import record
 
 QUERY_TIMEOUT = 2.0
 """Seconds to wait for one server's answer. Servers are asked in parallel."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ServerCheck:
     server: str
     reachable: bool

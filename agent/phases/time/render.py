@@ -6,14 +6,14 @@ lay them out. Which renderer runs is chosen by `spec.time.renderer`, never by pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from agent import templating
 from agent.config.timesync import MakeStep, NTPSource, TimeSpec
+from agent.recordtype import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RenderedFile:
     path: str
     content: str

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from agent.phases.base import PhaseResult
 from agent.phases.facts import ClockChecked, Fact
 from agent.phases.time.ntpcheck import ServerCheck
+from agent.recordtype import record
 
 
-@dataclass
+@record
 class ChronySource:
     name: str = ""
     state: str = ""
@@ -17,7 +18,7 @@ class ChronySource:
     """chronyd's reach register, octal."""
 
 
-@dataclass
+@record
 class TimeResult(PhaseResult):
     gated: bool = True
     """False with no servers configured: the image's time is left alone, join not gated."""
