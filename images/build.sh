@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds a bootable Debian bookworm golden image with machine-agent baked in.
+# Builds a bootable golden image (Debian 12 or 13, Ubuntu 24.04) with machine-agent baked in.
 #
-#   images/build.sh base
-#       make sure the cached debootstrap tree exists; print its path
+#   images/build.sh base [SUITE]
+#       make sure the cached debootstrap tree of the image's SUITE (default bookworm)
+#       exists; print its path
 #   images/build.sh wheels DIR
 #       the agent's wheel and its dependencies' wheels (for images/ansible)
 #   images/build.sh deb DIR [SUITE]
@@ -14,11 +15,13 @@
 #   images/build.sh tree deb|target SUITE
 #       make sure the cached tree a .deb for SUITE is built in (deb) or a bare system of
 #       SUITE (target, what the tests install each .deb into) exists; print its path
-#   images/build.sh image --out DIR [--site-bin DIR] [--overlay DIR]... [--enable UNIT]...
-#                         [--with-ssh]
+#   images/build.sh image --out DIR [--suite SUITE] [--site-bin DIR] [--overlay DIR]...
+#                         [--enable UNIT]... [--with-ssh]
 #       build DIR/rootfs.raw (ext4, no partition table), DIR/vmlinuz, DIR/initrd.img and
 #       DIR/cmdline; boot it with images/boot.sh DIR (qemu, -kernel/-initrd: no boot loader)
 #
+#   --suite SUITE   the distribution: bookworm (Debian 12, the default), trixie (Debian 13)
+#                   or noble (Ubuntu 24.04); the agent's .deb is the one built for it
 #   --site-bin DIR  site-provided binaries (kubeadm, kubelet, containerd, crictl, ...):
 #                   copied into /usr/local/bin of the image
 #   --overlay DIR   a tree copied over / of the image (e.g. etc/machine-agent/config.yaml);
@@ -56,15 +59,31 @@ say() { printf '[build %3ss] %s\n' "$SECONDS" "$*" >&2; }
 source "$REPO/.ci/progress.sh"
 
 build_base() {  # $1: the directory to create
-  local packages
+  local packages mirror components=main script=""
   packages=$(sed 's/#.*//' "$HERE/base-packages.txt" | tr -s ' \t\n' ',' | sed 's/^,//; s/,$//')
-  debootstrap --variant=minbase --include="$packages" "$SUITE" "$1" ${MIRROR:+"$MIRROR"} >&2
+  case $SUITE in
+    # Ubuntu's kernel for virtual machines (no firmware) and, which it only recommends,
+    # the tools that make its initramfs; the CNI plugins are in universe
+    noble) packages+=,linux-image-virtual,initramfs-tools components=main,universe ;;
+    *) packages+=,linux-image-amd64 ;;
+  esac
+  mirror=$(suite_mirror "$SUITE")
+  # debootstrap knows an Ubuntu release by its script (gutsy's serves every later one)
+  [ -e "/usr/share/debootstrap/scripts/$SUITE" ] || script=/usr/share/debootstrap/scripts/gutsy
+  debootstrap --variant=minbase --components="$components" --include="$packages" \
+    $(debootstrap_keyring "$SUITE") "$SUITE" "$1" "${mirror:-http://deb.debian.org/debian}" \
+    $script >&2
   # debootstrap leaves a package unconfigured, and says nothing, when one of its
   # dependencies is a virtual package: fail here instead of in the booted image.
   chroot "$1" apt-get check >&2
   if [ -n "$(chroot "$1" dpkg --audit)" ]; then
     chroot "$1" dpkg --audit >&2
     echo "the base tree has unconfigured packages (see above)" >&2
+    return 1
+  fi
+  # The image boots the tree's kernel and initramfs directly (build_image copies them).
+  if ! compgen -G "$1/boot/vmlinuz-*" >/dev/null || ! compgen -G "$1/boot/initrd.img-*" >/dev/null; then
+    echo "the base tree has no kernel or no initramfs in /boot" >&2
     return 1
   fi
   chroot "$1" apt-get clean
@@ -373,6 +392,7 @@ build_image() {
   while (($#)); do
     case $1 in
       --out) out=$2; shift 2 ;;
+      --suite) SUITE=$2; shift 2 ;;
       --site-bin) site_bin=$2; shift 2 ;;
       --overlay) overlays+=("$2"); shift 2 ;;
       --enable) enable+=("$2"); shift 2 ;;
@@ -381,6 +401,10 @@ build_image() {
     esac
   done
   [ -n "$out" ] || { echo "image needs --out DIR" >&2; exit 2; }
+  case " $DEB_SUITES " in
+    *" $SUITE "*) ;;
+    *) echo "no image for --suite $SUITE: one of $DEB_SUITES" >&2; exit 2 ;;
+  esac
   local base tree
   base=$(ensure_base)
   mkdir -p "$out"
@@ -390,7 +414,7 @@ build_image() {
   cp -a --reflink=auto "$base" "$tree"
   say "installing the agent's package (images/build.sh deb)"
   local deb
-  deb=$(build_deb "$out/deb")
+  deb=$(build_deb "$out/deb" "$SUITE")
   cp "$deb" "$tree/tmp/"
   chroot "$tree" dpkg -i "/tmp/$(basename "$deb")" >&2
   rm "$tree/tmp/$(basename "$deb")"
@@ -426,16 +450,26 @@ build_image() {
   printf '%s\n' '# The image has no host keys; make any missing (as cloud-init does, where it runs).' \
     '[Service]' 'ExecStartPre=/usr/bin/ssh-keygen -A' \
     >"$tree/etc/systemd/system/ssh.service.d/host-keys.conf"
+  # Ubuntu starts sshd from ssh.socket by default: here always ssh.service, which makes
+  # the keys, or nothing.
+  if [ -e "$tree/usr/lib/systemd/system/ssh.socket" ]; then
+    systemctl --root="$tree" disable ssh.socket >&2
+  fi
   if ((ssh)); then
     systemctl --root="$tree" enable ssh.service >&2
   else
     systemctl --root="$tree" disable ssh.service >&2
   fi
   # cloud-init's locale module sets its default, en_US.UTF-8 (update-locale refuses a
-  # locale that was never generated: `cloud-init status` would say error).
-  grep -qx "en_US.UTF-8 UTF-8" "$tree/etc/locale.gen" 2>/dev/null ||
-    echo "en_US.UTF-8 UTF-8" >>"$tree/etc/locale.gen"
-  chroot "$tree" locale-gen >&2
+  # locale that was never generated: `cloud-init status` would say error). Debian's
+  # locale-gen makes what /etc/locale.gen lists, Ubuntu's what it is given.
+  if [ "$SUITE" = noble ]; then
+    chroot "$tree" locale-gen en_US.UTF-8 >&2
+  else
+    grep -qx "en_US.UTF-8 UTF-8" "$tree/etc/locale.gen" 2>/dev/null ||
+      echo "en_US.UTF-8 UTF-8" >>"$tree/etc/locale.gen"
+    chroot "$tree" locale-gen >&2
+  fi
   # No machine ID in the image (the base tree's would be every node's): an empty file,
   # so systemd makes the node's own at its first boot (machine-id(5)). Not
   # `uninitialized`: that boot would also apply the presets to every unit, and Debian's
@@ -456,10 +490,10 @@ build_image() {
 }
 
 case ${1:-} in
-  base) ensure_base ;;
+  base) SUITE=${2:-bookworm}; ensure_base ;;
   wheels) build_wheels "${2:?wheels needs a directory}" ;;
   deb) build_deb "${2:?deb needs a directory}" "${3:-bookworm}" ;;
   tree) ensure_tree "${2:?tree needs deb or target}" "${3:?tree needs a suite}" ;;
   image) shift; build_image "$@" ;;
-  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

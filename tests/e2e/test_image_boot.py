@@ -1,5 +1,6 @@
-"""The golden image boots under qemu (software emulation) and the agent bootstraps it:
-read from the serial console, as an operator of a bare-metal node would.
+"""The golden image of each distribution the recipe builds (Debian 12 and 13, Ubuntu
+24.04) boots under qemu (software emulation) and the agent bootstraps it: read from the
+serial console, as an operator of a bare-metal node would.
 
 The image is built by images/build.sh with this test's guest files (tests/e2e/guest/:
 the AgentConfig, a NoCloud seed so cloud-init runs as on real nodes, an NTP server
@@ -43,11 +44,25 @@ BOOT_RESERVE = 150
 pytestmark = pytest.mark.allow_processes
 
 
+SUITES = ("bookworm", "trixie", "noble")
+"""The distributions the recipe builds an image of (images/build.sh --suite): Debian 12
+and 13, Ubuntu 24.04; every test below runs on each one's boot."""
+WORK: dict[str, Path] = {}
+"""Each distribution's build directory."""
+
+
+@pytest.fixture(scope="module", params=SUITES)
+def suite(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def console(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The serial console of one boot of a freshly built image, ANSI colours removed."""
-    return build_and_boot(tmp_path_factory.mktemp("image"), [
-        "--with-ssh", "--enable", "ntp-test-server.service",
+def console(suite: str, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The serial console of one boot of a freshly built image of `suite`, ANSI colours
+    removed."""
+    WORK[suite] = tmp_path_factory.mktemp(f"image-{suite}")
+    return build_and_boot(WORK[suite], [
+        "--suite", suite, "--with-ssh", "--enable", "ntp-test-server.service",
         "--enable", "cri-standin.socket", "--enable", "workload-apiserver.service",
         "--enable", "kubelet-standin.service",
         "--enable", "machine-agent-boot-report.service",
@@ -118,7 +133,7 @@ def test_the_unit_reached_ready_with_the_node_bootstrapped(console: list[str]) -
 
 
 def test_cloud_init_ran_first_and_nothing_waited_for_the_network(
-        console: list[str]) -> None:
+        suite: str, console: list[str]) -> None:
     def first(text: str) -> int:
         return next(i for i, line in enumerate(console) if text in line)
 
@@ -128,13 +143,17 @@ def test_cloud_init_ran_first_and_nothing_waited_for_the_network(
     # prints no status while a unit writes to the console (cloud-config.service does,
     # and may still run when the agent starts).
     assert first("running 'init-local'") < first("machine-agent[")
-    assert first("Finished cloud-init.servic") < first("machine-agent[")
+    # the network stage's unit: cloud-init.service, from cloud-init 24.3 (Debian 13)
+    # cloud-init-network.service
+    network_stage = ("Finished cloud-init-network.servic" if suite == "trixie"
+                     else "Finished cloud-init.servic")
+    assert first(network_stage) < first("machine-agent[")
     assert not [line for line in console if "Job systemd-networkd-wait-online" in line]
 
 
 def test_cloud_init_final_stage_waits_for_the_bootstrap(console: list[str]) -> None:
     # What the unit's comments say: multi-user.target is ordered after the agent (from
-    # its WantedBy=), so reached only after READY=1, and bookworm's cloud-final.service
+    # its WantedBy=), so reached only after READY=1, and cloud-final.service
     # after multi-user.target.
     target, final = [set(line.removeprefix("After=").split()) for line in report(console)
                      if line.startswith("After=")]
@@ -250,11 +269,11 @@ def test_the_agents_time_splits_into_its_own_and_each_external_wait(
 
 
 def test_the_image_has_no_machine_id_and_no_host_keys_and_the_boot_made_its_own(
-        console: list[str]) -> None:
+        suite: str, console: list[str]) -> None:
     """Every node of the image gets its own identity: the image's /etc/machine-id is
     empty and it holds no ssh host keys; the booted node has an ID and keys of its own,
     and sshd running (--with-ssh)."""
-    (built,) = IMAGE_FILES.values()
+    built = IMAGE_FILES[WORK[suite]]
     assert built["/etc/machine-id"] == ""
     assert "ssh_host_" not in built["/etc/ssh"] and "sshd_config" in built["/etc/ssh"]
     lines = report(console)
