@@ -10,7 +10,8 @@ dataclass's do (positional or keyword arguments, defaults and default factories,
 with `init=False`, `__post_init__`, equality and hash over the compared fields, frozen
 assignment refused with `FrozenInstanceError`); `kw_only`, `InitVar`, `order` and
 `slots` are not offered. Each instance costs ~0.6 µs more to make, so classes made in
-bulk (the netlink snapshot's entries, the network phase's operations) keep `dataclass`.
+bulk (the netlink snapshot's entries, the network phase's operations, the phases' changes)
+keep `dataclass`.
 """
 
 from __future__ import annotations

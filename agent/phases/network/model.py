@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from agent.config.interfaces import (
     BondSpec,
@@ -17,6 +16,7 @@ from agent.config.interfaces import (
 )
 from agent.config.network import NetworkSpec
 from agent.ipam.base import Allocation
+from agent.recordtype import record
 
 RT_TABLE_MAIN = 254
 DEFAULT_METRIC = {4: 0, 6: 1024}
@@ -25,7 +25,7 @@ STP_FORWARD_DELAY = 15
 """What the kernel stores when a route is added without a metric."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RoutePlan:
     dst: str
     """Network with prefix length; `0.0.0.0/0` or `::/0` for a default route."""
@@ -49,7 +49,7 @@ class RoutePlan:
         return (self.dst, self.via, self.table or RT_TABLE_MAIN, metric)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PlannedClaim:
     """An address the phase would claim from an IPAM pool, not yet claimed."""
 
@@ -63,7 +63,7 @@ class PlannedClaim:
                 f"{self.ref.pool!r} (IPAM plugin {self.ref.plugin})")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LinkPlan:
     name: str
     kind: InterfaceType
@@ -112,7 +112,7 @@ class LinkPlan:
         return frozenset(f for f, dhcp in ((4, self.dhcp4), (6, self.dhcp6)) if not dhcp)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetworkPlan:
     links: tuple[LinkPlan, ...] = ()
     """In creation order: a parent or member comes before the link that needs it."""
