@@ -155,7 +155,12 @@ class ChangeWatch:
 
 def watch(host: Host) -> ChangeWatch:
     """A change watch in the host's namespace; the caller closes it."""
-    return ChangeWatch(host.rtnetlink())
+    sock = host.rtnetlink()
+    try:
+        return ChangeWatch(sock)
+    except BaseException:
+        sock.close()
+        raise
 
 
 class Rtnl:
