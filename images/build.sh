@@ -91,12 +91,16 @@ build_base() {  # $1: the directory to create
 }
 
 base_key() {
-  { cat "$HERE/base-packages.txt"; declare -f build_base; echo "$SUITE ${MIRROR:-default}"; } \
+  { cat "$HERE/base-packages.txt"; declare -f build_base; echo "$SUITE $(suite_mirror "$SUITE")"; } \
     | sha256sum | cut -c1-16
 }
 
 ensure_base() {  # prints the cached tree's path
   local dir
+  case " $DEB_SUITES " in
+    *" $SUITE "*) ;;
+    *) echo "no image of $SUITE: one of $DEB_SUITES" >&2; exit 2 ;;
+  esac
   dir="$CACHE_DIR/$(base_key)"
   mkdir -p "$CACHE_DIR"
   exec 9>"$dir.lock"
@@ -401,10 +405,6 @@ build_image() {
     esac
   done
   [ -n "$out" ] || { echo "image needs --out DIR" >&2; exit 2; }
-  case " $DEB_SUITES " in
-    *" $SUITE "*) ;;
-    *) echo "no image for --suite $SUITE: one of $DEB_SUITES" >&2; exit 2 ;;
-  esac
   local base tree
   base=$(ensure_base)
   mkdir -p "$out"
