@@ -20,8 +20,9 @@ kubelet does, and the join phase reads it back. The bootstrap data has a pre-com
 that turns swap on and off, loads a kernel module and is itself a file write_files put
 into /usr/local/bin: what the unit's sandbox forbids the agent, so it proves that the
 agent runs the node owner's commands outside it (units/machine-agent.service).
-The debootstrap tree is cached between runs (see build.sh), so a warm run takes about a
-minute; a cold one adds the debootstrap, a few minutes. Nothing leaves the VM.
+Each distribution's debootstrap tree is cached between runs (see build.sh), so a warm
+run takes 1.5-2.5 minutes per distribution; a cold one adds the debootstrap, a few
+minutes. Nothing leaves the VM.
 """
 
 from __future__ import annotations
