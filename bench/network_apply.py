@@ -16,6 +16,7 @@ import argparse
 import logging
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -74,13 +75,26 @@ def run_agent(root: Path, ns: str, cfg: AgentConfig) -> tuple[float, int]:
     return time.perf_counter() - start, result.netlink_changes
 
 
-def run_ip_batch(ns: str, links: int, per_link: int) -> float:
-    batch = "".join(f"link set v{i} up\n" + "".join(
+def run_ip_batch(ns: str, links: int, per_link: int, tmp: Path) -> float:
+    """`ip -batch FILE`'s wall time, waited for by a blocking wait: `Popen.wait(timeout)`
+    polls with sleeps doubling up to 50 ms, so an `ip` done in 33 ms was seen done at
+    63.5 (its first bench "slow mode"). A timer kills it if it hangs."""
+    batch = tmp / "batch"
+    batch.write_text("".join(f"link set v{i} up\n" + "".join(
         f"address add {address(i, n)} dev v{i} nodad\n" for n in range(per_link))
-        for i in range(links))
+        for i in range(links)))
     start = time.perf_counter()
-    ip("-n", ns, "-batch", "-", stdin=batch)
-    return time.perf_counter() - start
+    proc = subprocess.Popen(["ip", "-n", ns, "-batch", str(batch)])
+    guard = threading.Timer(300, proc.kill)
+    guard.start()
+    try:
+        code = proc.wait()
+    finally:
+        guard.cancel()
+    elapsed = time.perf_counter() - start
+    if code != 0:
+        raise SystemExit(f"ip -batch exited {code}")
+    return elapsed
 
 
 def one_round(links: int, per_link: int, cfg: AgentConfig, ip_first: bool
@@ -94,10 +108,10 @@ def one_round(links: int, per_link: int, cfg: AgentConfig, ip_first: bool
         make_links(agent_ns, links)
         make_links(batch_ns, links)
         with tempfile.TemporaryDirectory(prefix="ma-bench-") as root:
-            batch = run_ip_batch(batch_ns, links, per_link) if ip_first else 0.0
+            batch = run_ip_batch(batch_ns, links, per_link, Path(root)) if ip_first else 0.0
             first, changes = run_agent(Path(root), agent_ns, cfg)
             if not ip_first:
-                batch = run_ip_batch(batch_ns, links, per_link)
+                batch = run_ip_batch(batch_ns, links, per_link, Path(root))
             again, unchanged = run_agent(Path(root), agent_ns, cfg)
     finally:
         for ns in (agent_ns, batch_ns):

@@ -9,7 +9,9 @@ from typing import Any
 
 import yaml
 
-BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from agent.yamlsafe import LOADER
+
+BASE: Any = LOADER
 
 
 class DuplicateKey(yaml.constructor.ConstructorError):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import yaml
 
+from agent import yamlsafe
 from agent.config import checks
 from agent.errors import AgentError
 from agent.inplace.decide import CONTROL_PLANE_LABEL, kept_files, kubelet_args, ntp_servers
@@ -69,7 +70,7 @@ class InPlace:
         """The AgentConfig text with these settings: `spec.time.servers` (each server's
         other settings kept), `spec.join.nodeRegistration.kubeletExtraArgs` and
         `spec.join.files`; everything else as it was."""
-        doc = yaml.safe_load(text) if text else None
+        doc = yamlsafe.load(text) if text else None
         doc = doc if isinstance(doc, dict) else dict(SKELETON)
         spec = _section(doc, "spec")
         if self.servers:

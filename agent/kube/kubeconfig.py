@@ -174,9 +174,11 @@ def _from_kubeconfig(path: str, host: Host, allow_insecure: bool,
                      material: Host) -> Credentials:
     import yaml
 
+    from agent import yamlsafe
+
     where = f"kubeconfig {path}"
     try:
-        doc = yaml.safe_load(_read(host, path, where))
+        doc = yamlsafe.load(_read(host, path, where))
     except yaml.YAMLError as err:
         raise _bad(where, f"not valid YAML: {err}", "fix the kubeconfig") from err
     if not isinstance(doc, dict):

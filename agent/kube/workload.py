@@ -59,6 +59,7 @@ class KubeconfigCluster:
                  missing_hint: str) -> None:
         import yaml
 
+        from agent import yamlsafe
         from agent.kube.transport import Session
 
         self.reason = reason
@@ -72,7 +73,7 @@ class KubeconfigCluster:
             raise WorkloadAPIError(f"the kubeconfig {kubeconfig} does not exist",
                                    reason=reason, hint=missing_hint)
         try:
-            doc = yaml.safe_load(text)
+            doc = yamlsafe.load(text)
             current = doc["current-context"]
             context = _named(doc["contexts"], current)["context"]
             cluster = _named(doc["clusters"], context["cluster"])["cluster"]

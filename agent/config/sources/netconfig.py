@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from agent import yamlsafe
 from agent.config import checks, yamlkeys
 from agent.config.fragment import yaml_structure_problem
 from agent.config.loaded import Origins
@@ -51,8 +52,7 @@ def read_network_config(host: Host, document: dict[str, Any], origins: Origins,
             text = raw.decode()
             # aliases and deep nesting refused before anything is built (a bomb, or a
             # RecursionError in the YAML composer)
-            refused = yaml_structure_problem(text, getattr(yaml, "CSafeLoader",
-                                                           yaml.SafeLoader))
+            refused = yaml_structure_problem(text, yamlsafe.LOADER)
             if refused is not None:
                 errors.append(FieldError("(file)", refused[0], refused[1], origin=origin))
                 return

@@ -142,8 +142,10 @@ def parse_objects(payload: bytes, origin: str) -> list[dict[str, Any]]:
     apiVersion, kind and metadata.name."""
     import yaml
 
+    from agent import yamlsafe
+
     try:
-        docs = list(yaml.safe_load_all(payload.decode()))
+        docs = yamlsafe.load_all(payload.decode())
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise ManifestError(f"CNI manifest {origin} is not valid YAML: {err}") from err
     objects: list[dict[str, Any]] = []

@@ -122,12 +122,30 @@ class CloudConfig:
         return next((f for f in self.files if f.path == path), None)
 
 
+_LAST: list[tuple[tuple[str, str | None, InstanceData | None], CloudConfig]] = []
+"""The last parse and what it was of: a run resolves its join up to four times (plan,
+apply, after the pre-commands, the report), each from the same data."""
+
+
 def parse_cloud_config(text: str, *, node_name: str | None,
                        instance: InstanceData | None = None) -> CloudConfig:
     """Parse CABPK cloud-config; a `## template: jinja` document is rendered first with
     the node's cloud-init instance data (agent.phases.join.template), or without it with
-    `node_name` as the node-name variables."""
+    `node_name` as the node-name variables. Nothing parsed is changed by its readers, so
+    the same input's CloudConfig is handed out again."""
+    key = (text, node_name, instance)
+    if _LAST and _LAST[0][0] == key:
+        return _LAST[0][1]
+    parsed = _parse_cloud_config(text, node_name, instance)
+    _LAST[:] = [(key, parsed)]
+    return parsed
+
+
+def _parse_cloud_config(text: str, node_name: str | None,
+                        instance: InstanceData | None) -> CloudConfig:
     import yaml
+
+    from agent import yamlsafe
 
     text = render_cloud_config(text, instance, node_name)
     lines = text.splitlines()
@@ -137,10 +155,10 @@ def parse_cloud_config(text: str, *, node_name: str | None,
                                  hint="the Machine's bootstrap Secret must have format "
                                       "cloud-config")
     try:
-        refused = yaml_structure_problem(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        refused = yaml_structure_problem(text, yamlsafe.LOADER)
         if refused is not None:
             raise BootstrapDataError(f"the bootstrap data {refused[0]}", hint=refused[1])
-        doc = yaml.safe_load(text)
+        doc = yamlsafe.load(text)
     except yaml.YAMLError as err:
         raise BootstrapDataError(f"the bootstrap data is not valid YAML: "
                                  f"{shown(str(err), 200)}") from None

@@ -163,11 +163,13 @@ def read_kubeadm_configuration(text: str, command: str,
     they ran."""
     import yaml
 
+    from agent import yamlsafe
+
     try:  # aliases and deep nesting refused before a value is built (a bomb)
-        refused = yaml_structure_problem(text, getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        refused = yaml_structure_problem(text, yamlsafe.LOADER)
         if refused is not None:
             raise JoinConfigError(f"the kubeadm config file {refused[0]}", hint=refused[1])
-        docs = [d for d in yaml.safe_load_all(text) if d]
+        docs = [d for d in yamlsafe.load_all(text) if d]
     except yaml.YAMLError as err:
         raise JoinConfigError(f"the kubeadm config file is not valid YAML: {err}") from err
     kind = INIT_KIND if command == "init" else KIND

@@ -80,10 +80,12 @@ def kubeconfig_server(text: str | None) -> str | None:
     """The server of a kubeconfig's current context (or its only cluster)."""
     import yaml
 
+    from agent import yamlsafe
+
     if not text:
         return None
     try:
-        doc = yaml.safe_load(text)
+        doc = yamlsafe.load(text)
     except yaml.YAMLError:
         return None
     if not isinstance(doc, dict):
