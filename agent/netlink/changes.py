@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from agent.netlink.rtnl import WATCHED_GROUPS
+
 if TYPE_CHECKING:
     import socket
 
@@ -20,10 +22,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agent.netlink")
 
-RTMGRP_LINK, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE = 0x1, 0x10, 0x40
-RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE = 0x100, 0x400
-GROUPS = (RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_IFADDR
-          | RTMGRP_IPV6_ROUTE)
 READ_SIZE = 1 << 16
 
 
@@ -34,7 +32,7 @@ class ChangeWatch:
     def __init__(self, host: Host, on_change: Callable[[], None]) -> None:
         self.on_change = on_change
         self._sock: socket.socket = host.rtnetlink()
-        self._sock.bind((0, GROUPS))
+        self._sock.bind((0, WATCHED_GROUPS))
         self._stop_r, self._stop_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="netlink-changes",
                                         daemon=True)

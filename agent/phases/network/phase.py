@@ -74,11 +74,10 @@ class _Planned:
 
     def reusable_for(self, netplan: NetworkPlan, dad: bool) -> bool:
         """Whether apply may start from this: the same plan, and no link, address or route
-        of the namespace changed since the snapshot. Closes the watch."""
-        try:
-            return (self.netplan, self.dad) == (netplan, dad) and not self.watch.changed()
-        finally:
-            self.watch.close()
+        of the namespace changed since the snapshot. The watch hears only deletions
+        from then on (apply's, for verify)."""
+        quiet = not self.watch.only_deletions()
+        return quiet and (self.netplan, self.dad) == (netplan, dad)
 
 
 class NetworkPhase(PhaseOf[NetworkResult]):
@@ -96,6 +95,10 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         self._result = NetworkResult()
         self._planned: _Planned | None = None
         """The plan's snapshot and diff, for apply to start from when nothing changed."""
+        self._deletions: ChangeWatch | None = None
+        """Listening from before apply's first change to verify: when it heard no link or
+        address deleted, every address the kernel acknowledged (or that was there) is
+        still there, and verify reads nothing back."""
         self._rtnl: Rtnl | None = None
         """The run's netlink socket: opened by plan, used by apply and verify, closed when
         verify ends or apply fails (a retry plans, and opens one, again)."""
@@ -107,6 +110,9 @@ class NetworkPhase(PhaseOf[NetworkResult]):
 
     def _close(self) -> None:
         self._forget_plan()
+        if self._deletions is not None:
+            self._deletions.close()
+            self._deletions = None
         if self._rtnl is not None:
             self._rtnl.close()
             self._rtnl = None
@@ -202,10 +208,18 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         diff of `netplan` against it: the plan's, when it was made for the same plan and
         the kernel reported no change of a link, address or route since its snapshot
         (every attempt plans right before it applies, so this spares the run a dump of
-        the namespace and the diff); else taken afresh."""
+        the namespace and the diff); else taken afresh. Either way, the deletion watch
+        verify reads is listening before the first change."""
         planned, self._planned = self._planned, None
-        if planned is not None and planned.reusable_for(netplan, dad):
-            return planned.snapshot, planned.names, planned.diff
+        if self._deletions is not None:
+            self._deletions.close()
+        if planned is not None:
+            self._deletions = planned.watch
+            if planned.reusable_for(netplan, dad):
+                return planned.snapshot, planned.names, planned.diff
+        else:
+            self._deletions = watch(host)
+            self._deletions.only_deletions()
         before = observe(rtnl)
         names = resolve_names(host, netplan, before)
         return before, names, forward(netplan, before, names, dad=dad)
@@ -305,6 +319,9 @@ class NetworkPhase(PhaseOf[NetworkResult]):
         if self._result.live:
             netplan = build_plan(spec)
             try:
+                deletions = self._deletions
+                if deletions is not None and not deletions.changed():
+                    return self._result
                 now = observe(self._netlink(ctx.host), routes=False)
             finally:
                 self._close()

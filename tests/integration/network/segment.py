@@ -138,9 +138,11 @@ class Run:
 
 
 def run_phase(root: Path, seg: Segment, cfg: AgentConfig,
-              between: Callable[[], object] | None = None) -> Run:
+              between: Callable[[], object] | None = None,
+              after_apply: Callable[[], object] | None = None) -> Run:
     """Plan, apply and verify the network phase in the node namespace, as the
-    orchestrator does (without its retries); `between` runs after the plan."""
+    orchestrator does (without its retries); `between` runs after the plan,
+    `after_apply` before verify."""
     host = Host(root, netns=seg.node)
     journal = Journal.load(host)
     journal.start("network", "test")
@@ -155,6 +157,8 @@ def run_phase(root: Path, seg: Segment, cfg: AgentConfig,
         between()
     start = len(host.effects.recent)
     phase.apply(context(host), plan)
+    if after_apply is not None:
+        after_apply()
     result = phase.verify(context(host), plan)
     changes = [e for e in host.effects.recent[start:]
                if not e.startswith("write /var/lib/machine-agent/")]  # the journal itself
