@@ -22,7 +22,6 @@ from agent.phases.cni.conflist import (
     render,
     to_text,
 )
-from agent.phases.cni.doctor import checks
 from agent.phases.cni.install import fetch_bundle, install_change
 from agent.phases.cni.manifest import (
     Decision,
@@ -62,6 +61,8 @@ class CNIPhase(PhaseOf[CNIResult]):
                                  "once it is True"),)
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.cni.doctor import checks  # only `doctor` asks: not in a run
+
         return checks(self, doctor)
 
     def __init__(self, cluster: ClusterFactory = _kubeconfig_cluster) -> None:

@@ -24,7 +24,6 @@ from agent.logs import REDACT
 from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_change
 from agent.phases.facts import ClockChecked, ControlPlaneMember, NodeName
 from agent.phases.join.cloudconfig import SENTINEL, Command, KubeadmJoin
-from agent.phases.join.doctor import checks
 from agent.phases.join.dropins import environment
 from agent.phases.join.filechange import data_file_change
 from agent.phases.join.inplace import in_place_changes
@@ -64,6 +63,8 @@ class JoinPhase(PhaseOf[JoinResult]):
     are changed (kubeadm join never runs again: agent/phases/join/inplace.py)."""
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.join.doctor import checks  # only `doctor` asks: not in a run
+
         return checks(self, doctor)
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:

@@ -17,7 +17,6 @@ from agent.phases.join.cloudconfig import (
     parse_cloud_config,
 )
 from agent.phases.join.datakeys import check_other_keys
-from agent.phases.join.ignition import parse_ignition
 from agent.phases.join.joinconfig import (
     JoinFacts,
     JoinParams,
@@ -99,6 +98,8 @@ def resolve(config: AgentConfig, machine: MachineFacts | None, host: Host, *,
     else:
         data, origin, data_format = _bootstrap_data(spec.bootstrap_data_file, machine, host)
         if data_format == "ignition":
+            from agent.phases.join.ignition import parse_ignition  # a format few nodes use
+
             cloud = parse_ignition(data)
         else:
             cloud = parse_cloud_config(data, node_name=node_name,

@@ -27,7 +27,6 @@ from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_cha
 from agent.phases.facts import NodeAddresses
 from agent.phases.network.apply import Diff, Executor, NetOp, forward, rollback
 from agent.phases.network.claims import claim_addresses, held_allocations
-from agent.phases.network.doctor import checks
 from agent.phases.network.live import is_live
 from agent.phases.network.match import resolve_names
 from agent.phases.network.model import NetworkPlan, build_plan
@@ -89,6 +88,8 @@ class NetworkPhase(PhaseOf[NetworkResult]):
     reconfigurable = True
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.network.doctor import checks  # only `doctor` asks: not in a run
+
         return checks(self, doctor)
 
     def __init__(self) -> None:

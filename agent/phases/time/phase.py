@@ -21,7 +21,6 @@ from agent.phases.base import Change, PhaseContext, PhaseOf, PhasePlan, file_cha
 from agent.phases.facts import ClockChecked
 from agent.phases.time import chronyc
 from agent.phases.time.clock import clock_state
-from agent.phases.time.doctor import checks
 from agent.phases.time.gate import GateOutcome, wait_until_synchronised
 from agent.phases.time.ntpcheck import (
     QUERY_TIMEOUT,
@@ -49,6 +48,8 @@ class TimePhase(PhaseOf[TimeResult]):
     reconfigurable = True
 
     def doctor_checks(self, doctor: Doctor) -> Iterator[Check]:
+        from agent.phases.time.doctor import checks  # only `doctor` asks: not in a run
+
         return checks(self, doctor)
 
     def plan(self, ctx: PhaseContext) -> PhasePlan:
