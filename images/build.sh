@@ -97,10 +97,7 @@ base_key() {
 
 ensure_base() {  # prints the cached tree's path
   local dir
-  case " $DEB_SUITES " in
-    *" $SUITE "*) ;;
-    *) echo "no image of $SUITE: one of $DEB_SUITES" >&2; exit 2 ;;
-  esac
+  known_suite "$SUITE" || { echo "no image of $SUITE: one of $DEB_SUITES" >&2; exit 2; }
   dir="$CACHE_DIR/$(base_key)"
   mkdir -p "$CACHE_DIR"
   exec 9>"$dir.lock"
@@ -145,6 +142,13 @@ build_wheels() {  # $1: directory. The project's wheel and every dependency's.
 # its python3 is 3.10, older than the agent needs.
 DEB_SUITES="bookworm trixie noble"
 UBUNTU_MIRROR=${UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
+
+known_suite() {  # $1: suite; true for one of DEB_SUITES
+  case " $DEB_SUITES " in
+    *" $1 "*) return 0 ;;
+  esac
+  return 1
+}
 
 suite_mirror() {  # $1: suite. Empty: debootstrap's own Debian mirror (or MIRROR)
   case $1 in
@@ -207,11 +211,10 @@ build_target_tree() {  # $1: the directory to create, $2: suite. A bare system o
 ensure_tree() {  # $1: kind (deb: a build tree; target: a bare system), $2: suite;
   # prints the cached tree's path
   local kind=$1 suite=$2 dir
-  case " $DEB_SUITES " in
-    *" $suite "*) ;;
-    *) echo "no .deb for $suite: one of $DEB_SUITES (jammy's Python 3.10 is older than the agent needs)" >&2
-       return 2 ;;
-  esac
+  if ! known_suite "$suite"; then
+    echo "no .deb for $suite: one of $DEB_SUITES (jammy's Python 3.10 is older than the agent needs)" >&2
+    return 2
+  fi
   dir="$CACHE_DIR/$kind-$suite-$({ declare -f "build_${kind}_tree";
     echo "$suite $(suite_mirror "$suite")"; } | sha256sum | cut -c1-16)"
   mkdir -p "$CACHE_DIR"
