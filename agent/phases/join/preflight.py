@@ -82,11 +82,28 @@ class APIServerUnreachableError(TemporaryError):
 
 def preflight_results(host: Host, inputs: PreflightInputs) -> list[tuple[str, list[Failure]]]:
     """Every check by name, with its failures (none: it passed). `doctor` shows them all;
-    the join phase acts on the failures."""
+    the join phase acts on the failures. The checks that wait run side by side: the two
+    programs asked for their versions (about a second each to start in an emulated
+    guest) and the API server's answer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="preflight") as pool:
+        binaries = [(name, pool.submit(_binary, host, inputs, name))
+                    for name in ("kubeadm", "kubelet")]
+        api = pool.submit(_api_reachable, inputs.api_server_endpoint, inputs.api_timeout)
+        results = _local_results(host, inputs)
+        results[1:1] = [(f"FileExisting-{name}", found.result()) for name, found in binaries]
+        results.append((API_CHECK, api.result()))
+    if inputs.time_gate is not None:
+        results.append(("TimeSynchronized", _time_gate(inputs.time_gate)))
+    return results
+
+
+def _local_results(host: Host, inputs: PreflightInputs) -> list[tuple[str, list[Failure]]]:
+    """The checks that only read the node, in kubeadm's order (the programs' checks go
+    after the first, the API server's last)."""
     results = [
         ("CRI", _runtime(host, inputs.cri_socket)),
-        *((f"FileExisting-{name}", _binary(host, inputs, name))
-          for name in ("kubeadm", "kubelet")),
         ("Swap", _swap(host)),
         (_sysctl_check(IPV4_FORWARD), _sysctl(host, IPV4_FORWARD, "net.ipv4.ip_forward")),
     ]
@@ -95,11 +112,7 @@ def preflight_results(host: Host, inputs: PreflightInputs) -> list[tuple[str, li
                         _sysctl(host, IPV6_FORWARD, "net.ipv6.conf.default.forwarding")))
     if inputs.br_netfilter:
         results.append((_sysctl_check(BRIDGE_NF), _br_netfilter(host)))
-    results += [(f"Port-{KUBELET_PORT}", _port_free(host, KUBELET_PORT)),
-                (API_CHECK,
-                 _api_reachable(inputs.api_server_endpoint, inputs.api_timeout))]
-    if inputs.time_gate is not None:
-        results.append(("TimeSynchronized", _time_gate(inputs.time_gate)))
+    results.append((f"Port-{KUBELET_PORT}", _port_free(host, KUBELET_PORT)))
     return results
 
 

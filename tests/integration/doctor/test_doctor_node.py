@@ -66,6 +66,26 @@ def test_kubeadm_missing_names_the_check_and_the_fix(
     assert {c["phase"] for c in doc["checks"]} == {"join"}
 
 
+def test_the_programs_are_asked_for_their_versions_side_by_side(
+        local_node: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    # each program answers only once the other has started (or gives up after 10 s and
+    # fails): asked one after the other, the first check would fail
+    root, tools = local_node
+    for name, other in (("kubeadm", "kubelet"), ("kubelet", "kubeadm")):
+        (tools / name).rename(tools / f"{name}.real")
+        (tools / name).write_text(
+            f"#!/bin/sh\ntouch '{tools}/{name}.started'\ni=0\n"
+            f"while [ ! -e '{tools}/{other}.started' ] && [ $i -lt 100 ]; do\n"
+            f"  sleep 0.1; i=$((i + 1))\ndone\n"
+            f"[ -e '{tools}/{other}.started' ] || exit 1\n"
+            f"exec '{tools}/{name}.real' \"$@\"\n")
+        (tools / name).chmod(0o755)
+    code, doc = doctor(root, "--phase", "join", capsys=capsys)
+    assert failing(doc) == [] and code == 0, doc
+    for name in ("FileExisting-kubeadm", "FileExisting-kubelet"):
+        assert by_name(doc)[("join", name)]["status"] == "pass"
+
+
 def test_swap_on_names_the_swap_check(local_node: tuple[Path, Path],
                                       capsys: pytest.CaptureFixture[str]) -> None:
     root, _ = local_node
