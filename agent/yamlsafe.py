@@ -1,6 +1,6 @@
 """PyYAML's safe loader, libyaml's when PyYAML was built with it: the same documents and
-types as `yaml.safe_load`, parsed and composed in C (a bootstrap's cloud-config, its
-kubeadm configuration and kubeconfigs took a tenth of the run's CPU in pure Python)."""
+types as `yaml.safe_load`, parsed and composed in C where the pure-Python loader reads
+a document a character at a time. The one loader every reader of YAML uses."""
 
 from __future__ import annotations
 

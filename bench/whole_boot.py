@@ -31,13 +31,13 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.table import Row, sample
+from bench.table import Row, Sample, sample
 
 GUEST = Path(__file__).parent / "whole_boot_guest"
 UNITS = ("ntp-test-server.service", "cri-standin.socket", "workload-apiserver.service",
@@ -243,7 +243,7 @@ def rows(agent_docs: Sequence[dict[str, Any]], ci_docs: Sequence[dict[str, Any]]
          ) -> list[Row]:
     agents, alones = [agent_boot(d) for d in agent_docs], [cloud_init_boot(d) for d in ci_docs]
 
-    def s(values: Any) -> Any:
+    def s(values: Iterable[float]) -> Sample:
         return sample(list(values), "s")
 
     anchor = "cloud-init alone"

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from agent import __version__
+from agent import __version__, yamlsafe
 from agent.config import yamlkeys
 from agent.config.model import API_VERSION, KIND
 from agent.errors import FieldError, shown
@@ -46,7 +46,7 @@ def parse_fragment(text: str, origin: str, errors: list[FieldError]) -> Fragment
                                  origin=origin))
         return None
     try:
-        refused = yaml_structure_problem(text, yamlkeys.BASE)
+        refused = yaml_structure_problem(text, yamlsafe.LOADER)
         if refused is not None:
             errors.append(FieldError("(document)", refused[0], refused[1], origin=origin))
             return None

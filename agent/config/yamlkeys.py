@@ -11,14 +11,12 @@ import yaml
 
 from agent.yamlsafe import LOADER
 
-BASE: Any = LOADER
-
 
 class DuplicateKey(yaml.constructor.ConstructorError):
     """A key given twice in one mapping; `problem` names it and both lines."""
 
 
-class StrictLoader(BASE):  # type: ignore[misc]
+class StrictLoader(LOADER):  # type: ignore[misc]
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
